@@ -1,0 +1,66 @@
+// AdmissionReview admission.k8s.io/v1 (DESIGN 4.1): the part of it the webhook reads, validated.
+import { z } from 'zod';
+import { describeIssues, type ParseResult } from './events.js';
+
+export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
+
+const gvk = z.object({ group: z.string(), version: z.string().min(1), kind: z.string().min(1) });
+const gvr = z.object({ group: z.string(), version: z.string().min(1), resource: z.string().min(1) });
+
+/** An embedded object: only metadata is read, the rest is compared as opaque JSON. */
+const embeddedObject = z
+  .object({
+    apiVersion: z.string().optional(),
+    kind: z.string().optional(),
+    metadata: z
+      .object({
+        name: z.string().optional(),
+        namespace: z.string().optional(),
+        deletionTimestamp: z.string().nullable().optional(),
+      })
+      .passthrough()
+      .optional(),
+  })
+  .passthrough();
+
+export const admissionRequestSchema = z.object({
+  uid: z.string().min(1).max(128),
+  kind: gvk,
+  resource: gvr,
+  subResource: z.string().optional(),
+  requestKind: gvk.optional(),
+  requestResource: gvr.optional(),
+  requestSubResource: z.string().optional(),
+  name: z.string().optional(),
+  namespace: z.string().optional(),
+  operation: z.enum(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']),
+  userInfo: z.object({ username: z.string().optional() }).passthrough().optional(),
+  object: embeddedObject.nullable().optional(),
+  oldObject: embeddedObject.nullable().optional(),
+  dryRun: z.boolean().optional(),
+  options: z.unknown().optional(),
+});
+
+export const admissionReviewSchema = z.object({
+  apiVersion: z.literal(ADMISSION_API_VERSION),
+  kind: z.literal('AdmissionReview'),
+  request: admissionRequestSchema,
+});
+
+export type AdmissionRequest = z.infer<typeof admissionRequestSchema>;
+export type AdmissionReview = z.infer<typeof admissionReviewSchema>;
+export type EmbeddedObject = z.infer<typeof embeddedObject>;
+
+export function parseAdmissionReview(body: unknown): ParseResult<AdmissionReview> {
+  const result = admissionReviewSchema.safeParse(body);
+  return result.success ? { ok: true, value: result.data } : { ok: false, error: describeIssues(result.error) };
+}
+
+/** The answer the webhook always gives: allowed, in the request's apiVersion, with its uid. */
+export function allowedResponse(uid: string): string {
+  return JSON.stringify({
+    apiVersion: ADMISSION_API_VERSION,
+    kind: 'AdmissionReview',
+    response: { uid, allowed: true },
+  });
+}

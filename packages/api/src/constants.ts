@@ -1,0 +1,107 @@
+/** API group of every resource this project owns; shared with Kyma's lifecycle-manager. */
+export const GROUP = 'operator.kyma-project.io';
+
+export const VERSIONS = {
+  /** Kyma, ModuleTemplate, ModuleReleaseMeta and Watcher are served at v1beta2 upstream. */
+  kyma: 'v1beta2',
+  moduleTemplate: 'v1beta2',
+  moduleReleaseMeta: 'v1beta2',
+  watcher: 'v1beta2',
+  /** ModuleConfig and SyncResource are this project's own, hence alpha. */
+  moduleConfig: 'v1alpha1',
+  syncResource: 'v1alpha1',
+  /** The sample module used by tests and the demo. */
+  sample: 'v1alpha1',
+} as const;
+
+export const KINDS = {
+  kyma: { kind: 'Kyma', plural: 'kymas', version: VERSIONS.kyma },
+  moduleTemplate: { kind: 'ModuleTemplate', plural: 'moduletemplates', version: VERSIONS.moduleTemplate },
+  moduleReleaseMeta: {
+    kind: 'ModuleReleaseMeta',
+    plural: 'modulereleasemetas',
+    version: VERSIONS.moduleReleaseMeta,
+  },
+  watcher: { kind: 'Watcher', plural: 'watchers', version: VERSIONS.watcher },
+  moduleConfig: { kind: 'ModuleConfig', plural: 'moduleconfigs', version: VERSIONS.moduleConfig },
+  syncResource: { kind: 'SyncResource', plural: 'syncresources', version: VERSIONS.syncResource },
+  sample: { kind: 'Sample', plural: 'samples', version: VERSIONS.sample },
+} as const;
+
+export const LABELS = {
+  /** On the KCP Kyma: the SKR's identity, equal to the CN of its client certificate. */
+  runtimeId: 'kyma-project.io/runtime-id',
+  /** Links Secrets, ModuleConfigs and SyncResources to their Kyma. */
+  kymaName: 'operator.kyma-project.io/kyma-name',
+  /** On ModuleConfigs: which module the mirrored Module CR belongs to, so managers can filter. */
+  moduleName: 'operator.kyma-project.io/module-name',
+  /** Which component owns an object we created. */
+  managedBy: 'operator.kyma-project.io/managed-by',
+  /** Objects the SKR webhook watches carry this label; the value names the manager. */
+  watchedBy: 'operator.kyma-project.io/watched-by',
+  /** "true" pauses reconciliation of a Kyma. */
+  skipReconciliation: 'operator.kyma-project.io/skip-reconciliation',
+} as const;
+
+export const ANNOTATIONS = {
+  /** The SKR's DNS name; a SAN of its certificates. */
+  skrDomain: 'skr-domain',
+  /** Written on the SKR Kyma by broken-watcher detection; must come back as an event. */
+  watcherProbe: 'operator.kyma-project.io/watcher-probe',
+} as const;
+
+/** The value of `managed-by` on everything the agent creates. */
+export const MANAGED_BY = 'skr-watcher';
+
+/** Server-side apply field manager of the agent; one name so ownership is stable across restarts. */
+export const FIELD_MANAGER = 'skr-watcher-agent';
+
+/** Finalizer that guards the ordered cleanup of a Kyma. */
+export const KYMA_FINALIZER = 'operator.kyma-project.io/skr-watcher';
+
+/** Defaults for where things live. */
+export const DEFAULTS = {
+  kcpNamespace: 'kcp-system',
+  skrNamespace: 'kyma-system',
+  skrKymaName: 'default',
+  channel: 'regular',
+  /** Key of the kubeconfig in the KCP Secret labelled with the Kyma name. */
+  kubeconfigSecretKey: 'config',
+  /** Name of the manager in callback paths (`/v2/<manager>/event`). */
+  manager: 'lifecycle-manager',
+} as const;
+
+/** Limits on the wire. */
+export const LIMITS = {
+  /** The listener refuses callback bodies above 16 KiB, as the reference listener does. */
+  eventBodyBytes: 16 * 1024,
+  /** UPDATE reviews carry two objects; a few MiB covers any CR the API server accepts (etcd caps at 1.5 MiB). */
+  admissionBodyBytes: 4 * 1024 * 1024,
+} as const;
+
+/** Per-state requeue intervals in milliseconds, as the reference KCP uses. */
+export const REQUEUE_MS = {
+  Ready: 5 * 60_000,
+  Processing: 5_000,
+  Warning: 30_000,
+  Error: 2_000,
+  /** Failures back off from 5 s to 30 s. */
+  backoffBase: 5_000,
+  backoffMax: 30_000,
+} as const;
+
+/** Listener answers (DESIGN 4.3). */
+export const LISTENER_STATUS = {
+  accepted: 200,
+  badRequest: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  notFound: 404,
+  methodNotAllowed: 405,
+  payloadTooLarge: 413,
+  unsupportedMediaType: 415,
+} as const;
+
+/** Resource state, ordered so that the worst state wins when aggregating. */
+export const STATES = ['Ready', 'Processing', 'Warning', 'Error', 'Deleting'] as const;
+export type State = (typeof STATES)[number];

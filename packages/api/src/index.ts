@@ -1,0 +1,4 @@
+export * from './constants.js';
+export * from './resources.js';
+export * from './events.js';
+export * from './admission.js';

@@ -1,0 +1,15 @@
+import { Registry, collectDefaultMetrics } from 'prom-client';
+
+export { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** A registry of its own per component, with process metrics (RSS, CPU, event-loop lag). */
+export function createRegistry(prefix = ''): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix });
+  return registry;
+}
+
+/** Buckets for request latencies, from 100 µs to 10 s. */
+export const LATENCY_BUCKETS_SECONDS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];

@@ -1,0 +1,291 @@
+// Real control planes for tests and the demo: one etcd, one kube-apiserver per plane (own etcd prefix).
+import { readFile, readdir, mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ApiextensionsV1Api, KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
+import { ensureBinaries, type Binaries } from './binaries.js';
+import { planeCertificates, type PlaneCertificates } from './pki.js';
+import { freePort } from './ports.js';
+import { startProcess, type ManagedProcess } from './processes.js';
+
+export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
+const READY_TIMEOUT_MS = 60_000;
+
+export interface EnvironmentOptions {
+  /** Names of the planes, e.g. ['kcp', 'skr1', 'skr2']. */
+  planes: string[];
+  /** Where kubeconfigs, certificates, data and logs go; a temporary directory by default. */
+  dir?: string;
+  /** Directories of CRD manifests to install in every plane; the project's CRDs by default. */
+  crdDirs?: string[];
+  log?: (line: string) => void;
+}
+
+export interface ControlPlane {
+  readonly name: string;
+  /** https://127.0.0.1:<port> */
+  readonly url: string;
+  readonly kubeconfigPath: string;
+  /** The plane's CA (PEM): it signed the serving certificate; tests use it as the webhook caBundle too. */
+  readonly caPem: string;
+  /** A fresh KubeConfig for this plane (cluster, user and context named after the plane). */
+  kubeConfig(): KubeConfig;
+  /** Stops and starts this kube-apiserver again on the same port and data; for fault tests. */
+  restart(): Promise<void>;
+  /** Stops the kube-apiserver only (etcd keeps its data). */
+  stopApiServer(): Promise<void>;
+  startApiServer(): Promise<void>;
+  readonly pid: () => number;
+}
+
+export interface Environment {
+  readonly dir: string;
+  readonly planes: ControlPlane[];
+  plane(name: string): ControlPlane;
+  /** PIDs of every etcd and kube-apiserver of this environment that is still running. */
+  pids(): number[];
+  stop(): Promise<void>;
+}
+
+function kubeconfigYaml(name: string, url: string, certs: PlaneCertificates): string {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  return `apiVersion: v1
+kind: Config
+clusters:
+  - name: ${name}
+    cluster:
+      server: ${url}
+      certificate-authority-data: ${b64(certs.ca.certPem)}
+users:
+  - name: ${name}-admin
+    user:
+      client-certificate-data: ${b64(certs.admin.certPem)}
+      client-key-data: ${b64(certs.admin.keyPem)}
+contexts:
+  - name: ${name}
+    context:
+      cluster: ${name}
+      user: ${name}-admin
+current-context: ${name}
+`;
+}
+
+function getStatus(url: string, ca: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request(url, { ca, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', () => resolve(0));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, logFile?: string) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  const tail = logFile ? (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-20).join('\n') : '';
+  throw new Error(`${what} not ready after ${timeoutMs / 1000} s${tail ? `; last log lines:\n${tail}` : ''}`);
+}
+
+async function loadCrds(dirs: string[]): Promise<V1CustomResourceDefinition[]> {
+  const crds: V1CustomResourceDefinition[] = [];
+  for (const dir of dirs) {
+    for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
+      crds.push(parseYaml(await readFile(join(dir, file), 'utf8')) as V1CustomResourceDefinition);
+    }
+  }
+  return crds;
+}
+
+/** Creates the CRDs in a plane and waits until each is Established. */
+export async function installCrds(kubeConfig: KubeConfig, crds: V1CustomResourceDefinition[]): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  await Promise.all(crds.map((body) => api.createCustomResourceDefinition({ body })));
+  for (const crd of crds) {
+    const name = crd.metadata?.name ?? '';
+    await waitFor(
+      `CRD ${name}`,
+      async () => {
+        const current = await api.readCustomResourceDefinition({ name });
+        return !!current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+      },
+      30_000,
+    );
+  }
+}
+
+export async function startEnvironment(options: EnvironmentOptions): Promise<Environment> {
+  const log = options.log ?? (() => {});
+  const names = options.planes;
+  if (names.length === 0 || new Set(names).size !== names.length || names.some((n) => !/^[a-z0-9-]+$/.test(n))) {
+    throw new Error(`plane names must be distinct lowercase words, got ${JSON.stringify(names)}`);
+  }
+  const binaries: Binaries = await ensureBinaries({ log });
+  const ownDir = !options.dir;
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'skr-testenv-')));
+  await mkdir(dir, { recursive: true });
+  const processes: ManagedProcess[] = [];
+
+  const etcdPort = await freePort();
+  const peerPort = await freePort();
+  const etcdLog = join(dir, 'etcd.log');
+  const etcd = startProcess(
+    binaries.etcd,
+    [
+      `--data-dir=${join(dir, 'etcd-data')}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+      '--unsafe-no-fsync',
+      '--log-level=warn',
+    ],
+    etcdLog,
+  );
+  processes.push(etcd);
+
+  const planes: ControlPlane[] = [];
+  const stopAll = async () => {
+    await Promise.all(planes.map((plane) => plane.stopApiServer()));
+    await etcd.stop();
+    if (ownDir) await rm(dir, { recursive: true, force: true });
+  };
+
+  try {
+    await waitFor(
+      'etcd',
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${etcdPort}/health`).catch(() => undefined);
+        return !!res?.ok;
+      },
+      READY_TIMEOUT_MS,
+      etcdLog,
+    );
+    log(`[testenv] etcd ready on 127.0.0.1:${etcdPort}`);
+
+    const crds = await loadCrds(options.crdDirs ?? [DEFAULT_CRD_DIR]);
+    // Start the API servers in parallel: each takes seconds, mostly waiting on its own start-up hooks.
+    const started = await Promise.all(
+      names.map((name) => startPlane(name, dir, binaries, `http://127.0.0.1:${etcdPort}`, log)),
+    );
+    planes.push(...started);
+    await Promise.all(planes.map((plane) => installCrds(plane.kubeConfig(), crds)));
+    log(`[testenv] CRDs installed in ${names.join(', ')}`);
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+
+  return {
+    dir,
+    planes,
+    plane(name) {
+      const found = planes.find((p) => p.name === name);
+      if (!found) throw new Error(`no plane named ${name}; planes: ${names.join(', ')}`);
+      return found;
+    },
+    pids: () => [etcd, ...planes.map((p) => ({ pid: p.pid(), isRunning: () => p.pid() > 0 }))]
+      .filter((p) => p.isRunning())
+      .map((p) => p.pid),
+    stop: stopAll,
+  };
+}
+
+async function startPlane(
+  name: string,
+  rootDir: string,
+  binaries: Binaries,
+  etcdUrl: string,
+  log: (line: string) => void,
+): Promise<ControlPlane> {
+  const dir = join(rootDir, name);
+  await mkdir(dir, { recursive: true });
+  const certs = planeCertificates(name);
+  const files = {
+    ca: join(dir, 'ca.crt'),
+    servingCert: join(dir, 'apiserver.crt'),
+    servingKey: join(dir, 'apiserver.key'),
+    saPublic: join(dir, 'sa.pub'),
+    saPrivate: join(dir, 'sa.key'),
+    kubeconfig: join(dir, 'kubeconfig'),
+    log: join(dir, 'kube-apiserver.log'),
+  };
+  await writeFile(files.ca, certs.ca.certPem);
+  await writeFile(files.servingCert, certs.serving.certPem);
+  await writeFile(files.servingKey, certs.serving.keyPem, { mode: 0o600 });
+  await writeFile(files.saPublic, certs.serviceAccount.publicPem);
+  await writeFile(files.saPrivate, certs.serviceAccount.privatePem, { mode: 0o600 });
+
+  const port = await freePort();
+  const url = `https://127.0.0.1:${port}`;
+  await writeFile(files.kubeconfig, kubeconfigYaml(name, url, certs), { mode: 0o600 });
+
+  const args = [
+    `--etcd-servers=${etcdUrl}`,
+    `--etcd-prefix=/${name}`,
+    `--secure-port=${port}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    '--endpoint-reconciler-type=none',
+    `--cert-dir=${dir}`,
+    `--tls-cert-file=${files.servingCert}`,
+    `--tls-private-key-file=${files.servingKey}`,
+    `--client-ca-file=${files.ca}`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--allow-privileged=true',
+    '--disable-admission-plugins=ServiceAccount',
+    '--authorization-mode=RBAC',
+    `--service-account-issuer=${url}/`,
+    `--service-account-key-file=${files.saPublic}`,
+    `--service-account-signing-key-file=${files.saPrivate}`,
+    '--profiling=false',
+  ];
+  let apiserver: ManagedProcess | undefined;
+
+  const start = async () => {
+    apiserver = startProcess(binaries.kubeApiserver, args, files.log);
+    const current = apiserver;
+    await waitFor(
+      `kube-apiserver ${name}`,
+      async () => {
+        if (!current.isRunning()) throw new Error(`kube-apiserver ${name} exited; see ${files.log}`);
+        return (await getStatus(`${url}/readyz`, certs.ca.certPem)) === 200;
+      },
+      READY_TIMEOUT_MS,
+      files.log,
+    );
+    log(`[testenv] ${name} ready at ${url}`);
+  };
+  const stop = async () => {
+    await apiserver?.stop();
+  };
+  await start();
+
+  return {
+    name,
+    url,
+    kubeconfigPath: files.kubeconfig,
+    caPem: certs.ca.certPem,
+    kubeConfig() {
+      const kc = new KubeConfig();
+      kc.loadFromFile(files.kubeconfig);
+      return kc;
+    },
+    restart: async () => {
+      await stop();
+      await start();
+    },
+    stopApiServer: stop,
+    startApiServer: start,
+    pid: () => (apiserver?.isRunning() ? apiserver.pid : -1),
+  };
+}
