@@ -67,24 +67,32 @@ describe('testenv control planes', function () {
     });
     const params = { group: GROUP, version: VERSIONS.kyma, namespace: 'default', plural: 'kymas' };
     await api.createNamespacedCustomObject({ ...params, body: kyma('regular', `valid-${Date.now()}`) });
-    const error = await api.createNamespacedCustomObject({ ...params, body: kyma('NOT A CHANNEL', 'invalid') }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await api
+      .createNamespacedCustomObject({ ...params, body: kyma('NOT A CHANNEL', 'invalid') })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(error).to.be.instanceOf(ApiException);
     const apiError = error as ApiException<string>;
     expect(apiError.code).to.equal(422);
     // The API server's own validation message, naming the field and the pattern.
-    expect(String(apiError.body)).to.match(/spec\.channel/).and.match(/should match/);
+    expect(String(apiError.body))
+      .to.match(/spec\.channel/)
+      .and.match(/should match/);
   });
 
   for (const signal of ['SIGINT', 'SIGKILL'] as const) {
     it(`leave no kube-apiserver or etcd behind when skr-testenv up gets ${signal}`, async () => {
       const dir = await mkdtemp(join(tmpdir(), 'skr-testenv-cli-'));
       try {
-        const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=source', CLI, 'up', '--planes', 'a,b', '--dir', dir], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
+        const child = spawn(
+          process.execPath,
+          ['--import', 'tsx', '--conditions=source', CLI, 'up', '--planes', 'a,b', '--dir', dir],
+          {
+            stdio: ['ignore', 'pipe', 'pipe'],
+          },
+        );
         let out = '';
         child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
         child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));

@@ -53,7 +53,9 @@ export type EmbeddedObject = z.infer<typeof embeddedObject>;
 
 export function parseAdmissionReview(body: unknown): ParseResult<AdmissionReview> {
   const result = admissionReviewSchema.safeParse(body);
-  return result.success ? { ok: true, value: result.data } : { ok: false, error: describeIssues(result.error) };
+  return result.success
+    ? { ok: true, value: result.data }
+    : { ok: false, error: describeIssues(result.error) };
 }
 
 /** The answer the webhook always gives: allowed, in the request's apiVersion, with its uid. */

@@ -40,10 +40,7 @@ export function describeIssues(error: z.ZodError): string {
 }
 
 /** Validates an already JSON-decoded callback body against the contract of its path version. */
-export function parseWatchEvent(
-  version: 'v1',
-  body: unknown,
-): ParseResult<WatchEventV1>;
+export function parseWatchEvent(version: 'v1', body: unknown): ParseResult<WatchEventV1>;
 export function parseWatchEvent(version: 'v2', body: unknown): ParseResult<WatchEventV2>;
 export function parseWatchEvent(
   version: ContractVersion,
@@ -55,7 +52,9 @@ export function parseWatchEvent(
 ): ParseResult<WatchEventV1 | WatchEventV2> {
   const schema = version === 'v1' ? watchEventV1Schema : watchEventV2Schema;
   const result = schema.safeParse(body);
-  return result.success ? { ok: true, value: result.data } : { ok: false, error: describeIssues(result.error) };
+  return result.success
+    ? { ok: true, value: result.data }
+    : { ok: false, error: describeIssues(result.error) };
 }
 
 /** Builds the v2 body for an object; `namespace` is empty for cluster-scoped objects. */

@@ -12,7 +12,12 @@ const review = {
     namespace: 'kyma-system',
     operation: 'CREATE',
     userInfo: { username: 'alice', groups: ['system:authenticated'] },
-    object: { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', metadata: { name: 'default' }, spec: {} },
+    object: {
+      apiVersion: 'operator.kyma-project.io/v1beta2',
+      kind: 'Kyma',
+      metadata: { name: 'default' },
+      spec: {},
+    },
     oldObject: null,
   },
 };

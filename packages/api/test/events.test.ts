@@ -13,7 +13,10 @@ describe('callback event contract', () => {
   });
 
   it('accepts a cluster-scoped object (empty namespace) and the core group', () => {
-    const body = { watched: { Namespace: '', Name: 'n1' }, watchedGvk: { group: '', version: 'v1', kind: 'Node' } };
+    const body = {
+      watched: { Namespace: '', Name: 'n1' },
+      watchedGvk: { group: '', version: 'v1', kind: 'Node' },
+    };
     expect(parseWatchEvent('v2', body).ok).to.equal(true);
   });
 
@@ -29,10 +32,18 @@ describe('callback event contract', () => {
     ['lower-case keys of watched', { ...good, watched: { namespace: 'a', name: 'b' } }, /watched\.Namespace/],
     ['an empty name', { ...good, watched: { Namespace: 'a', Name: '' } }, /watched\.Name/],
     ['a name with upper case', { ...good, watched: { Namespace: 'a', Name: 'Bad' } }, /watched\.Name/],
-    ['a 254-character name', { ...good, watched: { Namespace: 'a', Name: 'a'.repeat(254) } }, /watched\.Name/],
+    [
+      'a 254-character name',
+      { ...good, watched: { Namespace: 'a', Name: 'a'.repeat(254) } },
+      /watched\.Name/,
+    ],
     ['a numeric version', { ...good, watchedGvk: { ...good.watchedGvk, version: 2 } }, /watchedGvk\.version/],
     ['a missing kind', { ...good, watchedGvk: { group: 'g', version: 'v1' } }, /watchedGvk\.kind/],
-    ['a kind with spaces', { ...good, watchedGvk: { ...good.watchedGvk, kind: 'Ky ma' } }, /watchedGvk\.kind/],
+    [
+      'a kind with spaces',
+      { ...good, watchedGvk: { ...good.watchedGvk, kind: 'Ky ma' } },
+      /watchedGvk\.kind/,
+    ],
   ];
   for (const [name, body, field] of bad) {
     it(`rejects ${name} and names the field`, () => {
@@ -47,9 +58,19 @@ describe('callback event contract', () => {
   });
 
   it('parses callback paths of both versions and nothing else', () => {
-    expect(parseEventPath(eventPath('lifecycle-manager'))).to.deep.equal({ version: 'v2', component: 'lifecycle-manager' });
+    expect(parseEventPath(eventPath('lifecycle-manager'))).to.deep.equal({
+      version: 'v2',
+      component: 'lifecycle-manager',
+    });
     expect(parseEventPath('/v1/klm/event')).to.deep.equal({ version: 'v1', component: 'klm' });
-    for (const path of ['/v3/klm/event', '/v2/klm/events', '/v2//event', '/v2/KLM/event', '/v2/a/b/event', '/v2/klm/event?x=1']) {
+    for (const path of [
+      '/v3/klm/event',
+      '/v2/klm/events',
+      '/v2//event',
+      '/v2/KLM/event',
+      '/v2/a/b/event',
+      '/v2/klm/event?x=1',
+    ]) {
       expect(parseEventPath(path), path).to.equal(undefined);
     }
   });

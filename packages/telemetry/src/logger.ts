@@ -10,7 +10,10 @@ export function createLogger(component: string, level: LevelWithSilent = 'info')
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     // Keys and kubeconfigs must never reach a log line, even by accident.
-    redact: { paths: ['*.tls.key', '*.keyPem', '*.privateKey', '*.kubeconfig', 'kubeconfig'], censor: '[redacted]' },
+    redact: {
+      paths: ['*.tls.key', '*.keyPem', '*.privateKey', '*.kubeconfig', 'kubeconfig'],
+      censor: '[redacted]',
+    },
   });
 }
 

@@ -71,7 +71,9 @@ export async function ensureBinaries(options: { log?: (line: string) => void } =
       const child = spawn('bash', [BUILD_SCRIPT, dir], { stdio: ['ignore', 'inherit', 'inherit'] });
       child.on('error', reject);
       child.on('exit', (code) =>
-        code === 0 ? resolve() : reject(new Error(`building the control-plane binaries failed (exit ${code})`)),
+        code === 0
+          ? resolve()
+          : reject(new Error(`building the control-plane binaries failed (exit ${code})`)),
       );
     });
   } finally {

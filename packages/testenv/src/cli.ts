@@ -8,7 +8,9 @@ import { startEnvironment } from './environment.js';
 import { KUBERNETES_VERSION, ETCD_VERSION } from './versions.js';
 
 const program = new Command('skr-testenv')
-  .description(`Starts real kube-apiserver ${KUBERNETES_VERSION} + etcd ${ETCD_VERSION} control planes on loopback.`)
+  .description(
+    `Starts real kube-apiserver ${KUBERNETES_VERSION} + etcd ${ETCD_VERSION} control planes on loopback.`,
+  )
   .showHelpAfterError()
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
@@ -17,7 +19,9 @@ program
   .description('print where kube-apiserver and etcd are, building them from the Go module proxy if needed')
   .action(async () => {
     const found = await ensureBinaries();
-    process.stdout.write(`kube-apiserver ${found.kubeApiserver}\netcd ${found.etcd}\nsource ${found.source}\n`);
+    process.stdout.write(
+      `kube-apiserver ${found.kubeApiserver}\netcd ${found.etcd}\nsource ${found.source}\n`,
+    );
   });
 
 program
@@ -27,7 +31,10 @@ program
     '--planes <names>',
     'comma-separated plane names',
     (value: string) => {
-      const names = value.split(',').map((s) => s.trim()).filter(Boolean);
+      const names = value
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       if (names.length === 0) throw new InvalidArgumentError('give at least one plane name');
       return names;
     },
@@ -37,9 +44,17 @@ program
   .action(async (opts: { planes: string[]; dir: string }) => {
     const dir = resolve(opts.dir);
     await mkdir(dir, { recursive: true });
-    const env = await startEnvironment({ planes: opts.planes, dir, log: (l) => process.stderr.write(l + '\n') });
-    const lines = env.planes.map((p) => `  ${p.name.padEnd(6)} ${p.url}   kubectl --kubeconfig ${p.kubeconfigPath} get kymas -A`);
-    process.stdout.write(`ready: ${env.planes.length} control planes\n${lines.join('\n')}\nlogs in ${dir}; Ctrl-C stops them\n`);
+    const env = await startEnvironment({
+      planes: opts.planes,
+      dir,
+      log: (l) => process.stderr.write(l + '\n'),
+    });
+    const lines = env.planes.map(
+      (p) => `  ${p.name.padEnd(6)} ${p.url}   kubectl --kubeconfig ${p.kubeconfigPath} get kymas -A`,
+    );
+    process.stdout.write(
+      `ready: ${env.planes.length} control planes\n${lines.join('\n')}\nlogs in ${dir}; Ctrl-C stops them\n`,
+    );
     let stopping = false;
     const shutdown = () => {
       if (stopping) return;

@@ -91,7 +91,9 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: n
     if (await check()) return;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  const tail = logFile ? (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-20).join('\n') : '';
+  const tail = logFile
+    ? (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-20).join('\n')
+    : '';
   throw new Error(`${what} not ready after ${timeoutMs / 1000} s${tail ? `; last log lines:\n${tail}` : ''}`);
 }
 
@@ -125,7 +127,11 @@ export async function installCrds(kubeConfig: KubeConfig, crds: V1CustomResource
 export async function startEnvironment(options: EnvironmentOptions): Promise<Environment> {
   const log = options.log ?? (() => {});
   const names = options.planes;
-  if (names.length === 0 || new Set(names).size !== names.length || names.some((n) => !/^[a-z0-9-]+$/.test(n))) {
+  if (
+    names.length === 0 ||
+    new Set(names).size !== names.length ||
+    names.some((n) => !/^[a-z0-9-]+$/.test(n))
+  ) {
     throw new Error(`plane names must be distinct lowercase words, got ${JSON.stringify(names)}`);
   }
   const binaries: Binaries = await ensureBinaries({ log });
@@ -193,9 +199,10 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
       if (!found) throw new Error(`no plane named ${name}; planes: ${names.join(', ')}`);
       return found;
     },
-    pids: () => [etcd, ...planes.map((p) => ({ pid: p.pid(), isRunning: () => p.pid() > 0 }))]
-      .filter((p) => p.isRunning())
-      .map((p) => p.pid),
+    pids: () =>
+      [etcd, ...planes.map((p) => ({ pid: p.pid(), isRunning: () => p.pid() > 0 }))]
+        .filter((p) => p.isRunning())
+        .map((p) => p.pid),
     stop: stopAll,
   };
 }

@@ -19,7 +19,8 @@ function installExitHooks(): void {
     process.once(signal, () => {
       for (const child of live) child.kill('SIGKILL');
       // Exit as the default handler would have, unless the program installed its own handler.
-      if (process.listenerCount(signal) === 0) process.exit(128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1));
+      if (process.listenerCount(signal) === 0)
+        process.exit(128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1));
     });
   }
 }
