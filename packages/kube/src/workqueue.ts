@@ -1,0 +1,338 @@
+// A keyed work queue with client-go semantics: a key is never processed twice at once, repeated adds
+// coalesce, adds during processing re-run the key afterwards, failures back off per key.
+import { REQUEUE_MS } from '@skr-watcher/api';
+import { Counter, Gauge, Histogram, type Registry } from '@skr-watcher/telemetry';
+import type { Logger } from '@skr-watcher/telemetry';
+
+/** Time source of the queue; tests pass a manual clock to advance time without sleeping. */
+export interface Clock {
+  now(): number;
+  setTimeout(callback: () => void, ms: number): TimerHandle;
+  clearTimeout(handle: TimerHandle): void;
+}
+
+/** Opaque handle returned by `Clock.setTimeout`. */
+export type TimerHandle = unknown;
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (callback, ms) => {
+    const timer = setTimeout(callback, ms);
+    // Delayed requeues must not keep a stopping process alive.
+    timer.unref();
+    return timer;
+  },
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+/** What processing a key asks for next: nothing, or another run after a delay. */
+export interface ProcessResult {
+  requeueAfterMs?: number;
+}
+
+export interface WorkQueueOptions {
+  /** Names the queue in metrics (`name` label) and logs; a fixed word, not per object. */
+  name: string;
+  /** Processes one key; a rejection counts as a failure and backs the key off. */
+  process: (key: string) => Promise<ProcessResult | void>;
+  /** How many keys are processed in parallel (each key only once at a time). Default 4. */
+  workers?: number;
+  /** Per-key exponential backoff on failure: base doubles per consecutive failure, up to max. */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+  clock?: Clock;
+  logger?: Logger;
+  registry?: Registry;
+}
+
+export interface StopOptions {
+  /** Also process the keys that are queued now (not the delayed ones) before resolving. Default false. */
+  drain?: boolean;
+}
+
+interface QueueMetrics {
+  depth: Gauge;
+  adds: Counter;
+  retries: Counter;
+  failures: Counter;
+  workDuration: Histogram;
+  queueDuration: Histogram;
+  inFlight: Gauge;
+}
+
+const WORK_BUCKETS_SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+function queueMetrics(registry: Registry | undefined): QueueMetrics | undefined {
+  if (!registry) return undefined;
+  // Several queues may share one registry: reuse a metric that is registered already.
+  const existing = <M>(name: string, create: () => M): M => (registry.getSingleMetric(name) as M) ?? create();
+  const registers = [registry];
+  return {
+    depth: existing(
+      'workqueue_depth',
+      () => new Gauge({ name: 'workqueue_depth', help: 'Keys waiting to be processed.', labelNames: ['name'], registers }),
+    ),
+    adds: existing(
+      'workqueue_adds_total',
+      () =>
+        new Counter({
+          name: 'workqueue_adds_total',
+          help: 'Adds of keys, coalesced or not.',
+          labelNames: ['name'],
+          registers,
+        }),
+    ),
+    retries: existing(
+      'workqueue_retries_total',
+      () =>
+        new Counter({
+          name: 'workqueue_retries_total',
+          help: 'Keys requeued with backoff after a failure.',
+          labelNames: ['name'],
+          registers,
+        }),
+    ),
+    failures: existing(
+      'workqueue_failures_total',
+      () =>
+        new Counter({
+          name: 'workqueue_failures_total',
+          help: 'Processing runs that failed.',
+          labelNames: ['name'],
+          registers,
+        }),
+    ),
+    workDuration: existing(
+      'workqueue_work_duration_seconds',
+      () =>
+        new Histogram({
+          name: 'workqueue_work_duration_seconds',
+          help: 'Time spent processing one key.',
+          labelNames: ['name'],
+          buckets: WORK_BUCKETS_SECONDS,
+          registers,
+        }),
+    ),
+    queueDuration: existing(
+      'workqueue_queue_duration_seconds',
+      () =>
+        new Histogram({
+          name: 'workqueue_queue_duration_seconds',
+          help: 'Time a key waited in the queue before processing started.',
+          labelNames: ['name'],
+          buckets: WORK_BUCKETS_SECONDS,
+          registers,
+        }),
+    ),
+    inFlight: existing(
+      'workqueue_in_flight',
+      () =>
+        new Gauge({
+          name: 'workqueue_in_flight',
+          help: 'Keys being processed now.',
+          labelNames: ['name'],
+          registers,
+        }),
+    ),
+  };
+}
+
+export class WorkQueue {
+  readonly name: string;
+  private readonly processKey: (key: string) => Promise<ProcessResult | void>;
+  private readonly workers: number;
+  private readonly backoffBaseMs: number;
+  private readonly backoffMaxMs: number;
+  private readonly clock: Clock;
+  private readonly logger: Logger | undefined;
+  private readonly metrics: QueueMetrics | undefined;
+
+  /** Keys ready to run, in order; each key appears at most once. */
+  private readonly queue: string[] = [];
+  /** Keys that need a run: queued ones, and processing ones that were added again. */
+  private readonly dirty = new Set<string>();
+  private readonly processing = new Set<string>();
+  /** When each dirty key was first added, for the queue-duration metric. */
+  private readonly addedAt = new Map<string, number>();
+  private readonly delayed = new Map<string, { due: number; timer: TimerHandle }>();
+  private readonly failures = new Map<string, number>();
+  private readonly running = new Set<Promise<void>>();
+  private started = false;
+  private stopping = false;
+  private drainOnStop = false;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(options: WorkQueueOptions) {
+    this.name = options.name;
+    this.processKey = options.process;
+    this.workers = Math.max(1, options.workers ?? 4);
+    this.backoffBaseMs = options.backoffBaseMs ?? REQUEUE_MS.backoffBase;
+    this.backoffMaxMs = options.backoffMaxMs ?? REQUEUE_MS.backoffMax;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger;
+    this.metrics = queueMetrics(options.registry);
+  }
+
+  /** Keys waiting to run now (not counting delayed or in-flight ones). */
+  get depth(): number {
+    return this.queue.length;
+  }
+
+  get inFlight(): number {
+    return this.processing.size;
+  }
+
+  /** Keys scheduled for later (requeues and backoffs). */
+  get delayedCount(): number {
+    return this.delayed.size;
+  }
+
+  /** Consecutive failures of a key since its last success. */
+  failuresOf(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+
+  /** Starts the workers; keys added before start wait in the queue. */
+  start(): void {
+    if (this.stopping) throw new Error(`work queue ${this.name} is stopped and cannot start again`);
+    this.started = true;
+    this.pump();
+  }
+
+  /** Asks for a run of `key` as soon as a worker is free; a no-op if it is already waiting. */
+  add(key: string): void {
+    if (this.stopping && !this.drainOnStop) return;
+    this.metrics?.adds.inc({ name: this.name });
+    if (this.dirty.has(key)) return;
+    this.dirty.add(key);
+    this.addedAt.set(key, this.clock.now());
+    if (!this.processing.has(key)) {
+      this.queue.push(key);
+      this.setDepth();
+      this.pump();
+    }
+  }
+
+  /** Asks for a run of `key` after `delayMs`; an earlier pending schedule of the key wins. */
+  addAfter(key: string, delayMs: number): void {
+    if (this.stopping) return;
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
+    const due = this.clock.now() + delayMs;
+    const pending = this.delayed.get(key);
+    if (pending) {
+      if (pending.due <= due) return;
+      this.clock.clearTimeout(pending.timer);
+    }
+    const timer = this.clock.setTimeout(() => {
+      this.delayed.delete(key);
+      this.add(key);
+    }, delayMs);
+    this.delayed.set(key, { due, timer });
+  }
+
+  /** Forgets the failure history of a key (its next failure starts from the base backoff). */
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  /** Resolves when nothing is queued or in flight (delayed keys do not count). For tests and `--once`. */
+  whenIdle(): Promise<void> {
+    if (this.queue.length === 0 && this.processing.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
+   * Stops taking new work, cancels delayed keys and waits for the keys in flight to finish.
+   * With `drain`, the keys queued now are processed too.
+   */
+  async stop(options: StopOptions = {}): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      this.drainOnStop = options.drain === true && this.started;
+      for (const { timer } of this.delayed.values()) this.clock.clearTimeout(timer);
+      this.delayed.clear();
+      if (!this.drainOnStop) {
+        if (this.queue.length > 0) {
+          this.logger?.info({ queue: this.name, dropped: this.queue.length }, 'work queue stopping; queued keys dropped');
+        }
+        for (const key of this.queue) this.dirty.delete(key);
+        this.queue.length = 0;
+        this.setDepth();
+      }
+    }
+    while (this.running.size > 0 || (this.drainOnStop && this.queue.length > 0)) {
+      await Promise.race(this.running);
+    }
+    this.notifyIdle();
+  }
+
+  private setDepth(): void {
+    this.metrics?.depth.set({ name: this.name }, this.queue.length);
+  }
+
+  private backoffFor(failures: number): number {
+    return Math.min(this.backoffBaseMs * 2 ** Math.max(0, failures - 1), this.backoffMaxMs);
+  }
+
+  private pump(): void {
+    if (!this.started) return;
+    while (this.running.size < this.workers && this.queue.length > 0) {
+      if (this.stopping && !this.drainOnStop) return;
+      const key = this.queue.shift() as string;
+      this.dirty.delete(key);
+      this.processing.add(key);
+      this.setDepth();
+      const addedAt = this.addedAt.get(key);
+      this.addedAt.delete(key);
+      if (addedAt !== undefined) {
+        this.metrics?.queueDuration.observe({ name: this.name }, (this.clock.now() - addedAt) / 1000);
+      }
+      const run: Promise<void> = this.runKey(key).finally(() => {
+        this.running.delete(run);
+        this.processing.delete(key);
+        this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
+        // Added again while it ran: it goes to the back of the queue for another run.
+        if (this.dirty.has(key)) {
+          this.queue.push(key);
+          this.setDepth();
+        }
+        this.pump();
+        this.notifyIdle();
+      });
+      this.running.add(run);
+      this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
+    }
+  }
+
+  private async runKey(key: string): Promise<void> {
+    const startedAt = this.clock.now();
+    try {
+      const result = await this.processKey(key);
+      this.failures.delete(key);
+      const requeueAfterMs = result?.requeueAfterMs;
+      if (requeueAfterMs !== undefined && Number.isFinite(requeueAfterMs)) this.addAfter(key, requeueAfterMs);
+    } catch (error) {
+      const failures = (this.failures.get(key) ?? 0) + 1;
+      this.failures.set(key, failures);
+      const delayMs = this.backoffFor(failures);
+      this.metrics?.failures.inc({ name: this.name });
+      this.logger?.warn({ err: error, queue: this.name, key, failures, retryInMs: delayMs }, 'processing failed');
+      if (!this.stopping) {
+        this.metrics?.retries.inc({ name: this.name });
+        this.addAfter(key, delayMs);
+      }
+    } finally {
+      this.metrics?.workDuration.observe({ name: this.name }, (this.clock.now() - startedAt) / 1000);
+    }
+  }
+
+  private notifyIdle(): void {
+    if (this.queue.length > 0 || this.processing.size > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}

@@ -1,0 +1,273 @@
+// WorkQueue: client-go semantics, proved with a manual clock (no sleeping) and real promises.
+import { expect } from 'chai';
+import { createRegistry } from '@skr-watcher/telemetry';
+import { WorkQueue, type Clock, type ProcessResult } from '../src/workqueue.js';
+
+/** A clock whose time only moves when the test says so. */
+class ManualClock implements Clock {
+  private time = 1_000_000;
+  private nextId = 1;
+  private readonly timers = new Map<number, { due: number; callback: () => void }>();
+
+  now(): number {
+    return this.time;
+  }
+  setTimeout(callback: () => void, ms: number): number {
+    const id = this.nextId++;
+    this.timers.set(id, { due: this.time + ms, callback });
+    return id;
+  }
+  clearTimeout(handle: unknown): void {
+    this.timers.delete(handle as number);
+  }
+  get pending(): number {
+    return this.timers.size;
+  }
+  /** Moves time forward, firing due timers in order. */
+  advance(ms: number): void {
+    const target = this.time + ms;
+    for (;;) {
+      const due = [...this.timers.entries()].filter(([, t]) => t.due <= target).sort((a, b) => a[1].due - b[1].due);
+      const first = due[0];
+      if (!first) break;
+      this.timers.delete(first[0]);
+      this.time = first[1].due;
+      first[1].callback();
+    }
+    this.time = target;
+  }
+}
+
+/** A promise the test resolves by hand, to hold a key "in processing". */
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('WorkQueue', () => {
+  it('coalesces adds of a key that is waiting into one run', async () => {
+    const runs: string[] = [];
+    const queue = new WorkQueue({ name: 'test', process: async (key) => void runs.push(key) });
+    for (let i = 0; i < 100; i++) queue.add('ns/a');
+    queue.add('ns/b');
+    expect(queue.depth).to.equal(2);
+    queue.start();
+    await queue.whenIdle();
+    expect(runs).to.deep.equal(['ns/a', 'ns/b']);
+    await queue.stop();
+  });
+
+  it('never processes one key twice at once, and re-runs a key added during its run once afterwards', async () => {
+    const gates: ReturnType<typeof deferred>[] = [];
+    let concurrent = 0;
+    let maxConcurrent = 0;
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 4,
+      process: async () => {
+        concurrent++;
+        maxConcurrent = Math.max(maxConcurrent, concurrent);
+        const gate = deferred();
+        gates.push(gate);
+        await gate.promise;
+        concurrent--;
+      },
+    });
+    queue.start();
+    queue.add('k');
+    await settle();
+    expect(gates).to.have.length(1);
+    queue.add('k');
+    queue.add('k');
+    queue.add('k');
+    await settle();
+    expect(gates, 'a second run must wait for the first').to.have.length(1);
+    gates[0]!.resolve();
+    await settle();
+    expect(gates, 'the adds during the run become exactly one more run').to.have.length(2);
+    gates[1]!.resolve();
+    await queue.whenIdle();
+    expect(gates).to.have.length(2);
+    expect(maxConcurrent).to.equal(1);
+    await queue.stop();
+  });
+
+  it('runs different keys in parallel up to the number of workers', async () => {
+    const gates: ReturnType<typeof deferred>[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 3,
+      process: async () => {
+        const gate = deferred();
+        gates.push(gate);
+        await gate.promise;
+      },
+    });
+    for (const key of ['a', 'b', 'c', 'd', 'e']) queue.add(key);
+    queue.start();
+    await settle();
+    expect(gates).to.have.length(3);
+    expect(queue.inFlight).to.equal(3);
+    expect(queue.depth).to.equal(2);
+    gates[0]!.resolve();
+    await settle();
+    expect(gates).to.have.length(4);
+    for (const gate of gates) gate.resolve();
+    await settle();
+    for (const gate of gates) gate.resolve();
+    await queue.whenIdle();
+    expect(gates).to.have.length(5);
+    await queue.stop();
+  });
+
+  it('backs a failing key off exponentially from 5 s to 30 s and resets after a success', async () => {
+    const clock = new ManualClock();
+    let failing = true;
+    const runsAt: number[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      clock,
+      process: async () => {
+        runsAt.push(clock.now());
+        if (failing) throw new Error('SKR unreachable');
+      },
+    });
+    queue.start();
+    const t0 = clock.now();
+    queue.add('k');
+    await queue.whenIdle();
+    // Failures 1..6 back off 5, 10, 20, 30, 30 s.
+    for (const expected of [5_000, 10_000, 20_000, 30_000, 30_000]) {
+      clock.advance(expected - 1);
+      await settle();
+      const before = runsAt.length;
+      clock.advance(1);
+      await queue.whenIdle();
+      expect(runsAt.length, `a retry exactly ${expected} ms after the last failure`).to.equal(before + 1);
+    }
+    expect(runsAt.map((t) => t - t0)).to.deep.equal([0, 5_000, 15_000, 35_000, 65_000, 95_000]);
+    expect(queue.failuresOf('k')).to.equal(6);
+    failing = false;
+    clock.advance(30_000);
+    await queue.whenIdle();
+    expect(queue.failuresOf('k'), 'a success resets the backoff').to.equal(0);
+    expect(clock.pending, 'nothing is scheduled after a success without requeue').to.equal(0);
+    failing = true;
+    queue.add('k');
+    await queue.whenIdle();
+    expect(queue.failuresOf('k')).to.equal(1);
+    const before = runsAt.length;
+    clock.advance(5_000);
+    await queue.whenIdle();
+    expect(runsAt.length, 'after the reset the first retry is 5 s again').to.equal(before + 1);
+    await queue.stop();
+  });
+
+  it('requeues after the delay a run asks for, and an earlier schedule of the key wins', async () => {
+    const clock = new ManualClock();
+    const runs: number[] = [];
+    let answer: ProcessResult = { requeueAfterMs: 300_000 };
+    const queue = new WorkQueue({
+      name: 'test',
+      clock,
+      process: async () => {
+        runs.push(clock.now());
+        return answer;
+      },
+    });
+    queue.start();
+    const t0 = clock.now();
+    queue.add('k');
+    await queue.whenIdle();
+    queue.addAfter('k', 2_000);
+    queue.addAfter('k', 10_000);
+    expect(queue.delayedCount).to.equal(1);
+    answer = {};
+    clock.advance(2_000);
+    await queue.whenIdle();
+    expect(runs.map((t) => t - t0)).to.deep.equal([0, 2_000]);
+    clock.advance(600_000);
+    await queue.whenIdle();
+    expect(runs, 'the later schedules were replaced by the earlier one').to.have.length(2);
+    await queue.stop();
+  });
+
+  it('stop() lets the keys in flight finish, drops queued ones and cancels delayed ones', async () => {
+    const clock = new ManualClock();
+    const finished: string[] = [];
+    const gate = deferred();
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      clock,
+      process: async (key) => {
+        await gate.promise;
+        finished.push(key);
+      },
+    });
+    queue.start();
+    queue.add('in-flight');
+    queue.add('queued');
+    queue.addAfter('delayed', 1_000);
+    await settle();
+    let stopped = false;
+    const stopping = queue.stop().then(() => (stopped = true));
+    await settle();
+    expect(stopped, 'stop waits for the key in flight').to.equal(false);
+    expect(clock.pending).to.equal(0);
+    queue.add('after-stop');
+    gate.resolve();
+    await stopping;
+    expect(finished).to.deep.equal(['in-flight']);
+  });
+
+  it('stop({ drain: true }) processes the keys queued at that moment', async () => {
+    const finished: string[] = [];
+    const queue = new WorkQueue({ name: 'test', workers: 1, process: async (key) => void finished.push(key) });
+    queue.start();
+    queue.add('a');
+    queue.add('b');
+    queue.add('c');
+    await queue.stop({ drain: true });
+    expect(finished).to.deep.equal(['a', 'b', 'c']);
+  });
+
+  it('exports depth, adds, retries and durations with the queue name as the only label', async () => {
+    const registry = createRegistry();
+    const clock = new ManualClock();
+    let calls = 0;
+    const queue = new WorkQueue({
+      name: 'kyma',
+      clock,
+      registry,
+      process: async () => {
+        if (calls++ === 0) throw new Error('first run fails');
+      },
+    });
+    // A second queue on the same registry must not clash with the first one's metrics.
+    const other = new WorkQueue({ name: 'other', registry, process: async () => {} });
+    queue.add('a');
+    queue.add('a');
+    queue.add('b');
+    const depth = await registry.getSingleMetric('workqueue_depth')!.get();
+    expect(depth.values.find((v) => v.labels['name'] === 'kyma')?.value).to.equal(2);
+    queue.start();
+    await queue.whenIdle();
+    clock.advance(5_000);
+    await queue.whenIdle();
+    const text = await registry.metrics();
+    expect(text).to.match(/workqueue_adds_total\{name="kyma"\} 4/);
+    expect(text).to.match(/workqueue_retries_total\{name="kyma"\} 1/);
+    expect(text).to.match(/workqueue_work_duration_seconds_count\{name="kyma"\} 3/);
+    expect(text).to.match(/workqueue_depth\{name="kyma"\} 0/);
+    await queue.stop();
+    await other.stop();
+  });
+});
