@@ -1,0 +1,3 @@
+export * from './keys.js';
+export * from './ca.js';
+export * from './leaf.js';
