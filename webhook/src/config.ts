@@ -1,0 +1,237 @@
+// Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { DEFAULTS, LIMITS } from '@skr-watcher/api';
+
+export interface WebhookConfig {
+  /** Address the admission and metrics servers bind to. */
+  host: string;
+  webhookPort: number;
+  metricsPort: number;
+  tlsCertFile: string;
+  tlsKeyFile: string;
+  caCertFile: string;
+  /** `host:port` of the KCP listener. */
+  kcpAddr: string;
+  kcpContract: 'v2';
+  maxBodyBytes: number;
+  workers: number;
+  queueSize: number;
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  eventMaxAgeMs: number;
+  callbackTimeoutMs: number;
+  shutdownDrainMs: number;
+  certPollMs: number;
+}
+
+/** Everything but the TLS files and the KCP address has a default. */
+export const CONFIG_DEFAULTS = {
+  host: '0.0.0.0',
+  webhookPort: 8443,
+  metricsPort: 2112,
+  kcpContract: 'v2',
+  maxBodyBytes: LIMITS.admissionBodyBytes,
+  workers: 8,
+  queueSize: 10_000,
+  backoffInitialMs: 250,
+  backoffMaxMs: 30_000,
+  eventMaxAgeMs: 10 * 60_000,
+  callbackTimeoutMs: 5_000,
+  shutdownDrainMs: 10_000,
+  certPollMs: 10_000,
+} as const satisfies Partial<WebhookConfig>;
+
+type Key = keyof WebhookConfig;
+interface Setting {
+  key: Key;
+  flag: string;
+  env: string;
+  description: string;
+  kind: 'string' | 'port' | 'count' | 'ms' | 'contract';
+}
+
+const SETTINGS: Setting[] = [
+  { key: 'host', flag: '--host <address>', env: 'WEBHOOK_HOST', description: 'bind address', kind: 'string' },
+  {
+    key: 'webhookPort',
+    flag: '--webhook-port <port>',
+    env: 'WEBHOOK_PORT',
+    description: 'HTTPS port for POST /validate/<manager>',
+    kind: 'port',
+  },
+  {
+    key: 'metricsPort',
+    flag: '--metrics-port <port>',
+    env: 'METRICS_PORT',
+    description: 'plain-HTTP port for /metrics, /healthz, /readyz',
+    kind: 'port',
+  },
+  {
+    key: 'tlsCertFile',
+    flag: '--tls-cert <file>',
+    env: 'TLS_CERT',
+    description:
+      'PEM certificate: serves admission and is the client certificate towards KCP (reloaded on change)',
+    kind: 'string',
+  },
+  {
+    key: 'tlsKeyFile',
+    flag: '--tls-key <file>',
+    env: 'TLS_KEY',
+    description: 'PEM private key of --tls-cert (reloaded on change)',
+    kind: 'string',
+  },
+  {
+    key: 'caCertFile',
+    flag: '--ca-cert <file>',
+    env: 'CA_CERT',
+    description: "PEM CA bundle that verifies the KCP listener's certificate (reloaded on change)",
+    kind: 'string',
+  },
+  {
+    key: 'kcpAddr',
+    flag: '--kcp-addr <host:port>',
+    env: 'KCP_ADDR',
+    description: 'KCP listener; events go to https://<host:port>/v2/<manager>/event',
+    kind: 'string',
+  },
+  {
+    key: 'kcpContract',
+    flag: '--kcp-contract <version>',
+    env: 'KCP_CONTRACT',
+    description: 'callback contract; only v2 is supported',
+    kind: 'contract',
+  },
+  {
+    key: 'maxBodyBytes',
+    flag: '--max-body-bytes <bytes>',
+    env: 'MAX_BODY_BYTES',
+    description: 'larger AdmissionReviews are answered 413',
+    kind: 'count',
+  },
+  {
+    key: 'workers',
+    flag: '--dispatch-workers <n>',
+    env: 'DISPATCH_WORKERS',
+    description: 'callbacks in flight at once',
+    kind: 'count',
+  },
+  {
+    key: 'queueSize',
+    flag: '--queue-size <n>',
+    env: 'QUEUE_SIZE',
+    description: 'objects with an undelivered event held at most; beyond it events are dropped',
+    kind: 'count',
+  },
+  {
+    key: 'backoffInitialMs',
+    flag: '--backoff-initial-ms <ms>',
+    env: 'BACKOFF_INITIAL_MS',
+    description: 'first retry delay (doubles per attempt, with jitter)',
+    kind: 'ms',
+  },
+  {
+    key: 'backoffMaxMs',
+    flag: '--backoff-max-ms <ms>',
+    env: 'BACKOFF_MAX_MS',
+    description: 'retry delay cap',
+    kind: 'ms',
+  },
+  {
+    key: 'eventMaxAgeMs',
+    flag: '--event-max-age-ms <ms>',
+    env: 'EVENT_MAX_AGE_MS',
+    description: "undelivered events older than this are dropped (KCP's resync covers them)",
+    kind: 'ms',
+  },
+  {
+    key: 'callbackTimeoutMs',
+    flag: '--callback-timeout-ms <ms>',
+    env: 'CALLBACK_TIMEOUT_MS',
+    description: 'timeout of one callback attempt',
+    kind: 'ms',
+  },
+  {
+    key: 'shutdownDrainMs',
+    flag: '--shutdown-drain-ms <ms>',
+    env: 'SHUTDOWN_DRAIN_MS',
+    description: 'on SIGTERM, time allowed to deliver queued events',
+    kind: 'ms',
+  },
+  {
+    key: 'certPollMs',
+    flag: '--cert-poll-ms <ms>',
+    env: 'CERT_POLL_MS',
+    description: 'fallback poll of the certificate files (directory watches are the fast path)',
+    kind: 'ms',
+  },
+];
+
+function parseValue(setting: Setting, raw: string): string | number {
+  const fail = (expected: string) => {
+    throw new InvalidArgumentError(
+      `${setting.flag.split(' ')[0]} / ${setting.env}: "${raw}" is not ${expected}`,
+    );
+  };
+  switch (setting.kind) {
+    case 'string':
+      if (raw.trim() === '') fail('a non-empty value');
+      return raw;
+    case 'contract':
+      if (raw !== 'v2') fail('a supported contract (v2)');
+      return raw;
+    case 'port': {
+      const port = Number(raw);
+      if (!/^\d+$/.test(raw) || port > 65535) fail('a port (0-65535)');
+      return port;
+    }
+    case 'count':
+    case 'ms': {
+      const value = Number(raw);
+      if (!/^\d+$/.test(raw) || value < 1)
+        fail(setting.kind === 'ms' ? 'a positive number of milliseconds' : 'a positive integer');
+      return value;
+    }
+  }
+}
+
+/** The `skr-webhook` command line; `action` receives the resolved configuration. */
+export function webhookCommand(
+  env: Record<string, string | undefined>,
+  action: (config: WebhookConfig) => Promise<void>,
+): Command {
+  const command = new Command('skr-webhook')
+    .description(
+      'SKR admission webhook: answers every AdmissionReview for watched resources with allowed=true at once,\n' +
+        'and tells the KCP listener about relevant changes asynchronously over mutual TLS.\n' +
+        'Every option can also be set by the environment variable named beside it; the flag wins.',
+    )
+    .showHelpAfterError();
+  const attributes = new Map<Key, string>();
+  for (const setting of SETTINGS) {
+    const option = new Option(setting.flag, `${setting.description} (env ${setting.env})`).argParser(
+      (raw: string) => parseValue(setting, raw),
+    );
+    const fromEnv = env[setting.env];
+    const fallback = (CONFIG_DEFAULTS as Partial<Record<Key, string | number>>)[setting.key];
+    if (fromEnv !== undefined && fromEnv !== '')
+      option.default(parseValue(setting, fromEnv), `${fromEnv} from ${setting.env}`);
+    else if (fallback !== undefined) option.default(fallback);
+    command.addOption(option);
+    attributes.set(setting.key, option.attributeName());
+  }
+  command.action(async (options: Record<string, string | number | undefined>) => {
+    const resolved: Partial<Record<Key, string | number>> = {};
+    for (const setting of SETTINGS) resolved[setting.key] = options[attributes.get(setting.key) as string];
+    const missing = SETTINGS.filter((s) => resolved[s.key] === undefined).map(
+      (s) => `${s.flag.split(' ')[0]} (env ${s.env})`,
+    );
+    if (missing.length > 0) command.error(`missing required settings: ${missing.join(', ')}`);
+    const config = resolved as WebhookConfig;
+    if (config.backoffMaxMs < config.backoffInitialMs) {
+      command.error(`--backoff-max-ms (${config.backoffMaxMs}) must not be below --backoff-initial-ms`);
+    }
+    await action(config);
+  });
+  return command;
+}

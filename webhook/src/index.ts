@@ -1,0 +1,173 @@
+// The SKR webhook as a library: tests and the demo run it in-process; main.ts wraps it as a binary.
+import {
+  createLogger,
+  createRegistry,
+  startHealthServer,
+  type HealthServer,
+  type Logger,
+  type Registry,
+} from '@skr-watcher/telemetry';
+import { CONFIG_DEFAULTS, type WebhookConfig } from './config.js';
+import { Dispatcher, type Clock, type DispatchStats } from './dispatch.js';
+import { KcpClient, parseKcpAddress } from './kcp-client.js';
+import { createWebhookMetrics } from './metrics.js';
+import { startAdmissionServer, type AdmissionServer } from './server.js';
+import { CertificateWatcher, readTlsMaterial } from './tls-reload.js';
+
+export { isRelevantChange, sameJson } from './admission.js';
+export { Dispatcher, backoffDelay, dispatchKey, systemClock } from './dispatch.js';
+export type {
+  Clock,
+  DeliveryOutcome,
+  DispatchObserver,
+  DispatchStats,
+  DropReason,
+  SendEvent,
+} from './dispatch.js';
+export { webhookCommand, CONFIG_DEFAULTS } from './config.js';
+export type { WebhookConfig } from './config.js';
+export { parseKcpAddress } from './kcp-client.js';
+export { readTlsMaterial } from './tls-reload.js';
+export type { TlsFiles, TlsMaterial } from './tls-reload.js';
+
+/** Required: the TLS files and the KCP address; everything else defaults as in `CONFIG_DEFAULTS`. */
+export type WebhookOptions = Pick<WebhookConfig, 'tlsCertFile' | 'tlsKeyFile' | 'caCertFile' | 'kcpAddr'> &
+  Partial<WebhookConfig> & {
+    logger?: Logger;
+    registry?: Registry;
+    clock?: Clock;
+  };
+
+export interface RunningWebhook {
+  readonly webhookPort: number;
+  readonly metricsPort: number;
+  /** Counters of the dispatcher, for tests and the demo. */
+  readonly dispatchStats: DispatchStats;
+  /** Objects with an undelivered event. */
+  queueDepth(): number;
+  /** Re-reads the certificate files now (file watches do this on their own); true if they changed. */
+  reloadCertificates(): Promise<boolean>;
+  /** Stops accepting reviews, delivers what is queued for up to `shutdownDrainMs`, then stops. */
+  close(): Promise<void>;
+}
+
+export async function startWebhook(options: WebhookOptions): Promise<RunningWebhook> {
+  const config: WebhookConfig = {
+    ...CONFIG_DEFAULTS,
+    ...stripUndefined(options),
+    tlsCertFile: options.tlsCertFile,
+    tlsKeyFile: options.tlsKeyFile,
+    caCertFile: options.caCertFile,
+    kcpAddr: options.kcpAddr,
+  };
+  const logger = options.logger ?? createLogger('skr-webhook');
+  const registry = options.registry ?? createRegistry();
+  const metrics = createWebhookMetrics(registry);
+  const files = { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile, caFile: config.caCertFile };
+  const material = await readTlsMaterial(files);
+  const address = parseKcpAddress(config.kcpAddr);
+
+  const kcp = new KcpClient({
+    address,
+    material,
+    maxSockets: config.workers,
+    timeoutMs: config.callbackTimeoutMs,
+  });
+  const dispatcher = new Dispatcher({
+    send: kcp.send,
+    workers: config.workers,
+    maxQueue: config.queueSize,
+    backoffInitialMs: config.backoffInitialMs,
+    backoffMaxMs: config.backoffMaxMs,
+    maxAgeMs: config.eventMaxAgeMs,
+    logger,
+    observer: metrics.dispatch,
+    clock: options.clock,
+  });
+
+  let admission: AdmissionServer | undefined;
+  let health: HealthServer | undefined;
+  let ready = false;
+  try {
+    admission = await startAdmissionServer({
+      host: config.host,
+      port: config.webhookPort,
+      material,
+      maxBodyBytes: config.maxBodyBytes,
+      logger,
+      metrics: metrics.admission,
+      onRelevantChange: (manager, event) => void dispatcher.enqueue(manager, event),
+    });
+    health = await startHealthServer({
+      host: config.host,
+      port: config.metricsPort,
+      registry,
+      ready: () => ready,
+    }).catch((cause: unknown) => {
+      throw new Error(`listen on ${config.host}:${config.metricsPort} for metrics`, { cause });
+    });
+  } catch (error) {
+    await admission?.close(0);
+    kcp.close();
+    throw error;
+  }
+  const server = admission;
+  const healthServer = health;
+
+  const watcher = new CertificateWatcher({
+    files,
+    initial: material,
+    logger,
+    pollMs: config.certPollMs,
+    onChange: (next) => {
+      try {
+        server.updateTls(next);
+        kcp.updateTls(next);
+        metrics.tlsReloaded('applied');
+      } catch (error) {
+        metrics.tlsReloaded('failed');
+        logger.error({ err: error }, 'new certificates could not be applied; keeping the current ones');
+      }
+    },
+  });
+  watcher.start();
+  ready = true;
+  logger.info(
+    {
+      webhookPort: server.port,
+      metricsPort: healthServer.port,
+      kcp: `${address.host}:${address.port}`,
+      workers: config.workers,
+      queueSize: config.queueSize,
+    },
+    'skr-webhook started',
+  );
+
+  let closing: Promise<void> | undefined;
+  return {
+    webhookPort: server.port,
+    metricsPort: healthServer.port,
+    dispatchStats: dispatcher.stats,
+    queueDepth: () => dispatcher.depth,
+    reloadCertificates: () => watcher.reload(),
+    close: () => {
+      closing ??= (async () => {
+        ready = false;
+        watcher.close();
+        await server.close(Math.min(5_000, config.shutdownDrainMs));
+        const left = dispatcher.depth;
+        if (left > 0)
+          logger.info({ queued: left, drainMs: config.shutdownDrainMs }, 'delivering queued events');
+        await dispatcher.drain(config.shutdownDrainMs);
+        kcp.close();
+        await healthServer.close();
+        logger.info(dispatcher.stats, 'skr-webhook stopped');
+      })();
+      return closing;
+    },
+  };
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

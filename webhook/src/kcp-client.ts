@@ -1,0 +1,120 @@
+// One callback to the KCP listener over mutual TLS and kept-alive connections (DESIGN 4.2).
+import { Agent, request, type RequestOptions } from 'node:https';
+import { eventPath, type WatchEventV2 } from '@skr-watcher/api';
+import type { DeliveryOutcome } from './dispatch.js';
+import type { TlsMaterial } from './tls-reload.js';
+
+export interface KcpAddress {
+  host: string;
+  port: number;
+}
+
+/** Parses `host:port` or `[ipv6]:port`, as `KCP_ADDR` carries it. */
+export function parseKcpAddress(addr: string): KcpAddress {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(addr.trim());
+  const port = Number(match?.[2]);
+  if (!match || !(port >= 1 && port <= 65535)) {
+    throw new Error(`KCP address "${addr}" must be host:port, e.g. skr-events.kcp.example.com:443`);
+  }
+  const host = (match[1] as string).replace(/^\[(.*)\]$/, '$1');
+  return { host, port };
+}
+
+export interface KcpClientOptions {
+  address: KcpAddress;
+  material: TlsMaterial;
+  /** Sockets kept per agent; matches the number of dispatch workers. */
+  maxSockets: number;
+  timeoutMs: number;
+}
+
+/** Statuses that say "later" rather than "never", though they are 4xx. */
+const RETRYABLE_4XX = new Set([408, 429]);
+
+export class KcpClient {
+  private agent: Agent;
+  private readonly retired = new Set<Agent>();
+  private readonly retireTimers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly options: KcpClientOptions) {
+    this.agent = this.createAgent(options.material);
+  }
+
+  /**
+   * New connections use new material; requests in flight finish on the old agent, whose sockets
+   * are closed once they are idle or the request timeout has surely passed.
+   */
+  updateTls(material: TlsMaterial): void {
+    const old = this.agent;
+    this.agent = this.createAgent(material);
+    this.retired.add(old);
+    // Idle kept-alive sockets would otherwise keep the old client certificate in use.
+    for (const sockets of Object.values(old.freeSockets))
+      for (const socket of sockets ?? []) socket.destroy();
+    const timer = setTimeout(() => {
+      this.retireTimers.delete(timer);
+      this.retired.delete(old);
+      old.destroy();
+    }, this.options.timeoutMs + 1000);
+    timer.unref();
+    this.retireTimers.add(timer);
+  }
+
+  send = (manager: string, event: WatchEventV2): Promise<DeliveryOutcome> => {
+    const body = JSON.stringify(event);
+    const options: RequestOptions = {
+      host: this.options.address.host,
+      port: this.options.address.port,
+      method: 'POST',
+      path: eventPath(manager, 'v2'),
+      agent: this.agent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    };
+    return new Promise<DeliveryOutcome>((resolve) => {
+      const req = request(options, (res) => {
+        const status = res.statusCode ?? 0;
+        let reason = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          // Keep a little of the answer for the log line; the rest is read only to free the socket.
+          if (reason.length < 200) reason += chunk.slice(0, 200 - reason.length);
+        });
+        res.on('error', (error) =>
+          resolve({ result: 'retry', reason: `response: ${error.message}`, status }),
+        );
+        res.on('end', () => {
+          if (status >= 200 && status < 300) resolve({ result: 'delivered', status });
+          else if (status >= 500 || RETRYABLE_4XX.has(status) || status < 200) {
+            resolve({ result: 'retry', reason: `HTTP ${status} ${reason.trim()}`, status });
+          } else resolve({ result: 'rejected', reason: `HTTP ${status} ${reason.trim()}`, status });
+        });
+      });
+      req.setTimeout(this.options.timeoutMs, () => {
+        req.destroy(new Error(`no answer from KCP within ${this.options.timeoutMs} ms`));
+      });
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        resolve({ result: 'retry', reason: error.code ? `${error.code}: ${error.message}` : error.message });
+      });
+      req.end(body);
+    });
+  };
+
+  close(): void {
+    for (const timer of this.retireTimers) clearTimeout(timer);
+    this.retireTimers.clear();
+    for (const agent of this.retired) agent.destroy();
+    this.retired.clear();
+    this.agent.destroy();
+  }
+
+  private createAgent(material: TlsMaterial): Agent {
+    return new Agent({
+      keepAlive: true,
+      maxSockets: this.options.maxSockets,
+      cert: material.cert,
+      key: material.key,
+      ca: material.ca,
+      minVersion: 'TLSv1.2',
+    });
+  }
+}

@@ -1,0 +1,127 @@
+// Prometheus instruments of the webhook; label values are bounded (codes, reasons, outcomes).
+import { Counter, Gauge, Histogram, LATENCY_BUCKETS_SECONDS, type Registry } from '@skr-watcher/telemetry';
+import { DROP_REASONS, type DeliveryOutcome, type DispatchObserver, type DropReason } from './dispatch.js';
+
+/** Why an admission request was not answered with a review. */
+export type AdmissionError = 'not_found' | 'method_not_allowed' | 'too_large' | 'bad_json' | 'invalid_review';
+
+export interface AdmissionMetrics {
+  /** Called once per answered request. */
+  answered(code: number, seconds: number): void;
+  error(reason: AdmissionError): void;
+  /** A relevant change whose event failed the callback contract; nothing was sent. */
+  invalidEvent(): void;
+}
+
+export interface WebhookMetrics {
+  admission: AdmissionMetrics;
+  dispatch: DispatchObserver;
+  tlsReloaded(result: 'applied' | 'failed'): void;
+}
+
+export function createWebhookMetrics(registry: Registry): WebhookMetrics {
+  const requests = new Counter({
+    name: 'skr_webhook_admission_requests_total',
+    help: 'Admission requests answered, by HTTP status code.',
+    labelNames: ['code'],
+    registers: [registry],
+  });
+  const errors = new Counter({
+    name: 'skr_webhook_admission_errors_total',
+    help: 'Admission requests refused before review, by reason.',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'skr_webhook_admission_duration_seconds',
+    help: 'Time from request start to the answer being written.',
+    buckets: LATENCY_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  const enqueued = new Counter({
+    name: 'skr_webhook_events_enqueued_total',
+    help: 'Relevant changes that created a new queue entry.',
+    registers: [registry],
+  });
+  const coalesced = new Counter({
+    name: 'skr_webhook_events_coalesced_total',
+    help: 'Relevant changes merged into an entry already queued for the same object.',
+    registers: [registry],
+  });
+  const delivered = new Counter({
+    name: 'skr_webhook_events_delivered_total',
+    help: 'Events KCP answered with 2xx.',
+    registers: [registry],
+  });
+  const dropped = new Counter({
+    name: 'skr_webhook_events_dropped_total',
+    help: 'Events given up, by reason (queue_full, max_age, rejected, shutdown, invalid).',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const depth = new Gauge({
+    name: 'skr_webhook_queue_depth',
+    help: 'Objects with an undelivered event (waiting, in flight or backing off).',
+    registers: [registry],
+  });
+  const callback = new Histogram({
+    name: 'skr_webhook_callback_duration_seconds',
+    help: 'Duration of callback attempts to KCP, by outcome (delivered, retry, rejected).',
+    labelNames: ['outcome'],
+    buckets: LATENCY_BUCKETS_SECONDS,
+    registers: [registry],
+  });
+  const reloads = new Counter({
+    name: 'skr_webhook_tls_reloads_total',
+    help: 'Certificate reloads from disk, by result.',
+    labelNames: ['result'],
+    registers: [registry],
+  });
+
+  // Children bound once: the hot path does no label lookups.
+  const byCode = new Map<number, Counter.Internal>();
+  const codeChild = (code: number) => {
+    let child = byCode.get(code);
+    if (!child) {
+      child = requests.labels(String(code));
+      byCode.set(code, child);
+    }
+    return child;
+  };
+  for (const code of [200, 400, 404, 405, 413]) codeChild(code).inc(0);
+  const droppedBy = new Map<DropReason | 'invalid', Counter.Internal>();
+  for (const reason of [...DROP_REASONS, 'invalid' as const]) {
+    const child = dropped.labels(reason);
+    child.inc(0);
+    droppedBy.set(reason, child);
+  }
+  const callbackBy = {
+    delivered: callback.labels('delivered'),
+    retry: callback.labels('retry'),
+    rejected: callback.labels('rejected'),
+  } satisfies Record<DeliveryOutcome['result'], Histogram.Internal<string>>;
+
+  return {
+    admission: {
+      answered(code, seconds) {
+        codeChild(code).inc();
+        duration.observe(seconds);
+      },
+      error(reason) {
+        errors.labels(reason).inc();
+      },
+      invalidEvent() {
+        droppedBy.get('invalid')?.inc();
+      },
+    },
+    dispatch: {
+      enqueued: () => enqueued.inc(),
+      coalesced: () => coalesced.inc(),
+      delivered: () => delivered.inc(),
+      dropped: (reason) => droppedBy.get(reason)?.inc(),
+      depth: (entries) => depth.set(entries),
+      attempt: (outcome, seconds) => callbackBy[outcome].observe(seconds),
+    },
+    tlsReloaded: (result) => reloads.labels(result).inc(),
+  };
+}

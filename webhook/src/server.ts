@@ -1,0 +1,207 @@
+// The admission endpoint: answers every valid AdmissionReview with allowed=true at once; what KCP
+// must learn goes to the dispatcher after the answer is written.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import {
+  allowedResponse,
+  parseAdmissionReview,
+  watchEventV2Schema,
+  type AdmissionReview,
+  type WatchEventV2,
+} from '@skr-watcher/api';
+import type { Logger } from '@skr-watcher/telemetry';
+import { isRelevantChange } from './admission.js';
+import type { AdmissionMetrics } from './metrics.js';
+import type { TlsMaterial } from './tls-reload.js';
+
+/** `/validate/<manager>`; the API server may append `?timeout=10s`. */
+const VALIDATE_PATH = /^\/validate\/([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)(?:\?.*)?$/;
+
+export interface AdmissionServerOptions {
+  host: string;
+  port: number;
+  material: TlsMaterial;
+  maxBodyBytes: number;
+  logger: Logger;
+  metrics: AdmissionMetrics;
+  /** Receives each relevant change, after the answer has been written. */
+  onRelevantChange: (manager: string, event: WatchEventV2, review: AdmissionReview) => void;
+}
+
+export interface AdmissionServer {
+  readonly port: number;
+  /** New handshakes use the new certificate; open connections keep theirs. */
+  updateTls(material: TlsMaterial): void;
+  /** Stops accepting, lets requests in flight finish for up to `graceMs`, then closes every socket. */
+  close(graceMs: number): Promise<void>;
+}
+
+function secureOptions(material: TlsMaterial) {
+  return { cert: material.cert, key: material.key, minVersion: 'TLSv1.2' as const };
+}
+
+export async function startAdmissionServer(options: AdmissionServerOptions): Promise<AdmissionServer> {
+  const { logger, metrics, maxBodyBytes } = options;
+  const debug = logger.isLevelEnabled('debug');
+
+  const answer = (res: ServerResponse, started: number, code: number, body: string, json: boolean) => {
+    res.writeHead(code, {
+      'content-type': json ? 'application/json' : 'text/plain; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
+    metrics.answered(code, (performance.now() - started) / 1000);
+  };
+  const refuse = (res: ServerResponse, started: number, code: number, reason: string) => {
+    answer(res, started, code, `${reason}\n`, false);
+  };
+
+  const review = (manager: string, body: Buffer, res: ServerResponse, started: number) => {
+    let decoded: unknown;
+    try {
+      decoded = JSON.parse(body.toString('utf8'));
+    } catch (error) {
+      metrics.error('bad_json');
+      refuse(res, started, 400, `body is not JSON: ${(error as Error).message}`);
+      return;
+    }
+    const parsed = parseAdmissionReview(decoded);
+    if (!parsed.ok) {
+      metrics.error('invalid_review');
+      refuse(res, started, 400, `not an ${'admission.k8s.io/v1'} AdmissionReview: ${parsed.error}`);
+      return;
+    }
+    const uid = parsed.value.request.uid;
+    answer(res, started, 200, allowedResponse(uid), true);
+
+    const event = isRelevantChange(parsed.value);
+    if (!event) return;
+    const checked = watchEventV2Schema.safeParse(event);
+    if (!checked.success) {
+      metrics.invalidEvent();
+      logger.warn(
+        { uid, manager, kind: parsed.value.request.kind.kind, name: parsed.value.request.name },
+        'relevant change names an object the callback contract cannot carry; not sent',
+      );
+      return;
+    }
+    if (debug) {
+      logger.debug(
+        {
+          uid,
+          manager,
+          operation: parsed.value.request.operation,
+          gvk: `${event.watchedGvk.group}/${event.watchedGvk.version}/${event.watchedGvk.kind}`,
+          namespace: event.watched.Namespace,
+          name: event.watched.Name,
+        },
+        'relevant change',
+      );
+    }
+    options.onRelevantChange(manager, event, parsed.value);
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    const started = performance.now();
+    const match = VALIDATE_PATH.exec(req.url ?? '');
+    if (!match) {
+      metrics.error('not_found');
+      refuse(res, started, 404, 'not found: admission reviews go to POST /validate/<manager>');
+      req.resume();
+      return;
+    }
+    if (req.method !== 'POST') {
+      metrics.error('method_not_allowed');
+      res.setHeader('allow', 'POST');
+      refuse(res, started, 405, `method ${req.method} not allowed: use POST`);
+      req.resume();
+      return;
+    }
+    const manager = match[1] as string;
+    const tooLarge = () => {
+      metrics.error('too_large');
+      // The rest of the body is not read: close the connection after the answer.
+      res.setHeader('connection', 'close');
+      refuse(res, started, 413, `body larger than ${maxBodyBytes} bytes`);
+    };
+    const declared = Number(req.headers['content-length']);
+    if (declared > maxBodyBytes) {
+      tooLarge();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > maxBodyBytes) {
+        done = true;
+        tooLarge();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (done) return;
+      done = true;
+      review(
+        manager,
+        chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
+        res,
+        started,
+      );
+    });
+    req.on('error', () => {
+      // The client went away; there is nobody to answer.
+      done = true;
+    });
+  };
+
+  const server: Server = createServer(
+    {
+      ...secureOptions(options.material),
+      // Slowloris guards; the API server sends a review in one go.
+      requestTimeout: 30_000,
+      headersTimeout: 10_000,
+    },
+    handle,
+  );
+  // The API server keeps connections open between reviews; keep them longer than its idle timeout.
+  server.keepAliveTimeout = 95_000;
+  server.on('tlsClientError', (error: Error, socket: TLSSocket) => {
+    if (debug) logger.debug({ err: error, remote: socket.remoteAddress }, 'TLS handshake failed');
+  });
+  server.on('clientError', (error: Error & { code?: string }, socket) => {
+    if (socket.writable && error.code !== 'ECONNRESET') {
+      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    } else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (cause) =>
+      reject(new Error(`listen on ${options.host}:${options.port} for admission reviews`, { cause })),
+    );
+    server.listen(options.port, options.host, () => resolve());
+  });
+
+  return {
+    port: (server.address() as AddressInfo).port,
+    updateTls(material) {
+      server.setSecureContext(secureOptions(material));
+    },
+    close(graceMs) {
+      return new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.closeAllConnections(), graceMs);
+        force.unref();
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+    },
+  };
+}

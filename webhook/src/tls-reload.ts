@@ -1,0 +1,148 @@
+// Certificate hot reload: Kubernetes updates Secret volumes by swapping a `..data` symlink, so the
+// directories are watched (not the files) and the files re-read; a poll covers missed events.
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { createSecureContext } from 'node:tls';
+import type { Logger } from '@skr-watcher/telemetry';
+
+export interface TlsFiles {
+  /** Serving and client certificate (PEM, leaf first). */
+  certFile: string;
+  keyFile: string;
+  /** Trust bundle for the KCP listener's certificate. */
+  caFile: string;
+}
+
+export interface TlsMaterial {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+/** Reads the three files and proves they form a usable context (key matches certificate, PEM parses). */
+export async function readTlsMaterial(files: TlsFiles): Promise<TlsMaterial> {
+  const read = async (path: string, what: string) => {
+    try {
+      return await readFile(path, 'utf8');
+    } catch (cause) {
+      throw new Error(`read ${what} ${path}`, { cause });
+    }
+  };
+  const [cert, key, ca] = await Promise.all([
+    read(files.certFile, 'TLS certificate'),
+    read(files.keyFile, 'TLS key'),
+    read(files.caFile, 'CA bundle'),
+  ]);
+  try {
+    createSecureContext({ cert, key, ca });
+  } catch (cause) {
+    throw new Error(`TLS material from ${files.certFile}, ${files.keyFile}, ${files.caFile} is not usable`, {
+      cause,
+    });
+  }
+  return { cert, key, ca };
+}
+
+export interface CertificateWatcherOptions {
+  files: TlsFiles;
+  initial: TlsMaterial;
+  /** Called with validated new material; must not throw. */
+  onChange: (material: TlsMaterial) => void;
+  logger: Logger;
+  /** Fallback poll interval; file events are the fast path. */
+  pollMs: number;
+  /** Wait this long after a file event before reading, so a multi-file update lands as one. */
+  settleMs?: number;
+}
+
+export class CertificateWatcher {
+  private current: TlsMaterial;
+  private readonly watchers: FSWatcher[] = [];
+  private pollTimer: NodeJS.Timeout | undefined;
+  private settleTimer: NodeJS.Timeout | undefined;
+  private reloading: Promise<boolean> | undefined;
+  private pendingReload = false;
+  private closed = false;
+  /** Reloads that produced new material. */
+  reloads = 0;
+
+  constructor(private readonly options: CertificateWatcherOptions) {
+    this.current = options.initial;
+  }
+
+  start(): void {
+    const { files } = this.options;
+    for (const dir of new Set([dirname(files.certFile), dirname(files.keyFile), dirname(files.caFile)])) {
+      try {
+        const watcher = watch(dir, { persistent: false }, () => this.scheduleReload());
+        watcher.on('error', (error) => {
+          this.options.logger.warn({ err: error, dir }, 'certificate directory watch failed; polling only');
+        });
+        this.watchers.push(watcher);
+      } catch (error) {
+        this.options.logger.warn({ err: error, dir }, 'cannot watch certificate directory; polling only');
+      }
+    }
+    this.pollTimer = setInterval(() => void this.reload(), this.options.pollMs);
+    this.pollTimer.unref();
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const watcher of this.watchers) watcher.close();
+    clearInterval(this.pollTimer);
+    clearTimeout(this.settleTimer);
+  }
+
+  private scheduleReload(): void {
+    if (this.closed) return;
+    clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => void this.reload(), this.options.settleMs ?? 100);
+    this.settleTimer.unref();
+  }
+
+  /** Re-reads the files; resolves true when new material was applied. Never rejects. */
+  reload(): Promise<boolean> {
+    if (this.reloading) {
+      this.pendingReload = true;
+      return this.reloading;
+    }
+    this.reloading = this.readAndApply().finally(() => {
+      this.reloading = undefined;
+      if (this.pendingReload && !this.closed) {
+        this.pendingReload = false;
+        void this.reload();
+      }
+    });
+    return this.reloading;
+  }
+
+  private async readAndApply(): Promise<boolean> {
+    if (this.closed) return false;
+    let next: TlsMaterial;
+    try {
+      next = await readTlsMaterial(this.options.files);
+    } catch (error) {
+      // Mid-update (key written, certificate not yet) or removed: keep serving with what we have.
+      this.options.logger.warn({ err: error }, 'certificate reload failed; keeping the current certificates');
+      this.scheduleRetry();
+      return false;
+    }
+    if (next.cert === this.current.cert && next.key === this.current.key && next.ca === this.current.ca) {
+      return false;
+    }
+    this.current = next;
+    this.reloads++;
+    this.options.onChange(next);
+    this.options.logger.info({ certFile: this.options.files.certFile }, 'certificates reloaded');
+    return true;
+  }
+
+  private scheduleRetry(): void {
+    if (this.closed) return;
+    clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => void this.reload(), 1000);
+    this.settleTimer.unref();
+  }
+}

@@ -1,0 +1,150 @@
+// The relevance rules of DESIGN 4.1, driven by the shared worked examples plus cases of our own.
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import { parseAdmissionReview, type AdmissionReview } from '@skr-watcher/api';
+import { isRelevantChange, sameJson } from '../src/admission.js';
+
+interface Vector {
+  name: string;
+  review: unknown;
+  event: unknown;
+}
+
+const vectors = JSON.parse(
+  readFileSync(new URL('./fixtures/admission-relevance.json', import.meta.url), 'utf8'),
+) as Vector[];
+
+function review(body: unknown): AdmissionReview {
+  const parsed = parseAdmissionReview(body);
+  if (!parsed.ok) throw new Error(`fixture is not a valid AdmissionReview: ${parsed.error}`);
+  return parsed.value;
+}
+
+/** A Sample UPDATE review from old and new objects, for cases the shared vectors do not cover. */
+function sampleUpdate(
+  oldObject: Record<string, unknown>,
+  object: Record<string, unknown>,
+  subResource?: string,
+) {
+  return review({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'own-1',
+      kind: { group: 'operator.kyma-project.io', version: 'v1alpha1', kind: 'Sample' },
+      resource: { group: 'operator.kyma-project.io', version: 'v1alpha1', resource: 'samples' },
+      ...(subResource ? { subResource } : {}),
+      name: 's',
+      namespace: 'ns',
+      operation: 'UPDATE',
+      object: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'Sample', ...object },
+      oldObject: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'Sample', ...oldObject },
+    },
+  });
+}
+
+const SAMPLE_EVENT = {
+  watched: { Namespace: 'ns', Name: 's' },
+  watchedGvk: { group: 'operator.kyma-project.io', version: 'v1alpha1', kind: 'Sample' },
+};
+
+describe('isRelevantChange', () => {
+  it('the fixture holds the shared worked examples', () => {
+    expect(vectors.length).to.be.at.least(12);
+  });
+
+  for (const vector of vectors) {
+    it(`vector: ${vector.name}`, () => {
+      const event = isRelevantChange(review(vector.review));
+      if (vector.event === null) expect(event).to.equal(undefined);
+      else expect(event).to.deep.equal(vector.event);
+    });
+  }
+
+  it('a no-op update (identical objects, same resourceVersion) sends nothing', () => {
+    const meta = { name: 's', namespace: 'ns', resourceVersion: '7', labels: { a: 'b' } };
+    expect(
+      isRelevantChange(
+        sampleUpdate({ metadata: meta, spec: { replicas: 1 } }, { metadata: meta, spec: { replicas: 1 } }),
+      ),
+    ).to.equal(undefined);
+  });
+
+  it('a spec field removed is a change', () => {
+    const event = isRelevantChange(
+      sampleUpdate(
+        { metadata: { name: 's' }, spec: { replicas: 1, greeting: 'hi' } },
+        { metadata: { name: 's' }, spec: { replicas: 1 } },
+      ),
+    );
+    expect(event).to.deep.equal({ ...SAMPLE_EVENT, watched: { Namespace: 'ns', Name: 's' } });
+  });
+
+  it('spec added to an object that had none is a change', () => {
+    const event = isRelevantChange(
+      sampleUpdate({ metadata: { name: 's' } }, { metadata: { name: 's' }, spec: {} }),
+    );
+    expect(event).to.not.equal(undefined);
+  });
+
+  it('an object without spec whose only difference is resourceVersion/managedFields sends nothing', () => {
+    const event = isRelevantChange(
+      sampleUpdate(
+        { metadata: { name: 's', resourceVersion: '1', managedFields: [{ manager: 'a' }] } },
+        { metadata: { name: 's', resourceVersion: '2', managedFields: [{ manager: 'b' }] } },
+      ),
+    );
+    expect(event).to.equal(undefined);
+  });
+
+  it('a status-subresource update that changes nothing sends nothing even if spec differs in the review', () => {
+    // The API server ignores spec on /status; only status counts there.
+    const event = isRelevantChange(
+      sampleUpdate(
+        { metadata: { name: 's' }, spec: { replicas: 1 }, status: { state: 'Ready' } },
+        { metadata: { name: 's' }, spec: { replicas: 2 }, status: { state: 'Ready' } },
+        'status',
+      ),
+    );
+    expect(event).to.equal(undefined);
+  });
+
+  it('deletionTimestamp already set before sends nothing for an unchanged spec', () => {
+    const meta = { name: 's', deletionTimestamp: '2026-11-21T10:00:00Z' };
+    const event = isRelevantChange(
+      sampleUpdate({ metadata: { ...meta, finalizers: ['x'] }, spec: {} }, { metadata: meta, spec: {} }),
+    );
+    expect(event).to.equal(undefined);
+  });
+
+  it('takes the name from the request when the object has none, and empty namespace for cluster scope', () => {
+    const event = isRelevantChange(
+      review({
+        apiVersion: 'admission.k8s.io/v1',
+        kind: 'AdmissionReview',
+        request: {
+          uid: 'own-2',
+          kind: { group: 'operator.kyma-project.io', version: 'v1beta2', kind: 'Kyma' },
+          resource: { group: 'operator.kyma-project.io', version: 'v1beta2', resource: 'kymas' },
+          name: 'default',
+          operation: 'DELETE',
+          oldObject: null,
+        },
+      }),
+    );
+    expect(event).to.deep.equal({
+      watched: { Namespace: '', Name: 'default' },
+      watchedGvk: { group: 'operator.kyma-project.io', version: 'v1beta2', kind: 'Kyma' },
+    });
+  });
+});
+
+describe('sameJson', () => {
+  it('ignores key order, not array order', () => {
+    expect(sameJson({ a: 1, b: [1, 2] }, { b: [1, 2], a: 1 })).to.equal(true);
+    expect(sameJson([1, 2], [2, 1])).to.equal(false);
+    expect(sameJson({ a: 1 }, { a: 1, b: null })).to.equal(false);
+    expect(sameJson({ a: [] }, { a: {} })).to.equal(false);
+    expect(sameJson(null, {})).to.equal(false);
+  });
+});
