@@ -1,1 +1,4 @@
 export * from './workqueue.js';
+export * from './informer.js';
+export * from './apply.js';
+export * from './skr-clients.js';

@@ -70,7 +70,13 @@ function queueMetrics(registry: Registry | undefined): QueueMetrics | undefined 
   return {
     depth: existing(
       'workqueue_depth',
-      () => new Gauge({ name: 'workqueue_depth', help: 'Keys waiting to be processed.', labelNames: ['name'], registers }),
+      () =>
+        new Gauge({
+          name: 'workqueue_depth',
+          help: 'Keys waiting to be processed.',
+          labelNames: ['name'],
+          registers,
+        }),
     ),
     adds: existing(
       'workqueue_adds_total',
@@ -256,7 +262,10 @@ export class WorkQueue {
       this.delayed.clear();
       if (!this.drainOnStop) {
         if (this.queue.length > 0) {
-          this.logger?.info({ queue: this.name, dropped: this.queue.length }, 'work queue stopping; queued keys dropped');
+          this.logger?.info(
+            { queue: this.name, dropped: this.queue.length },
+            'work queue stopping; queued keys dropped',
+          );
         }
         for (const key of this.queue) this.dirty.delete(key);
         this.queue.length = 0;
@@ -319,7 +328,10 @@ export class WorkQueue {
       this.failures.set(key, failures);
       const delayMs = this.backoffFor(failures);
       this.metrics?.failures.inc({ name: this.name });
-      this.logger?.warn({ err: error, queue: this.name, key, failures, retryInMs: delayMs }, 'processing failed');
+      this.logger?.warn(
+        { err: error, queue: this.name, key, failures, retryInMs: delayMs },
+        'processing failed',
+      );
       if (!this.stopping) {
         this.metrics?.retries.inc({ name: this.name });
         this.addAfter(key, delayMs);

@@ -27,7 +27,9 @@ class ManualClock implements Clock {
   advance(ms: number): void {
     const target = this.time + ms;
     for (;;) {
-      const due = [...this.timers.entries()].filter(([, t]) => t.due <= target).sort((a, b) => a[1].due - b[1].due);
+      const due = [...this.timers.entries()]
+        .filter(([, t]) => t.due <= target)
+        .sort((a, b) => a[1].due - b[1].due);
       const first = due[0];
       if (!first) break;
       this.timers.delete(first[0]);
@@ -230,7 +232,11 @@ describe('WorkQueue', () => {
 
   it('stop({ drain: true }) processes the keys queued at that moment', async () => {
     const finished: string[] = [];
-    const queue = new WorkQueue({ name: 'test', workers: 1, process: async (key) => void finished.push(key) });
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      process: async (key) => void finished.push(key),
+    });
     queue.start();
     queue.add('a');
     queue.add('b');

@@ -1,0 +1,561 @@
+// A list+watch cache that keeps running: restarts with backoff after errors and closed watches,
+// relists on 410 Gone, restarts a watch that goes silent, and relists periodically.
+// resourceVersions are opaque strings: they are passed back to the server and compared only for equality.
+import { CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { Counter, Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { systemClock, type Clock, type TimerHandle } from './workqueue.js';
+
+/** The least an object must carry to be cached. */
+export interface CachedObject {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+}
+
+export interface ListPage<T> {
+  items: T[];
+  metadata?: { resourceVersion?: string; continue?: string };
+}
+
+/** Where an informer lists and watches. */
+export interface InformerSource<T> {
+  /** Names the resource in logs and in the `resource` metric label, e.g. `kymas`. */
+  resource: string;
+  /** API path of the collection, e.g. `/apis/operator.kyma-project.io/v1beta2/namespaces/kcp-system/kymas`. */
+  path: string;
+  labelSelector?: string;
+  /** Lists one page; `continueToken` comes from the previous page. */
+  list(page: { limit: number; continueToken?: string }): Promise<ListPage<T>>;
+}
+
+export interface InformerHandlers<T> {
+  onAdd?(object: T): void;
+  /** Also called for every object on a relist (old and new may then be the same version). */
+  onUpdate?(previous: T, object: T): void;
+  onDelete?(object: T): void;
+}
+
+export interface InformerOptions<T> {
+  kubeConfig: KubeConfig;
+  source: InformerSource<T>;
+  /** Restarts a watch that delivered no event (bookmarks count) for this long. Default 120 s. */
+  watchdogMs?: number;
+  /** Full relist interval; every object is then reported to onUpdate. Default 10 min, 0 disables. */
+  resyncMs?: number;
+  /** Backoff of restarts after failures. Default 500 ms doubling to 15 s, with jitter. */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+  /** Page size of lists. Default 500. */
+  pageSize?: number;
+  /** Trims objects before they are cached (e.g. drop Secret data that only the reconciler reads). */
+  transform?: (object: T) => T;
+  clock?: Clock;
+  logger?: Logger;
+  registry?: Registry;
+}
+
+type WatchOutcome = 'closed' | 'timeout' | 'gone' | 'watchdog' | 'resync' | 'stopped';
+
+class WatchFailure extends Error {
+  constructor(
+    message: string,
+    readonly code?: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** `namespace/name`, or `name` for cluster-scoped objects: the key of the cache and of work queues. */
+export function objectKey(object: CachedObject): string {
+  const name = object.metadata?.name ?? '';
+  const namespace = object.metadata?.namespace;
+  return namespace ? `${namespace}/${name}` : name;
+}
+
+function statusCodeOf(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const record = error as { statusCode?: unknown; code?: unknown };
+  if (typeof record.statusCode === 'number') return record.statusCode;
+  if (typeof record.code === 'number') return record.code;
+  return undefined;
+}
+
+interface InformerMetrics {
+  restarts: Counter;
+  relists: Counter;
+  events: Counter;
+  objects: Gauge;
+}
+
+function informerMetrics(registry: Registry | undefined): InformerMetrics | undefined {
+  if (!registry) return undefined;
+  const registers = [registry];
+  const existing = <M>(name: string, create: () => M): M => (registry.getSingleMetric(name) as M) ?? create();
+  return {
+    restarts: existing(
+      'informer_watch_restarts_total',
+      () =>
+        new Counter({
+          name: 'informer_watch_restarts_total',
+          help: 'Watches restarted, by reason (closed, timeout, gone, watchdog, resync, error).',
+          labelNames: ['resource', 'reason'],
+          registers,
+        }),
+    ),
+    relists: existing(
+      'informer_relists_total',
+      () =>
+        new Counter({
+          name: 'informer_relists_total',
+          help: 'Full lists of the resource.',
+          labelNames: ['resource'],
+          registers,
+        }),
+    ),
+    events: existing(
+      'informer_watch_events_total',
+      () =>
+        new Counter({
+          name: 'informer_watch_events_total',
+          help: 'Watch events received, by type.',
+          labelNames: ['resource', 'type'],
+          registers,
+        }),
+    ),
+    objects: existing(
+      'informer_objects',
+      () =>
+        new Gauge({
+          name: 'informer_objects',
+          help: 'Objects in the informer cache.',
+          labelNames: ['resource'],
+          registers,
+        }),
+    ),
+  };
+}
+
+export class ResilientInformer<T extends CachedObject> {
+  readonly resource: string;
+  private readonly kubeConfig: KubeConfig;
+  private readonly source: InformerSource<T>;
+  private readonly watchdogMs: number;
+  private readonly resyncMs: number;
+  private readonly backoffBaseMs: number;
+  private readonly backoffMaxMs: number;
+  private readonly pageSize: number;
+  private readonly transform: (object: T) => T;
+  private readonly clock: Clock;
+  private readonly logger: Logger | undefined;
+  private readonly metrics: InformerMetrics | undefined;
+
+  private readonly cache = new Map<string, T>();
+  private readonly indexers = new Map<string, (object: T) => string[]>();
+  /** index name → index value → object keys */
+  private readonly indices = new Map<string, Map<string, Set<string>>>();
+  private readonly handlers: InformerHandlers<T>[] = [];
+  private resourceVersion = '';
+  private lastListAt = 0;
+  private synced = false;
+  private syncWaiters: (() => void)[] = [];
+  private stopped = true;
+  private loop: Promise<void> | undefined;
+  private abortWatch: (() => void) | undefined;
+  private wakeSleep: (() => void) | undefined;
+  private consecutiveFailures = 0;
+
+  constructor(options: InformerOptions<T>) {
+    this.kubeConfig = options.kubeConfig;
+    this.source = options.source;
+    this.resource = options.source.resource;
+    this.watchdogMs = options.watchdogMs ?? 120_000;
+    this.resyncMs = options.resyncMs ?? 600_000;
+    this.backoffBaseMs = options.backoffBaseMs ?? 500;
+    this.backoffMaxMs = options.backoffMaxMs ?? 15_000;
+    this.pageSize = options.pageSize ?? 500;
+    this.transform = options.transform ?? ((object) => object);
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger?.child({ resource: this.resource });
+    this.metrics = informerMetrics(options.registry);
+  }
+
+  addHandler(handlers: InformerHandlers<T>): void {
+    this.handlers.push(handlers);
+  }
+
+  /** Maintains an index from values computed per object (e.g. a label) to the objects. Add before start. */
+  addIndex(name: string, indexer: (object: T) => string[]): void {
+    this.indexers.set(name, indexer);
+    const index = new Map<string, Set<string>>();
+    this.indices.set(name, index);
+    for (const [key, object] of this.cache) this.indexObject(name, index, key, object, true);
+  }
+
+  get(key: string): T | undefined {
+    return this.cache.get(key);
+  }
+
+  list(): T[] {
+    return [...this.cache.values()];
+  }
+
+  keys(): string[] {
+    return [...this.cache.keys()];
+  }
+
+  byIndex(name: string, value: string): T[] {
+    const index = this.indices.get(name);
+    if (!index) throw new Error(`informer ${this.resource} has no index ${name}`);
+    return [...(index.get(value) ?? [])]
+      .map((key) => this.cache.get(key))
+      .filter((o): o is T => o !== undefined);
+  }
+
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+
+  /** Resolves after the first complete list. */
+  waitForSync(): Promise<void> {
+    if (this.synced) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abortWatch?.();
+    this.wakeSleep?.();
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        if (
+          !this.resourceVersion ||
+          (this.resyncMs > 0 && this.clock.now() - this.lastListAt >= this.resyncMs)
+        ) {
+          await this.relist();
+        }
+        const startedAt = this.clock.now();
+        const outcome = await this.watchOnce();
+        if (outcome === 'stopped') break;
+        this.metrics?.restarts.inc({ resource: this.resource, reason: outcome });
+        this.logger?.debug({ reason: outcome }, 'watch ended; restarting');
+        if (outcome === 'gone') {
+          this.logger?.info('resourceVersion expired (410 Gone); relisting');
+          this.resourceVersion = '';
+        } else if (outcome === 'watchdog') {
+          this.logger?.warn(
+            { silentForMs: this.watchdogMs },
+            'watch delivered nothing; restarting it and relisting',
+          );
+          this.resourceVersion = '';
+        }
+        // A watch that ends at once without events is a failure in disguise: back off as for one.
+        if (outcome === 'closed' && this.clock.now() - startedAt < 1_000) {
+          await this.backoff(new Error('watch closed right after it opened'));
+        }
+      } catch (error) {
+        if (this.stopped) break;
+        if (statusCodeOf(error) === 410) {
+          this.metrics?.restarts.inc({ resource: this.resource, reason: 'gone' });
+          this.resourceVersion = '';
+          continue;
+        }
+        this.metrics?.restarts.inc({ resource: this.resource, reason: 'error' });
+        await this.backoff(error);
+      }
+    }
+  }
+
+  private async backoff(error: unknown): Promise<void> {
+    this.consecutiveFailures++;
+    const exp = Math.min(this.backoffBaseMs * 2 ** (this.consecutiveFailures - 1), this.backoffMaxMs);
+    const delayMs = Math.round(exp * (0.8 + Math.random() * 0.4));
+    this.logger?.warn(
+      { err: error, failures: this.consecutiveFailures, retryInMs: delayMs },
+      'list/watch failed; retrying with backoff',
+    );
+    await new Promise<void>((resolve) => {
+      const timer = this.clock.setTimeout(done, delayMs);
+      function done() {
+        resolve();
+      }
+      this.wakeSleep = () => {
+        this.clock.clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wakeSleep = undefined;
+  }
+
+  private async relist(): Promise<void> {
+    const listed = new Map<string, T>();
+    let continueToken: string | undefined;
+    let resourceVersion = '';
+    do {
+      let page: ListPage<T>;
+      try {
+        page = await this.source.list({ limit: this.pageSize, continueToken });
+      } catch (error) {
+        throw new WatchFailure(`list ${this.resource}`, statusCodeOf(error), { cause: error });
+      }
+      if (!page || !Array.isArray(page.items))
+        throw new WatchFailure(`list ${this.resource}: answer has no items`);
+      for (const item of page.items) {
+        const object = this.accept(item);
+        if (object) listed.set(objectKey(object), object);
+      }
+      // The first page's resourceVersion is the snapshot the later pages belong to.
+      if (!continueToken) resourceVersion = page.metadata?.resourceVersion ?? '';
+      continueToken = page.metadata?.continue || undefined;
+    } while (continueToken && !this.stopped);
+    if (this.stopped) return;
+    this.metrics?.relists.inc({ resource: this.resource });
+
+    for (const [key, previous] of [...this.cache]) {
+      if (!listed.has(key)) this.remove(key, previous);
+    }
+    for (const [key, object] of listed) this.upsert(key, object);
+    this.resourceVersion = resourceVersion;
+    this.lastListAt = this.clock.now();
+    this.consecutiveFailures = 0;
+    this.logger?.debug({ objects: this.cache.size }, 'listed');
+    if (!this.synced) {
+      this.synced = true;
+      for (const resolve of this.syncWaiters) resolve();
+      this.syncWaiters = [];
+    }
+  }
+
+  /** Validates an object from the wire; objects without a name are logged and skipped. */
+  private accept(raw: unknown): T | undefined {
+    const metadata = (raw as CachedObject | null)?.metadata;
+    if (
+      typeof raw !== 'object' ||
+      raw === null ||
+      typeof metadata?.name !== 'string' ||
+      metadata.name === ''
+    ) {
+      this.logger?.warn('object without metadata.name from the API server; skipped');
+      return undefined;
+    }
+    return this.transform(raw as T);
+  }
+
+  private watchOnce(): Promise<WatchOutcome> {
+    return new Promise<WatchOutcome>((resolve, reject) => {
+      let finished = false;
+      let controller: AbortController | undefined;
+      let watchdog: TimerHandle | undefined;
+      let resync: TimerHandle | undefined;
+      const finish = (outcome: WatchOutcome | Error) => {
+        if (finished) return;
+        finished = true;
+        if (watchdog !== undefined) this.clock.clearTimeout(watchdog);
+        if (resync !== undefined) this.clock.clearTimeout(resync);
+        this.abortWatch = undefined;
+        controller?.abort();
+        if (outcome instanceof Error) reject(outcome);
+        else resolve(outcome);
+      };
+      const armWatchdog = () => {
+        if (watchdog !== undefined) this.clock.clearTimeout(watchdog);
+        watchdog = this.clock.setTimeout(() => finish('watchdog'), this.watchdogMs);
+      };
+      this.abortWatch = () => finish('stopped');
+      if (this.stopped) return finish('stopped');
+      armWatchdog();
+      if (this.resyncMs > 0) {
+        const dueIn = Math.max(0, this.lastListAt + this.resyncMs - this.clock.now());
+        resync = this.clock.setTimeout(() => finish('resync'), dueIn);
+      }
+
+      const onEvent = (type: string, object: unknown) => {
+        if (finished) return;
+        armWatchdog();
+        this.metrics?.events.inc({ resource: this.resource, type });
+        switch (type) {
+          case 'ADDED':
+          case 'MODIFIED': {
+            const accepted = this.accept(object);
+            if (!accepted) return;
+            this.upsert(objectKey(accepted), accepted);
+            this.noteResourceVersion(accepted);
+            this.consecutiveFailures = 0;
+            return;
+          }
+          case 'DELETED': {
+            const accepted = this.accept(object);
+            if (!accepted) return;
+            const key = objectKey(accepted);
+            const previous = this.cache.get(key);
+            if (previous) this.remove(key, accepted);
+            this.noteResourceVersion(accepted);
+            return;
+          }
+          case 'BOOKMARK':
+            this.noteResourceVersion(object as CachedObject);
+            return;
+          case 'ERROR': {
+            const code = (object as { code?: unknown } | null)?.code;
+            if (code === 410) return finish('gone');
+            const message = (object as { message?: unknown } | null)?.message;
+            return finish(
+              new WatchFailure(
+                `watch ${this.resource}: error event ${typeof code === 'number' ? code : ''} ${typeof message === 'string' ? message : ''}`.trim(),
+                typeof code === 'number' ? code : undefined,
+              ),
+            );
+          }
+          default:
+            this.logger?.warn({ type }, 'unknown watch event type; ignored');
+        }
+      };
+      const onDone = (error: unknown) => {
+        if (!error) return finish('closed');
+        if (statusCodeOf(error) === 410) return finish('gone');
+        // client-node aborts a watch that received no bytes for 30 s: a silent connection, not a failure.
+        if ((error as { name?: unknown }).name === 'TimeoutError') return finish('timeout');
+        if ((error as { name?: unknown }).name === 'AbortError' && finished) return;
+        finish(new WatchFailure(`watch ${this.resource}`, statusCodeOf(error), { cause: error }));
+      };
+
+      const query: Record<string, string | number | boolean | undefined> = {
+        resourceVersion: this.resourceVersion,
+        allowWatchBookmarks: true,
+        labelSelector: this.source.labelSelector,
+        // The server closes the watch after 5 to 10 min so connections move between replicas.
+        timeoutSeconds: 300 + Math.floor(Math.random() * 300),
+      };
+      new Watch(this.kubeConfig).watch(this.source.path, query, onEvent, onDone).then(
+        (abort) => {
+          controller = abort;
+          if (finished) abort.abort();
+        },
+        (error: unknown) =>
+          finish(new WatchFailure(`watch ${this.resource}`, statusCodeOf(error), { cause: error })),
+      );
+    });
+  }
+
+  private noteResourceVersion(object: CachedObject | null | undefined): void {
+    const rv = object?.metadata?.resourceVersion;
+    if (typeof rv === 'string' && rv !== '') this.resourceVersion = rv;
+  }
+
+  private upsert(key: string, object: T): void {
+    const previous = this.cache.get(key);
+    this.cache.set(key, object);
+    for (const [name, index] of this.indices) {
+      if (previous) this.indexObject(name, index, key, previous, false);
+      this.indexObject(name, index, key, object, true);
+    }
+    this.metrics?.objects.set({ resource: this.resource }, this.cache.size);
+    for (const handler of this.handlers) {
+      this.callHandler(() => (previous ? handler.onUpdate?.(previous, object) : handler.onAdd?.(object)));
+    }
+  }
+
+  private remove(key: string, object: T): void {
+    const previous = this.cache.get(key);
+    this.cache.delete(key);
+    for (const [name, index] of this.indices) {
+      if (previous) this.indexObject(name, index, key, previous, false);
+    }
+    this.metrics?.objects.set({ resource: this.resource }, this.cache.size);
+    for (const handler of this.handlers) this.callHandler(() => handler.onDelete?.(object));
+  }
+
+  private indexObject(name: string, index: Map<string, Set<string>>, key: string, object: T, add: boolean) {
+    const indexer = this.indexers.get(name);
+    if (!indexer) return;
+    for (const value of indexer(object)) {
+      let keys = index.get(value);
+      if (add) {
+        if (!keys) index.set(value, (keys = new Set()));
+        keys.add(key);
+      } else if (keys) {
+        keys.delete(key);
+        if (keys.size === 0) index.delete(value);
+      }
+    }
+  }
+
+  private callHandler(call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      // A handler bug must not kill the watch; it is logged with the resource.
+      this.logger?.error({ err: error }, 'informer handler threw');
+    }
+  }
+}
+
+/** Lists and watches custom resources of one kind, in one namespace or in all. */
+export function customResourceSource<T extends CachedObject>(
+  kubeConfig: KubeConfig,
+  target: { group: string; version: string; plural: string; namespace?: string; labelSelector?: string },
+): InformerSource<T> {
+  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const { group, version, plural, namespace, labelSelector } = target;
+  const path = namespace
+    ? `/apis/${group}/${version}/namespaces/${namespace}/${plural}`
+    : `/apis/${group}/${version}/${plural}`;
+  return {
+    resource: plural,
+    path,
+    labelSelector,
+    list: async ({ limit, continueToken }) => {
+      const page: unknown = namespace
+        ? await api.listNamespacedCustomObject({
+            group,
+            version,
+            namespace,
+            plural,
+            labelSelector,
+            limit,
+            _continue: continueToken,
+          })
+        : await api.listClusterCustomObject({
+            group,
+            version,
+            plural,
+            labelSelector,
+            limit,
+            _continue: continueToken,
+          });
+      return page as ListPage<T>;
+    },
+  };
+}
+
+/** Lists and watches Secrets of one namespace that match a label selector. */
+export function secretSource(
+  kubeConfig: KubeConfig,
+  target: { namespace: string; labelSelector?: string },
+): InformerSource<V1Secret> {
+  const api = kubeConfig.makeApiClient(CoreV1Api);
+  const { namespace, labelSelector } = target;
+  return {
+    resource: 'secrets',
+    path: `/api/v1/namespaces/${namespace}/secrets`,
+    labelSelector,
+    list: async ({ limit, continueToken }) => {
+      const page = await api.listNamespacedSecret({
+        namespace,
+        labelSelector,
+        limit,
+        _continue: continueToken,
+      });
+      return { items: page.items, metadata: page.metadata };
+    },
+  };
+}
