@@ -1,0 +1,244 @@
+// The dispatcher with an injected clock and a scripted KCP: coalescing, backoff, max age, bounds, drain.
+import { expect } from 'chai';
+import type { WatchEventV2 } from '@skr-watcher/api';
+import { silentLogger } from '@skr-watcher/telemetry';
+import { backoffDelay, dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
+import { ManualClock, settle } from './support/manual-clock.js';
+
+function event(name: string, kind = 'Sample'): WatchEventV2 {
+  return {
+    watched: { Namespace: 'kyma-system', Name: name },
+    watchedGvk: { group: 'operator.kyma-project.io', version: 'v1alpha1', kind },
+  };
+}
+
+/** A KCP whose answers the test scripts; each call waits until the test releases it. */
+class ScriptedKcp {
+  readonly calls: { manager: string; event: WatchEventV2; at: number }[] = [];
+  private pending: ((outcome: DeliveryOutcome) => void)[] = [];
+  /** When set, every call is answered at once with this outcome. */
+  auto: DeliveryOutcome | undefined;
+
+  constructor(private readonly clock: ManualClock) {}
+
+  send = (manager: string, sent: WatchEventV2): Promise<DeliveryOutcome> => {
+    this.calls.push({ manager, event: sent, at: this.clock.now() });
+    if (this.auto) return Promise.resolve(this.auto);
+    return new Promise((resolve) => this.pending.push(resolve));
+  };
+
+  get inFlight(): number {
+    return this.pending.length;
+  }
+
+  async answer(outcome: DeliveryOutcome): Promise<void> {
+    const next = this.pending.shift();
+    if (!next) throw new Error('no callback in flight to answer');
+    next(outcome);
+    await settle();
+  }
+}
+
+const DELIVERED: DeliveryOutcome = { result: 'delivered', status: 200 };
+const UNAVAILABLE: DeliveryOutcome = { result: 'retry', reason: 'HTTP 503', status: 503 };
+
+function setup(overrides: Partial<ConstructorParameters<typeof Dispatcher>[0]> = {}) {
+  const clock = new ManualClock();
+  const kcp = new ScriptedKcp(clock);
+  const dispatcher = new Dispatcher({
+    send: kcp.send,
+    workers: 2,
+    maxQueue: 100,
+    backoffInitialMs: 100,
+    backoffMaxMs: 1_000,
+    maxAgeMs: 60_000,
+    logger: silentLogger(),
+    clock,
+    random: () => 0.5,
+    ...overrides,
+  });
+  return { clock, kcp, dispatcher };
+}
+
+describe('Dispatcher', () => {
+  it('sends an enqueued event at once and forgets it once KCP answers 2xx', async () => {
+    const { kcp, dispatcher } = setup();
+    expect(dispatcher.enqueue('lifecycle-manager', event('a'))).to.equal('enqueued');
+    await settle();
+    expect(kcp.calls).to.have.length(1);
+    expect(kcp.calls[0]).to.deep.include({ manager: 'lifecycle-manager', event: event('a') });
+    expect(dispatcher.depth).to.equal(1);
+    await kcp.answer(DELIVERED);
+    expect(dispatcher.depth).to.equal(0);
+    expect(dispatcher.stats.delivered).to.equal(1);
+  });
+
+  it('coalesces repeats for one object that wait behind busy workers into one callback', async () => {
+    const { kcp, dispatcher } = setup({ workers: 1 });
+    dispatcher.enqueue('m', event('busy'));
+    await settle();
+    for (let i = 0; i < 5; i++) dispatcher.enqueue('m', event('x'));
+    expect(dispatcher.stats).to.deep.include({ enqueued: 2, coalesced: 4 });
+    await kcp.answer(DELIVERED);
+    await kcp.answer(DELIVERED);
+    expect(kcp.calls.map((c) => c.event.watched.Name)).to.deep.equal(['busy', 'x']);
+    expect(dispatcher.depth).to.equal(0);
+  });
+
+  it('keys by manager, kind, namespace and name: different objects are not coalesced', () => {
+    const keys = new Set([
+      dispatchKey('m', event('a')),
+      dispatchKey('other', event('a')),
+      dispatchKey('m', event('a', 'Kyma')),
+      dispatchKey('m', { ...event('a'), watched: { Namespace: 'ns2', Name: 'a' } }),
+    ]);
+    expect(keys.size).to.equal(4);
+  });
+
+  it('sends once more when the object changed while its callback was in flight', async () => {
+    const { kcp, dispatcher } = setup();
+    dispatcher.enqueue('m', event('a'));
+    await settle();
+    expect(dispatcher.enqueue('m', event('a'))).to.equal('coalesced');
+    await kcp.answer(DELIVERED);
+    expect(kcp.calls).to.have.length(2);
+    await kcp.answer(DELIVERED);
+    expect(dispatcher.depth).to.equal(0);
+    expect(dispatcher.stats.delivered).to.equal(2);
+  });
+
+  it('retries 5xx with capped exponential backoff and jitter, then delivers', async () => {
+    const { clock, kcp, dispatcher } = setup({ random: () => 0.5 });
+    dispatcher.enqueue('m', event('a'));
+    await settle();
+    // Attempt n waits ceiling/2 + 0.5*ceiling/2 = 0.75*min(1000, 100*2^(n-1)).
+    const expectedGaps = [75, 150, 300, 600, 750, 750];
+    for (const gap of expectedGaps) {
+      await kcp.answer(UNAVAILABLE);
+      await clock.advance(gap - 1);
+      expect(kcp.inFlight, `nothing sent 1 ms before the ${gap} ms backoff ends`).to.equal(0);
+      await clock.advance(1);
+      expect(kcp.inFlight).to.equal(1);
+    }
+    await kcp.answer(DELIVERED);
+    const gaps = kcp.calls.slice(1).map((c, i) => c.at - (kcp.calls[i]?.at ?? 0));
+    expect(gaps).to.deep.equal(expectedGaps);
+    expect(dispatcher.depth).to.equal(0);
+  });
+
+  it('jitter stays within [ceiling/2, ceiling] and the ceiling is capped', () => {
+    for (let attempt = 1; attempt < 40; attempt++) {
+      const ceiling = Math.min(1000, 100 * 2 ** (attempt - 1));
+      expect(backoffDelay(attempt, 100, 1000, () => 0)).to.equal(ceiling / 2);
+      expect(backoffDelay(attempt, 100, 1000, () => 0.999999)).to.be.within(ceiling / 2, ceiling);
+    }
+  });
+
+  it('treats other 4xx as final: no retry, counted as rejected', async () => {
+    const { clock, kcp, dispatcher } = setup();
+    dispatcher.enqueue('m', event('a'));
+    await settle();
+    await kcp.answer({ result: 'rejected', reason: 'HTTP 403', status: 403 });
+    await clock.advance(10_000);
+    expect(kcp.calls).to.have.length(1);
+    expect(dispatcher.stats.dropped.rejected).to.equal(1);
+    expect(dispatcher.depth).to.equal(0);
+  });
+
+  it('a send that throws is retried like a network error', async () => {
+    const { clock, dispatcher } = setup();
+    let calls = 0;
+    const flaky = new Dispatcher({
+      send: () => (++calls === 1 ? Promise.reject(new Error('ECONNRESET')) : Promise.resolve(DELIVERED)),
+      workers: 1,
+      maxQueue: 10,
+      backoffInitialMs: 100,
+      backoffMaxMs: 1000,
+      maxAgeMs: 60_000,
+      logger: silentLogger(),
+      clock,
+    });
+    flaky.enqueue('m', event('a'));
+    await clock.advance(100);
+    expect(calls).to.equal(2);
+    expect(flaky.stats.delivered).to.equal(1);
+    expect(dispatcher.depth).to.equal(0);
+  });
+
+  it('drops an event it could not deliver within its max age, counting the reason', async () => {
+    const { clock, kcp, dispatcher } = setup({ maxAgeMs: 2_000 });
+    kcp.auto = UNAVAILABLE;
+    dispatcher.enqueue('m', event('a'));
+    await clock.advance(5_000);
+    expect(dispatcher.depth).to.equal(0);
+    expect(dispatcher.stats.dropped.max_age).to.equal(1);
+    const last = kcp.calls.at(-1)?.at ?? Infinity;
+    expect(last).to.be.at.most(2_000);
+    expect(clock.pendingTimers).to.equal(0);
+  });
+
+  it('a new change refreshes the age of a backing-off event', async () => {
+    const { clock, kcp, dispatcher } = setup({ maxAgeMs: 2_000 });
+    kcp.auto = UNAVAILABLE;
+    dispatcher.enqueue('m', event('a'));
+    await clock.advance(1_500);
+    dispatcher.enqueue('m', event('a'));
+    await clock.advance(1_000);
+    expect(dispatcher.depth, 'still retrying 2.5 s after the first change').to.equal(1);
+    kcp.auto = DELIVERED;
+    await clock.advance(1_000);
+    expect(dispatcher.stats.delivered).to.equal(1);
+    expect(dispatcher.stats.dropped.max_age).to.equal(0);
+  });
+
+  it('is bounded: distinct objects beyond the queue size are dropped as queue_full', async () => {
+    const { kcp, dispatcher } = setup({ maxQueue: 3, workers: 1 });
+    const results = ['a', 'b', 'c', 'd'].map((name) => dispatcher.enqueue('m', event(name)));
+    expect(results).to.deep.equal(['enqueued', 'enqueued', 'enqueued', 'dropped']);
+    expect(dispatcher.enqueue('m', event('b'))).to.equal('coalesced');
+    expect(dispatcher.stats.dropped.queue_full).to.equal(1);
+    await settle();
+    expect(kcp.inFlight).to.equal(1);
+  });
+
+  it('never runs more callbacks at once than it has workers', async () => {
+    const { kcp, dispatcher } = setup({ workers: 3 });
+    for (let i = 0; i < 10; i++) dispatcher.enqueue('m', event(`o${i}`));
+    await settle();
+    expect(kcp.inFlight).to.equal(3);
+    for (let i = 0; i < 10; i++) {
+      expect(kcp.inFlight).to.be.at.most(3);
+      await kcp.answer(DELIVERED);
+    }
+    expect(kcp.calls).to.have.length(10);
+  });
+
+  it('drain delivers what is queued, including retries, then stops taking events', async () => {
+    const { clock, kcp, dispatcher } = setup();
+    dispatcher.enqueue('m', event('a'));
+    await settle();
+    await kcp.answer(UNAVAILABLE);
+    kcp.auto = DELIVERED;
+    let drained = false;
+    const draining = dispatcher.drain(5_000).then(() => (drained = true));
+    expect(dispatcher.enqueue('m', event('late'))).to.equal('dropped');
+    await clock.advance(200);
+    await draining;
+    expect(drained).to.equal(true);
+    expect(dispatcher.stats.delivered).to.equal(1);
+    expect(dispatcher.stats.dropped.shutdown).to.equal(1);
+  });
+
+  it('drain gives up after its timeout and counts what is left as shutdown drops', async () => {
+    const { clock, kcp, dispatcher } = setup();
+    kcp.auto = UNAVAILABLE;
+    dispatcher.enqueue('m', event('a'));
+    dispatcher.enqueue('m', event('b'));
+    const draining = dispatcher.drain(1_000);
+    await clock.advance(1_000);
+    await draining;
+    expect(dispatcher.depth).to.equal(0);
+    expect(dispatcher.stats.dropped.shutdown).to.equal(2);
+    expect(clock.pendingTimers).to.equal(0);
+  });
+});
