@@ -2,3 +2,4 @@ export * from './workqueue.js';
 export * from './informer.js';
 export * from './apply.js';
 export * from './skr-clients.js';
+export * from './leader-election.js';

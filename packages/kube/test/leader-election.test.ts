@@ -1,0 +1,149 @@
+// LeaderElector on a real API server: one leader at a time, release hands over at once, a killed
+// leader is replaced within the lease duration, and a leader that loses its Lease steps down.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { sharedEnvironment } from '@skr-watcher/testenv';
+import {
+  createLeaderElector,
+  type LeaderElector,
+  type LeaderElectorOptions,
+} from '../src/leader-election.js';
+
+const FIXTURE = fileURLToPath(new URL('./fixtures/elector.ts', import.meta.url));
+const TSX = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
+// Short timings keep the test quick; the logic is the same as with client-go's 15 s / 10 s / 2 s.
+const TIMING = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 300 };
+
+async function waitUntil(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+}
+
+describe('LeaderElector on a real API server', function () {
+  this.timeout(120_000);
+  let kubeConfig: KubeConfig;
+  let kubeconfigPath: string;
+  let leases: CoordinationV1Api;
+  const namespace = `leader-${Date.now()}`;
+  const electors: LeaderElector[] = [];
+  const children: ChildProcess[] = [];
+
+  before(async () => {
+    const env = await sharedEnvironment();
+    kubeConfig = env.plane('kcp').kubeConfig();
+    kubeconfigPath = env.plane('kcp').kubeconfigPath;
+    leases = kubeConfig.makeApiClient(CoordinationV1Api);
+    await kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+  });
+
+  afterEach(async () => {
+    await Promise.all(electors.splice(0).map((e) => e.stop()));
+    for (const child of children.splice(0)) child.kill('SIGKILL');
+  });
+
+  function elector(name: string, identity: string, extra: Partial<LeaderElectorOptions> = {}) {
+    const events: string[] = [];
+    const e = createLeaderElector({
+      kubeConfig,
+      namespace,
+      name,
+      identity,
+      ...TIMING,
+      onStartedLeading: () => void events.push('started'),
+      onStoppedLeading: (reason) => void events.push(`stopped ${reason}`),
+      ...extra,
+    });
+    electors.push(e);
+    void e.run();
+    return { elector: e, events };
+  }
+
+  it('creates the Lease with MicroTime timestamps, and only one of two candidates leads', async () => {
+    const a = elector('single', 'replica-a');
+    const b = elector('single', 'replica-b');
+    await waitUntil('one leader', () => a.elector.isLeader || b.elector.isLeader);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect([a.elector.isLeader, b.elector.isLeader].filter(Boolean)).to.have.length(1);
+    const lease = await leases.readNamespacedLease({ name: 'single', namespace });
+    const leader = a.elector.isLeader ? 'replica-a' : 'replica-b';
+    expect(lease.spec?.holderIdentity).to.equal(leader);
+    expect(lease.spec?.leaseDurationSeconds).to.equal(3);
+    const renewTime = lease.spec?.renewTime as unknown;
+    const renewText = renewTime instanceof Date ? renewTime.toISOString() : String(renewTime);
+    expect(renewText).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+  });
+
+  it('renews: a standby stays standby for several lease durations while the leader lives', async () => {
+    const a = elector('renew', 'replica-a');
+    await waitUntil('a leads', () => a.elector.isLeader);
+    const b = elector('renew', 'replica-b');
+    await new Promise((resolve) => setTimeout(resolve, 2 * TIMING.leaseDurationMs));
+    expect(a.elector.isLeader).to.equal(true);
+    expect(b.elector.isLeader).to.equal(false);
+    expect(b.events).to.deep.equal([]);
+  });
+
+  it('hands over at once when the leader stops and releases the Lease', async () => {
+    const a = elector('release', 'replica-a');
+    await waitUntil('a leads', () => a.elector.isLeader);
+    const b = elector('release', 'replica-b');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const stoppedAt = Date.now();
+    await a.elector.stop();
+    expect(a.events).to.deep.equal(['started', 'stopped released']);
+    await waitUntil('b leads', () => b.elector.isLeader);
+    const takeoverMs = Date.now() - stoppedAt;
+    expect(takeoverMs, 'well before the lease would have expired').to.be.lessThan(TIMING.leaseDurationMs);
+    const lease = await leases.readNamespacedLease({ name: 'release', namespace });
+    expect(lease.spec?.holderIdentity).to.equal('replica-b');
+  });
+
+  it('a standby takes over within the lease duration when the leader process is SIGKILLed', async () => {
+    const child = spawn(
+      TSX,
+      [FIXTURE, kubeconfigPath, namespace, 'killed', 'replica-child', ...Object.values(TIMING).map(String)],
+      { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '--conditions=source' } },
+    );
+    children.push(child);
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await waitUntil('the child leads', () => output.includes('leading'), 60_000);
+    const b = elector('killed', 'replica-b');
+    await new Promise((resolve) => setTimeout(resolve, TIMING.leaseDurationMs));
+    expect(b.elector.isLeader, 'no takeover while the child renews').to.equal(false);
+    const before = await leases.readNamespacedLease({ name: 'killed', namespace });
+    child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await waitUntil('b takes over', () => b.elector.isLeader);
+    const takeoverMs = Date.now() - killedAt;
+    // Expiry is judged from b's last observation of a renewal, which is at most one retry after the kill.
+    expect(takeoverMs).to.be.lessThan(TIMING.leaseDurationMs + 3 * TIMING.retryPeriodMs);
+    const after = await leases.readNamespacedLease({ name: 'killed', namespace });
+    expect(after.spec?.holderIdentity).to.equal('replica-b');
+    expect(after.spec?.leaseTransitions).to.equal((before.spec?.leaseTransitions ?? 0) + 1);
+  });
+
+  it('a leader whose Lease is taken over steps down (onStoppedLeading "lost")', async () => {
+    const a = elector('stolen', 'replica-a');
+    await waitUntil('a leads', () => a.elector.isLeader);
+    const lease = await leases.readNamespacedLease({ name: 'stolen', namespace });
+    // Someone else writes itself into the Lease with a long duration, as a split-brain replica would.
+    await leases.replaceNamespacedLease({
+      name: 'stolen',
+      namespace,
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: 'intruder', leaseDurationSeconds: 3600 } },
+    });
+    await waitUntil('a steps down', () => !a.elector.isLeader);
+    expect(a.events).to.deep.equal(['started', 'stopped lost']);
+  });
+});
