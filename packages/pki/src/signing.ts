@@ -26,5 +26,6 @@ export function signCertificate(cert: forge.pki.Certificate, issuerKey: KeyObjec
   cert.tbsCertificate = x509.getTBSCertificate(cert);
   const tbsDer = Buffer.from(forge.asn1.toDer(cert.tbsCertificate).getBytes(), 'binary');
   cert.signature = sign('sha256', tbsDer, issuerKey).toString('binary');
-  return forge.pki.certificateToPem(cert);
+  // forge writes CRLF; LF is what kubectl, openssl and Secrets show.
+  return forge.pki.certificateToPem(cert).replace(/\r\n/g, '\n');
 }

@@ -1,0 +1,147 @@
+import { describe, it } from 'mocha';
+import { expect } from 'chai';
+import fc from 'fast-check';
+import {
+  applyRotationStep,
+  decideLeaf,
+  needsReissue,
+  needsRenewal,
+  nextRotationStep,
+  rotationStateFromAnnotations,
+  rotationStateToAnnotations,
+  RENEW_BEFORE_MS,
+  ROTATION_ANNOTATIONS,
+  type RotationState,
+} from '../src/index.js';
+
+const DAY_MS = 24 * 3600_000;
+const T0 = new Date('2026-03-01T00:00:00Z');
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+describe('pki: renewal and re-issue policy', function () {
+  it('renews with exactly 30 days left, not one second earlier', function () {
+    const leaf = { notBefore: T0, notAfter: at(60 * DAY_MS) };
+    expect(needsRenewal(leaf, at(30 * DAY_MS))).to.equal(true);
+    expect(needsRenewal(leaf, at(30 * DAY_MS - 1000))).to.equal(false);
+    expect(needsRenewal(leaf, at(60 * DAY_MS + 1))).to.equal(true);
+  });
+
+  it('re-issues a leaf issued one second before its CA joined the bundle, not one issued at that second', function () {
+    const joined = at(10 * DAY_MS);
+    expect(needsReissue({ notBefore: at(10 * DAY_MS - 1000) }, joined)).to.equal(true);
+    expect(needsReissue({ notBefore: joined }, joined)).to.equal(false);
+    expect(needsReissue({ notBefore: at(10 * DAY_MS + 1000) }, joined)).to.equal(false);
+  });
+
+  it('renewal is monotonic in time: once needed, needed at every later instant', function () {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 200 * DAY_MS }),
+        fc.integer({ min: 0, max: 200 * DAY_MS }),
+        (a, b) => {
+          const leaf = { notBefore: T0, notAfter: at(60 * DAY_MS) };
+          const [early, late] = a <= b ? [a, b] : [b, a];
+          if (needsRenewal(leaf, at(early))) expect(needsRenewal(leaf, at(late))).to.equal(true);
+          expect(needsRenewal(leaf, at(early))).to.equal(60 * DAY_MS - early <= RENEW_BEFORE_MS);
+        },
+      ),
+    );
+  });
+
+  it('decides one action per leaf, re-issue first', function () {
+    const leaf = { notBefore: T0, notAfter: at(60 * DAY_MS) };
+    expect(decideLeaf(leaf, { now: at(DAY_MS) }).action).to.equal('none');
+    expect(decideLeaf(leaf, { now: at(31 * DAY_MS) }).action).to.equal('renew');
+    expect(decideLeaf(leaf, { now: at(61 * DAY_MS) })).to.deep.equal({ action: 'renew', reason: 'expired' });
+    expect(decideLeaf(leaf, { now: at(DAY_MS), currentCaInBundleSince: at(1000) }).action).to.equal(
+      'reissue',
+    );
+    expect(decideLeaf(leaf, { now: at(DAY_MS), signedByCurrentCa: false }).action).to.equal('reissue');
+  });
+});
+
+describe('pki: CA rotation state machine', function () {
+  const grace = 3600_000;
+
+  function run(state: RotationState, now: Date, leavesOnOldCa = 0) {
+    const step = nextRotationStep(state, { now, gracePeriodMs: grace, leavesOnOldCa });
+    return { step, state: applyRotationStep(state, step, now) };
+  }
+
+  it('walks none → pending → trusted → reissued → switched → (grace) → complete', function () {
+    let state: RotationState = { phase: 'none' };
+    const kinds: string[] = [];
+    for (const ms of [0, 1000, 2000, 3000]) {
+      const r = run(state, at(ms));
+      kinds.push(r.step.kind);
+      state = r.state;
+    }
+    expect(kinds).to.deep.equal(['start', 'trust-new-ca', 'reissue-leaves', 'switch-signing']);
+    expect(state.phase).to.equal('signing-switched');
+    expect(run(state, at(3000 + grace - 1)).step).to.deep.equal({ kind: 'wait', until: at(3000 + grace) });
+    const done = run(state, at(3000 + grace));
+    expect(done.step.kind).to.equal('drop-old-ca');
+    expect(done.state).to.include({ phase: 'complete' });
+    expect(run(done.state, at(4 * grace)).step.kind).to.equal('done');
+    expect(
+      nextRotationStep(done.state, { now: at(0), gracePeriodMs: 0, leavesOnOldCa: 0, startNew: true }).kind,
+    ).to.equal('start');
+  });
+
+  it('re-issues stragglers after the switch and restarts the grace period from that re-issue', function () {
+    const switched: RotationState = { phase: 'signing-switched', switchedAt: at(0), reissuedAt: at(-1000) };
+    const straggler = run(switched, at(2 * grace), 3);
+    expect(straggler.step.kind).to.equal('reissue-leaves');
+    expect(straggler.state.phase).to.equal('signing-switched');
+    expect(run(straggler.state, at(2 * grace + 1000)).step.kind).to.equal('wait');
+    expect(run(straggler.state, at(3 * grace)).step.kind).to.equal('drop-old-ca');
+  });
+
+  it('never drops the old CA before every leaf moved and the grace period passed, whatever the clock does', function () {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ advance: fc.integer({ min: 0, max: 2 * grace }), stragglers: fc.nat(3) }), {
+          minLength: 1,
+          maxLength: 30,
+        }),
+        (ticks) => {
+          let state: RotationState = { phase: 'none' };
+          let now = 0;
+          for (const tick of ticks) {
+            now += tick.advance;
+            const { step, state: next } = run(state, at(now), tick.stragglers);
+            if (step.kind === 'drop-old-ca') {
+              expect(tick.stragglers).to.equal(0);
+              const since = Math.max(state.switchedAt!.getTime(), state.reissuedAt!.getTime());
+              expect(now + T0.getTime() - since).to.be.at.least(grace);
+            }
+            state = next;
+          }
+        },
+      ),
+    );
+  });
+
+  it('persists through annotations: a resumed run sees the same state', function () {
+    const state: RotationState = {
+      phase: 'signing-switched',
+      startedAt: at(0),
+      trustedAt: at(1000),
+      switchedAt: at(5000),
+    };
+    const annotations = Object.fromEntries(
+      Object.entries(rotationStateToAnnotations(state)).filter((e): e is [string, string] => e[1] !== null),
+    );
+    expect(rotationStateFromAnnotations(annotations)).to.deep.equal(state);
+    expect(rotationStateFromAnnotations(undefined)).to.deep.equal({ phase: 'none' });
+    expect(() => rotationStateFromAnnotations({ [ROTATION_ANNOTATIONS.phase]: 'bogus' })).to.throw(
+      /unknown rotation phase/,
+    );
+    expect(() =>
+      rotationStateFromAnnotations({
+        [ROTATION_ANNOTATIONS.phase]: 'complete',
+        [ROTATION_ANNOTATIONS.startedAt]: 'yesterday',
+      }),
+    ).to.throw(/started-at.*RFC 3339/);
+  });
+});
