@@ -1,6 +1,6 @@
 // Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { DEFAULTS, LIMITS } from '@skr-watcher/api';
+import { LIMITS } from '@skr-watcher/api';
 
 export interface WebhookConfig {
   /** Address the admission and metrics servers bind to. */

@@ -119,6 +119,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
     initial: material,
     logger,
     pollMs: config.certPollMs,
+    onFailure: () => metrics.tlsReloaded('failed'),
     onChange: (next) => {
       try {
         server.updateTls(next);

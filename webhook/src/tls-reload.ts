@@ -29,11 +29,10 @@ export async function readTlsMaterial(files: TlsFiles): Promise<TlsMaterial> {
       throw new Error(`read ${what} ${path}`, { cause });
     }
   };
-  const [cert, key, ca] = await Promise.all([
-    read(files.certFile, 'TLS certificate'),
-    read(files.keyFile, 'TLS key'),
-    read(files.caFile, 'CA bundle'),
-  ]);
+  // In order, so the first error names the first unusable file.
+  const cert = await read(files.certFile, 'TLS certificate');
+  const key = await read(files.keyFile, 'TLS key');
+  const ca = await read(files.caFile, 'CA bundle');
   try {
     createSecureContext({ cert, key, ca });
   } catch (cause) {
@@ -49,6 +48,8 @@ export interface CertificateWatcherOptions {
   initial: TlsMaterial;
   /** Called with validated new material; must not throw. */
   onChange: (material: TlsMaterial) => void;
+  /** Called when the files on disk cannot be used (yet); the current material stays in use. */
+  onFailure?: (error: Error) => void;
   logger: Logger;
   /** Fallback poll interval; file events are the fast path. */
   pollMs: number;
@@ -126,6 +127,7 @@ export class CertificateWatcher {
     } catch (error) {
       // Mid-update (key written, certificate not yet) or removed: keep serving with what we have.
       this.options.logger.warn({ err: error }, 'certificate reload failed; keeping the current certificates');
+      this.options.onFailure?.(error as Error);
       this.scheduleRetry();
       return false;
     }

@@ -35,7 +35,9 @@ export class ManualClock implements Clock {
     const target = this.time + ms;
     await settle();
     for (;;) {
-      const due = this.timers.filter((timer) => timer.at <= target).sort((a, b) => a.at - b.at || a.id - b.id)[0];
+      const due = this.timers
+        .filter((timer) => timer.at <= target)
+        .sort((a, b) => a.at - b.at || a.id - b.id)[0];
       if (!due) break;
       this.timers = this.timers.filter((timer) => timer !== due);
       this.time = due.at;

@@ -1,0 +1,159 @@
+// Journey tests of the skr-webhook binary: help, configuration errors, start, SIGTERM.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { freePort } from '@skr-watcher/testenv';
+import { SecretVolume, secretFiles, testPki } from './support/certs.js';
+import { TestKcpListener } from './support/kcp-listener.js';
+import { callWebhook, getMetricsPort, sampleReview } from './support/webhook-fixture.js';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runWebhook(
+  args: string[],
+  env: Record<string, string>,
+  onStarted?: (kill: () => void) => Promise<void>,
+): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=source', MAIN, ...args], {
+      env: { PATH: process.env['PATH'] ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    let started = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (!started && stdout.includes('skr-webhook started') && onStarted) {
+        started = true;
+        onStarted(() => child.kill('SIGTERM')).catch((error: unknown) => {
+          child.kill('SIGKILL');
+          reject(error as Error);
+        });
+      }
+    });
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('skr-webhook binary', function () {
+  this.timeout(60_000);
+
+  it('--help documents every env var and flag', async () => {
+    const run = await runWebhook(['--help'], {});
+    expect(run.code).to.equal(0);
+    for (const name of [
+      'WEBHOOK_PORT',
+      'METRICS_PORT',
+      'TLS_CERT',
+      'TLS_KEY',
+      'CA_CERT',
+      'KCP_ADDR',
+      'KCP_CONTRACT',
+    ]) {
+      expect(run.stdout).to.contain(name);
+    }
+    for (const flag of [
+      '--webhook-port',
+      '--tls-cert',
+      '--kcp-addr',
+      '--dispatch-workers',
+      '--event-max-age-ms',
+    ]) {
+      expect(run.stdout).to.contain(flag);
+    }
+  });
+
+  it('refuses to start without TLS files and KCP address, naming what is missing', async () => {
+    const run = await runWebhook([], {});
+    expect(run.code).to.equal(1);
+    expect(run.stderr).to.contain('missing required settings');
+    expect(run.stderr).to.contain('TLS_CERT');
+    expect(run.stderr).to.contain('KCP_ADDR');
+  });
+
+  it('refuses an unsupported contract and a bad port with a clear message', async () => {
+    const contract = await runWebhook(['--kcp-contract', 'v1'], {});
+    expect(contract.code).to.equal(1);
+    expect(contract.stderr).to.contain('supported contract');
+    const port = await runWebhook([], { WEBHOOK_PORT: 'eighty' });
+    expect(port.code).to.equal(1);
+    expect(port.stderr).to.contain('WEBHOOK_PORT');
+  });
+
+  it('fails with a JSON log line naming the file when a certificate file is missing', async () => {
+    const run = await runWebhook([], {
+      TLS_CERT: '/nonexistent/tls.crt',
+      TLS_KEY: '/x',
+      CA_CERT: '/y',
+      KCP_ADDR: '127.0.0.1:1',
+      WEBHOOK_PORT: '0',
+      METRICS_PORT: '0',
+    });
+    expect(run.code).to.equal(1);
+    const line = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as {
+      level?: string;
+      err?: { message?: string };
+    };
+    expect(line.level).to.equal('fatal');
+    expect(line.err?.message).to.contain('/nonexistent/tls.crt');
+  });
+
+  it('starts from env vars, serves a review, delivers the event, and exits 0 on SIGTERM', async () => {
+    const pki = testPki();
+    const leaf = pki.leaf('skr-binary');
+    const kcp = new TestKcpListener(pki.leaf('kcp'), pki.ca.certPem);
+    await kcp.start();
+    const volume = await SecretVolume.create(secretFiles(leaf, pki.ca.certPem));
+    const [webhookPort, metricsPort] = [await freePort(), await freePort()];
+    try {
+      const run = await runWebhook(
+        [],
+        {
+          WEBHOOK_PORT: String(webhookPort),
+          METRICS_PORT: String(metricsPort),
+          TLS_CERT: volume.path('tls.crt'),
+          TLS_KEY: volume.path('tls.key'),
+          CA_CERT: volume.path('ca.crt'),
+          KCP_ADDR: kcp.addr,
+          KCP_CONTRACT: 'v2',
+        },
+        async (kill) => {
+          const answer = await callWebhook(webhookPort, pki.ca.certPem, {
+            body: JSON.stringify(sampleReview('bin-1', 'CREATE', 'from-binary')),
+          });
+          expect(answer.status).to.equal(200);
+          await kcp.waitFor(
+            (r) => r.some((e) => e.event.watched.Name === 'from-binary'),
+            10_000,
+            'event from the binary',
+          );
+          expect((await getMetricsPort(metricsPort, '/readyz')).status).to.equal(200);
+          kill();
+        },
+      );
+      expect(run.code, run.stderr).to.equal(0);
+      const lines = run.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines.map((l) => l['msg'])).to.include.members([
+        'skr-webhook started',
+        'shutting down',
+        'skr-webhook stopped',
+      ]);
+      expect(lines.every((l) => l['component'] === 'skr-webhook')).to.equal(true);
+    } finally {
+      await kcp.stop();
+      await volume.remove();
+    }
+  });
+});
