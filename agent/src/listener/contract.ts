@@ -1,0 +1,59 @@
+// The listener's contract with the rest of the agent; documented in index.ts.
+import type { Logger, Registry } from '@skr-watcher/telemetry';
+
+/** One callback that passed every check and woke its Kyma. */
+export interface AcceptedEvent {
+  /** Subject CN of the verified client certificate. */
+  runtimeId: string;
+  /** The KCP Kyma labelled with that runtime-id. */
+  kyma: { namespace: string; name: string };
+  /** `<component>` of the path, e.g. `lifecycle-manager`. */
+  component: string;
+  contract: 'v1' | 'v2';
+  /** The SKR object that changed; namespace is empty for cluster-scoped objects. */
+  watched: { namespace: string; name: string };
+  gvk: { group: string; version: string; kind: string };
+  receivedAt: Date;
+}
+
+export interface TlsMaterial {
+  certPem: string;
+  keyPem: string;
+  /** One or more PEM CA certificates; several during a CA rotation. */
+  caBundlePem: string;
+}
+
+export type ListenerMode =
+  | ({ kind: 'direct' } & TlsMaterial)
+  /** Plain HTTP behind a mesh gateway; identity from X-Forwarded-Client-Cert, only from these IPs/CIDRs. */
+  | { kind: 'gateway'; trustedProxies: string[] };
+
+export interface ListenerOptions {
+  host?: string;
+  /** 0 = any free port; read the bound one from `Listener.port`. */
+  port: number;
+  mode: ListenerMode;
+  /** Synchronous lookup of the Kyma labelled with a runtime-id (an informer cache). */
+  resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
+  /** Wakes the reconciliation of `namespace/name`; the caller's work queue coalesces repeats. */
+  enqueue(kymaKey: string): void;
+  /** Called after enqueue for every accepted event; exceptions are logged, never answered. */
+  onAccepted?(event: AcceptedEvent): void;
+  logger?: Logger;
+  registry?: Registry;
+  /**
+   * Holds a Kyma key this long before `enqueue`, merging later events for the same Kyma into it, so a
+   * burst from one SKR is one reconcile even when the queue is idle. 0 (default) enqueues at once.
+   */
+  coalesceWindowMs?: number;
+  /** How long `close()` lets requests in flight finish before cutting connections. Default 5,000 ms. */
+  shutdownGraceMs?: number;
+}
+
+export interface Listener {
+  readonly port: number;
+  /** Swaps certificate, key and CA bundle for new connections; kept-alive ones are closed when idle. */
+  updateTls(material: TlsMaterial): void;
+  /** Stops accepting, lets requests in flight finish (up to the grace period), releases held keys. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,480 @@
+// The KCP callback listener (DESIGN 4.3): authenticates the SKR, validates its event, wakes its Kyma.
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import {
+  LABELS,
+  LIMITS,
+  LISTENER_STATUS,
+  parseEventPath,
+  parseWatchEvent,
+  type WatchEventV1,
+} from '@skr-watcher/api';
+import { Registry, silentLogger, type Logger } from '@skr-watcher/telemetry';
+import { discardBody, isIdentityEncoding, isJsonMediaType, readLimitedBody } from './body.js';
+import { CoalescingWindow } from './coalescing-window.js';
+import type { Listener, ListenerOptions, TlsMaterial } from './contract.js';
+import { listenerMetrics, type ListenerMetrics } from './metrics.js';
+import { trustedProxies, type TrustedProxies } from './trusted-proxies.js';
+import { runtimeIdFromXfcc } from './xfcc.js';
+
+/** After an early answer we read and drop at most this much of a body before cutting the connection. */
+const DISCARD_CAP_BYTES = 1024 * 1024;
+/** Kubernetes label values: the runtime-id must be one to be found on a Kyma. */
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])$/;
+const XFCC_HEADER = 'x-forwarded-client-cert';
+
+/** Reasons in the style of Kubernetes `Status.reason`, so answers read familiar to operators. */
+const REASONS: Record<number, string> = {
+  200: 'Accepted',
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  408: 'Timeout',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  431: 'RequestHeaderFieldsTooLarge',
+  500: 'InternalError',
+};
+
+const ACCEPTED_BODY = JSON.stringify({
+  code: LISTENER_STATUS.accepted,
+  reason: REASONS[200],
+  message: 'event accepted; the Kyma is queued for reconciliation',
+});
+
+type Identity = { ok: true; runtimeId: string } | { ok: false; message: string };
+
+interface Answer {
+  code: number;
+  message: string;
+  /** Close the connection after answering (unauthenticated peer, stale TLS trust, shutdown). */
+  close?: boolean;
+  /** Extra response headers, e.g. `Allow` on 405. */
+  headers?: Record<string, string>;
+}
+
+/** Validates TLS material up front so a broken rotation fails loudly with context, not in a handshake. */
+function checkTlsMaterial(material: TlsMaterial): { cert: string; key: string; ca: string[] } {
+  let serving: X509Certificate;
+  try {
+    serving = new X509Certificate(material.certPem);
+  } catch (cause) {
+    throw new Error('listener serving certificate is not a PEM X.509 certificate', { cause });
+  }
+  try {
+    if (!serving.checkPrivateKey(createPrivateKey(material.keyPem))) {
+      throw new Error(`the key does not belong to the serving certificate (subject ${serving.subject})`);
+    }
+  } catch (cause) {
+    throw new Error('listener serving key is unusable', { cause });
+  }
+  const blocks =
+    material.caBundlePem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new Error('listener CA bundle holds no PEM certificate');
+  blocks.forEach((block, index) => {
+    let ca: X509Certificate;
+    try {
+      ca = new X509Certificate(block);
+    } catch (cause) {
+      throw new Error(`listener CA bundle: certificate ${index + 1} does not parse`, { cause });
+    }
+    if (!ca.ca) throw new Error(`listener CA bundle: certificate ${index + 1} (${ca.subject}) is not a CA`);
+  });
+  return { cert: material.certPem, key: material.keyPem, ca: blocks };
+}
+
+function pathOf(url: string | undefined): string {
+  if (url === undefined) return '';
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+function kymaKeyOf(kyma: { namespace: string; name: string }): string {
+  return `${kyma.namespace}/${kyma.name}`;
+}
+
+export async function startListener(options: ListenerOptions): Promise<Listener> {
+  const logger: Logger = options.logger ?? silentLogger();
+  const metrics: ListenerMetrics = listenerMetrics(options.registry ?? new Registry());
+  const mode = options.mode;
+  const proxies: TrustedProxies | undefined =
+    mode.kind === 'gateway' ? trustedProxies(mode.trustedProxies) : undefined;
+  const windowMs = options.coalesceWindowMs ?? 0;
+  const graceMs = options.shutdownGraceMs ?? 5_000;
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+  // Direct mode: the identity of a TLS connection never changes, so it is worked out once per socket.
+  const identities = new WeakMap<Socket, Identity>();
+  // Which TLS material a connection was accepted under; connections from before `updateTls` are retired.
+  const generations = new WeakMap<Socket, number>();
+  let tlsGeneration = 0;
+  let closing = false;
+
+  const enqueueNow = (key: string): void => {
+    options.enqueue(key);
+    metrics.enqueued.inc();
+  };
+  const window =
+    windowMs > 0
+      ? new CoalescingWindow(windowMs, (key) => {
+          try {
+            enqueueNow(key);
+          } catch (error) {
+            logger.error({ err: error, kyma: key }, 'enqueue of a held Kyma key failed');
+          }
+        })
+      : undefined;
+
+  function directIdentity(socket: TLSSocket): Identity {
+    const cached = identities.get(socket);
+    if (cached) return cached;
+    let identity: Identity;
+    const certificate = socket.getPeerCertificate();
+    if (!certificate || Object.keys(certificate).length === 0) {
+      identity = { ok: false, message: 'a client certificate is required' };
+    } else if (!socket.authorized) {
+      const cause = socket.authorizationError;
+      identity = {
+        ok: false,
+        message: `client certificate is not trusted by the KCP CA bundle: ${cause instanceof Error ? cause.message : String(cause)}`,
+      };
+    } else {
+      const cn = certificate.subject?.CN as unknown;
+      if (typeof cn === 'string' && cn !== '') identity = { ok: true, runtimeId: cn };
+      else if (Array.isArray(cn))
+        identity = { ok: false, message: 'client certificate has several subject CNs' };
+      else identity = { ok: false, message: 'client certificate has no subject CN (the runtime-id)' };
+    }
+    identities.set(socket, identity);
+    return identity;
+  }
+
+  function gatewayIdentity(request: IncomingMessage): Identity {
+    const peer = request.socket.remoteAddress;
+    if (!proxies?.trusts(peer)) {
+      return { ok: false, message: `peer ${peer ?? '(gone)'} is not a trusted proxy` };
+    }
+    const raw = request.headers[XFCC_HEADER];
+    const header = Array.isArray(raw) ? raw.join(',') : raw;
+    if (header === undefined || header.trim() === '') {
+      return { ok: false, message: 'X-Forwarded-Client-Cert header is missing' };
+    }
+    const runtimeId = runtimeIdFromXfcc(header);
+    if (!runtimeId.ok) return { ok: false, message: `X-Forwarded-Client-Cert: ${runtimeId.error}` };
+    return { ok: true, runtimeId: runtimeId.value };
+  }
+
+  function answer(
+    request: IncomingMessage,
+    response: ServerResponse,
+    startedAt: number,
+    result: Answer,
+  ): void {
+    const { code } = result;
+    const body =
+      code === LISTENER_STATUS.accepted
+        ? ACCEPTED_BODY
+        : JSON.stringify({ code, reason: REASONS[code] ?? 'Error', message: result.message });
+    const close =
+      result.close === true ||
+      closing ||
+      (mode.kind === 'direct' && generations.get(request.socket) !== tlsGeneration);
+    if (!response.headersSent) {
+      response.writeHead(code, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        ...(close ? { connection: 'close' } : {}),
+        ...result.headers,
+      });
+      response.end(body);
+    }
+    // Early answers leave body bytes unread; drop them (bounded) so the answer is not lost to a reset.
+    discardBody(request, DISCARD_CAP_BYTES);
+    const label = String(code);
+    metrics.requests.inc({ code: label });
+    metrics.duration.observe({ code: label }, (performance.now() - startedAt) / 1000);
+  }
+
+  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const startedAt = performance.now();
+    const receivedAt = new Date();
+    const reply = (result: Answer): void => answer(request, response, startedAt, result);
+    const peer = request.socket.remoteAddress;
+
+    const identity =
+      mode.kind === 'direct' ? directIdentity(request.socket as TLSSocket) : gatewayIdentity(request);
+    if (!identity.ok) {
+      logger.info({ peer, reason: identity.message }, 'callback refused: not authenticated');
+      reply({ code: LISTENER_STATUS.unauthenticated, message: identity.message, close: true });
+      return;
+    }
+    const { runtimeId } = identity;
+
+    const target = parseEventPath(pathOf(request.url));
+    if (!target) {
+      reply({
+        code: LISTENER_STATUS.notFound,
+        message: 'unknown path; callbacks go to /v2/<component>/event',
+      });
+      return;
+    }
+    if (request.method !== 'POST') {
+      reply({
+        code: LISTENER_STATUS.methodNotAllowed,
+        message: `method ${request.method ?? '(none)'} is not allowed; use POST`,
+        headers: { allow: 'POST' },
+      });
+      return;
+    }
+    if (!isJsonMediaType(request.headers['content-type'])) {
+      reply({
+        code: LISTENER_STATUS.unsupportedMediaType,
+        message: `content-type must be application/json, got ${JSON.stringify(request.headers['content-type'] ?? '')}`,
+      });
+      return;
+    }
+    if (!isIdentityEncoding(request.headers['content-encoding'])) {
+      reply({
+        code: LISTENER_STATUS.unsupportedMediaType,
+        message: 'content-encoding is not supported; send identity',
+      });
+      return;
+    }
+    const declaredLength = Number(request.headers['content-length'] ?? 0);
+    if (declaredLength > LIMITS.eventBodyBytes) {
+      reply({
+        code: LISTENER_STATUS.payloadTooLarge,
+        message: `body of ${declaredLength} bytes is over the limit of ${LIMITS.eventBodyBytes}`,
+        // Not worth reading a body this large just to keep the connection.
+        close: declaredLength > DISCARD_CAP_BYTES,
+      });
+      return;
+    }
+
+    // Who the caller is decides before what it says: an identity without a Kyma is refused unread.
+    if (!LABEL_VALUE.test(runtimeId)) {
+      logger.warn(
+        { runtimeId: runtimeId.slice(0, 80), peer },
+        'callback refused: runtime-id is not a label value',
+      );
+      reply({
+        code: LISTENER_STATUS.forbidden,
+        message: `runtime-id ${JSON.stringify(runtimeId.slice(0, 80))} is not a valid label value, so no Kyma can carry it`,
+      });
+      return;
+    }
+    const kyma = options.resolveKyma(runtimeId);
+    if (!kyma) {
+      logger.warn({ runtimeId, peer }, 'callback refused: no Kyma carries this runtime-id');
+      reply({
+        code: LISTENER_STATUS.forbidden,
+        message: `no Kyma is labelled ${LABELS.runtimeId}=${runtimeId}`,
+      });
+      return;
+    }
+
+    const read = await readLimitedBody(request, LIMITS.eventBodyBytes);
+    if (!read.ok) {
+      if (read.reason === 'too-large') {
+        reply({
+          code: LISTENER_STATUS.payloadTooLarge,
+          message: `body is over the limit of ${LIMITS.eventBodyBytes} bytes`,
+        });
+      } else {
+        logger.debug({ runtimeId, peer }, 'callback aborted by the client before its body ended');
+      }
+      return;
+    }
+
+    let json: unknown;
+    try {
+      json = JSON.parse(utf8.decode(read.body));
+    } catch (error) {
+      reply({
+        code: LISTENER_STATUS.badRequest,
+        message: `body is not UTF-8 JSON: ${error instanceof Error ? error.message : String(error)}`,
+      });
+      return;
+    }
+    const event = parseWatchEvent(target.version, json);
+    if (!event.ok) {
+      reply({ code: LISTENER_STATUS.badRequest, message: `invalid ${target.version} event: ${event.error}` });
+      return;
+    }
+    const { watched, watchedGvk } = event.value;
+    if (target.version === 'v1') {
+      const { owner } = event.value as WatchEventV1;
+      if (owner.Namespace !== kyma.namespace || owner.Name !== kyma.name) {
+        logger.warn(
+          { runtimeId, kyma: kymaKeyOf(kyma), owner: `${owner.Namespace}/${owner.Name}`, peer },
+          'callback refused: v1 owner names another Kyma',
+        );
+        reply({
+          code: LISTENER_STATUS.forbidden,
+          message: `owner ${owner.Namespace}/${owner.Name} is not the Kyma of runtime-id ${runtimeId}`,
+        });
+        return;
+      }
+    }
+
+    const key = kymaKeyOf(kyma);
+    if (window && !closing) {
+      window.hold(key);
+    } else {
+      enqueueNow(key);
+    }
+    metrics.accepted.inc({ contract: target.version });
+    logger.debug(
+      { runtimeId, kyma: key, gvk: watchedGvk, namespace: watched.Namespace, name: watched.Name },
+      'callback accepted',
+    );
+    if (options.onAccepted) {
+      try {
+        options.onAccepted({
+          runtimeId,
+          kyma: { namespace: kyma.namespace, name: kyma.name },
+          component: target.component,
+          contract: target.version,
+          watched: { namespace: watched.Namespace, name: watched.Name },
+          gvk: { group: watchedGvk.group, version: watchedGvk.version, kind: watchedGvk.kind },
+          receivedAt,
+        });
+      } catch (error) {
+        logger.error({ err: error, runtimeId, kyma: key }, 'onAccepted subscriber failed');
+      }
+    }
+    reply({ code: LISTENER_STATUS.accepted, message: '' });
+  }
+
+  const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
+    handle(request, response).catch((error: unknown) => {
+      // A bug or a throwing callback (resolveKyma, enqueue): answer 500, keep serving.
+      logger.error(
+        { err: error, peer: request.socket.remoteAddress, url: request.url?.slice(0, 200) },
+        'listener failed on a request',
+      );
+      try {
+        answer(request, response, performance.now(), {
+          code: 500,
+          message: 'internal error; the event was not accepted',
+        });
+      } catch {
+        request.socket.destroy();
+      }
+    });
+  };
+
+  const server =
+    mode.kind === 'direct'
+      ? createHttpsServer(
+          {
+            ...checkTlsMaterial(mode),
+            requestCert: true,
+            // Verified by OpenSSL against the bundle, but refused in HTTP (401 with a reason) rather than
+            // with a handshake alert, so an SKR operator can see why (docs/decisions/005).
+            rejectUnauthorized: false,
+            minVersion: 'TLSv1.2',
+          },
+          onRequest,
+        )
+      : createHttpServer(onRequest);
+  // Callbacks are tiny: a slow client has no reason to hold a request open for long.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 15_000;
+  // Webhooks keep connections alive between bursts; idle ones are closed after this.
+  server.keepAliveTimeout = 60_000;
+
+  server.on('connection', (socket: Socket) => {
+    metrics.connections.inc();
+    socket.once('close', () => metrics.connections.dec());
+  });
+  server.on('secureConnection', (socket: TLSSocket) => {
+    generations.set(socket, tlsGeneration);
+  });
+  server.on('tlsClientError', (error: Error, socket: TLSSocket) => {
+    logger.debug({ err: error, peer: socket.remoteAddress }, 'TLS handshake failed');
+  });
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    // Malformed HTTP never reaches the handler; answer like Node would, but in JSON, and close.
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const code =
+      error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const body = JSON.stringify({
+      code,
+      reason: REASONS[code],
+      message: `malformed HTTP request (${error.code ?? 'unknown'})`,
+    });
+    metrics.requests.inc({ code: String(code) });
+    socket.end(
+      `HTTP/1.1 ${code} ${REASONS[code]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: Error): void =>
+      reject(new Error(`listener cannot listen on ${options.host ?? '*'}:${options.port}`, { cause: error }));
+    server.once('error', onError);
+    server.listen({ port: options.port, ...(options.host ? { host: options.host } : {}) }, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  server.on('error', (error) => logger.error({ err: error }, 'listener server error'));
+  const port = (server.address() as AddressInfo).port;
+  logger.info(
+    { port, host: options.host ?? '*', mode: mode.kind, coalesceWindowMs: windowMs },
+    'callback listener started',
+  );
+
+  let closed: Promise<void> | undefined;
+  return {
+    port,
+    updateTls(material: TlsMaterial): void {
+      if (mode.kind !== 'direct') {
+        throw new Error('updateTls: the listener runs in gateway mode; the gateway terminates TLS');
+      }
+      const checked = checkTlsMaterial(material);
+      try {
+        (server as ReturnType<typeof createHttpsServer>).setSecureContext({
+          ...checked,
+          minVersion: 'TLSv1.2',
+        });
+      } catch (cause) {
+        throw new Error('listener cannot load the new TLS material', { cause });
+      }
+      tlsGeneration++;
+      // Idle kept-alive connections were trusted under the old bundle: make them handshake again.
+      server.closeIdleConnections();
+      metrics.tlsUpdates.inc();
+      logger.info(
+        { caCertificates: checked.ca.length, generation: tlsGeneration },
+        'listener TLS material updated',
+      );
+    },
+    close(): Promise<void> {
+      closed ??= new Promise<void>((resolve) => {
+        closing = true;
+        const force = setTimeout(() => server.closeAllConnections(), graceMs);
+        force.unref();
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        server.closeIdleConnections();
+      }).then(() => {
+        window?.flush();
+        logger.info({ port }, 'callback listener stopped');
+      });
+      return closed;
+    },
+  };
+}
