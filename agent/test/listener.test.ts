@@ -115,14 +115,14 @@ describe('listener (direct mTLS)', function () {
     expect(answer.json?.reason).to.equal('Unauthorized');
     expect(answer.json?.message).to.match(/not trusted by the KCP CA bundle/);
     expect(answer.headers.connection).to.equal('close');
-    expect(enqueued).to.be.empty;
+    expect(enqueued).to.have.length(0);
   });
 
   it('refuses a connection without a client certificate with 401', async function () {
     const answer = await sendCallback(listener.port, agentFor({ caPem: kcpCa.certPem }), { body: v2Body() });
     expect(answer.status).to.equal(401);
     expect(answer.json?.message).to.equal('a client certificate is required');
-    expect(enqueued).to.be.empty;
+    expect(enqueued).to.have.length(0);
   });
 
   it('refuses expired, CN-less and server-only certificates of the KCP CA with 401', async function () {
@@ -147,7 +147,7 @@ describe('listener (direct mTLS)', function () {
       expect(answer.status, label).to.equal(401);
       expect(answer.json?.message, label).to.match(reason);
     }
-    expect(enqueued).to.be.empty;
+    expect(enqueued).to.have.length(0);
   });
 
   it('answers 403 for an identity that no Kyma carries', async function () {
@@ -155,7 +155,7 @@ describe('listener (direct mTLS)', function () {
     const answer = await sendCallback(listener.port, agentFor(orphan), { body: v2Body() });
     expect(answer.status).to.equal(403);
     expect(answer.json?.message).to.equal('no Kyma is labelled kyma-project.io/runtime-id=runtime-orphan');
-    expect(enqueued).to.be.empty;
+    expect(enqueued).to.have.length(0);
   });
 
   it("answers 403 when A's v1 owner names B's Kyma, and B is not woken", async function () {
@@ -166,7 +166,7 @@ describe('listener (direct mTLS)', function () {
     expect(foreign.json?.message).to.match(
       /owner kcp-system\/kyma-b is not the Kyma of runtime-id runtime-a/,
     );
-    expect(enqueued).to.be.empty;
+    expect(enqueued).to.have.length(0);
     const own = await sendCallback(listener.port, agent, { path, body: v1Body(KYMAS['runtime-a']!) });
     expect(own.status).to.equal(200);
     expect(enqueued).to.deep.equal(['kcp-system/kyma-a']);
@@ -196,7 +196,7 @@ describe('listener (direct mTLS)', function () {
       body: Buffer.from([0x7b, 0xff, 0xfe, 0x7d]),
     });
     expect(invalidUtf8.status).to.equal(400);
-    expect(enqueued).to.be.empty;
+    expect(enqueued).to.have.length(0);
     // The connection survives client errors: the next event on it is accepted.
     expect((await sendCallback(listener.port, agent, { body: v2Body() })).status).to.equal(200);
   });
@@ -413,7 +413,7 @@ describe('listener (direct mTLS)', function () {
           sendCallback(windowed.port, b, { body: v2Body(`b-${i}`) }),
         ]);
       }
-      expect(keys).to.be.empty;
+      expect(keys).to.have.length(0);
       await new Promise((resolve) => setTimeout(resolve, 400));
       expect(keys.sort()).to.deep.equal(['kcp-system/kyma-a', 'kcp-system/kyma-b']);
       await sendCallback(windowed.port, a, { body: v2Body('late') });
