@@ -1,0 +1,339 @@
+// The SKR webhook behind a real kube-apiserver (skr1): writes of Kymas and Samples reach a real mTLS
+// KCP stand-in as exactly the expected v2 events; KCP outages and certificate swaps lose nothing.
+import { randomBytes } from 'node:crypto';
+import { expect } from 'chai';
+import {
+  AdmissionregistrationV1Api,
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+} from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, type WatchEventV2 } from '@skr-watcher/api';
+import { sharedEnvironment } from '@skr-watcher/testenv';
+import { secretFiles } from '../../webhook/test/support/certs.js';
+import type { ReceivedEvent } from '../../webhook/test/support/kcp-listener.js';
+import {
+  callWebhook,
+  getMetricsPort,
+  metricValue,
+  startWebhookFixture,
+  type WebhookFixture,
+} from '../../webhook/test/support/webhook-fixture.js';
+
+type Plural = 'kymas' | 'samples';
+type KubeObject = Record<string, unknown> & {
+  metadata: Record<string, unknown>;
+  spec?: Record<string, unknown>;
+};
+
+const KIND_OF: Record<Plural, { kind: string; version: string }> = {
+  kymas: KINDS.kyma,
+  samples: KINDS.sample,
+};
+
+function expectedEvent(plural: Plural, namespace: string, name: string): WatchEventV2 {
+  const { kind, version } = KIND_OF[plural];
+  return { watched: { Namespace: namespace, Name: name }, watchedGvk: { group: GROUP, version, kind } };
+}
+
+function eventsFor(
+  received: ReceivedEvent[],
+  plural: Plural,
+  namespace: string,
+  name: string,
+): WatchEventV2[] {
+  const wanted = expectedEvent(plural, namespace, name);
+  return received
+    .map((r) => r.event)
+    .filter(
+      (e) =>
+        e.watched.Name === name &&
+        e.watched.Namespace === namespace &&
+        e.watchedGvk.kind === wanted.watchedGvk.kind,
+    );
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('skr-webhook on a real SKR API server', function () {
+  this.timeout(180_000);
+  const suffix = randomBytes(4).toString('hex');
+  const namespace = `webhook-it-${suffix}`;
+  const watchedBy = `webhook-it-${suffix}`;
+  const configName = `skr-webhook-it-${suffix}`;
+  let fx: WebhookFixture;
+  let objects: CustomObjectsApi;
+  let admissionApi: AdmissionregistrationV1Api;
+
+  const labelled = (extra: Record<string, string> = {}) => ({ [LABELS.watchedBy]: watchedBy, ...extra });
+
+  function body(
+    plural: Plural,
+    name: string,
+    labels: Record<string, string>,
+    spec: Record<string, unknown>,
+  ): KubeObject {
+    const { kind, version } = KIND_OF[plural];
+    return { apiVersion: `${GROUP}/${version}`, kind, metadata: { name, namespace, labels }, spec };
+  }
+  const create = (plural: Plural, object: KubeObject) =>
+    objects.createNamespacedCustomObject({
+      group: GROUP,
+      version: KIND_OF[plural].version,
+      namespace,
+      plural,
+      body: object,
+    });
+  const read = async (plural: Plural, name: string) =>
+    (await objects.getNamespacedCustomObject({
+      group: GROUP,
+      version: KIND_OF[plural].version,
+      namespace,
+      plural,
+      name,
+    })) as KubeObject;
+  const replace = (plural: Plural, object: KubeObject) =>
+    objects.replaceNamespacedCustomObject({
+      group: GROUP,
+      version: KIND_OF[plural].version,
+      namespace,
+      plural,
+      name: object.metadata['name'] as string,
+      body: object,
+    });
+  const replaceStatus = (plural: Plural, object: KubeObject) =>
+    objects.replaceNamespacedCustomObjectStatus({
+      group: GROUP,
+      version: KIND_OF[plural].version,
+      namespace,
+      plural,
+      name: object.metadata['name'] as string,
+      body: object,
+    });
+  const remove = (plural: Plural, name: string) =>
+    objects.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: KIND_OF[plural].version,
+      namespace,
+      plural,
+      name,
+    });
+
+  before(async () => {
+    const env = await sharedEnvironment();
+    const skr = env.plane('skr1').kubeConfig();
+    objects = skr.makeApiClient(CustomObjectsApi);
+    admissionApi = skr.makeApiClient(AdmissionregistrationV1Api);
+    await skr.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+
+    fx = await startWebhookFixture({ workers: 2 });
+    await admissionApi.createValidatingWebhookConfiguration({
+      body: {
+        metadata: { name: configName },
+        webhooks: [
+          {
+            name: `kyma-and-samples.${suffix}.webhook-it.kyma-project.io`,
+            clientConfig: {
+              url: `https://127.0.0.1:${fx.webhook.webhookPort}/validate/lifecycle-manager`,
+              caBundle: Buffer.from(fx.pki.ca.certPem).toString('base64'),
+            },
+            rules: [
+              {
+                apiGroups: [GROUP],
+                apiVersions: ['*'],
+                operations: ['CREATE', 'UPDATE', 'DELETE'],
+                resources: ['kymas', 'kymas/status', 'samples', 'samples/status'],
+                scope: 'Namespaced',
+              },
+            ],
+            // Only this suite's objects: other suites share the plane.
+            objectSelector: { matchLabels: { [LABELS.watchedBy]: watchedBy } },
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } },
+            failurePolicy: 'Ignore',
+            sideEffects: 'None',
+            admissionReviewVersions: ['v1'],
+            timeoutSeconds: 10,
+          },
+        ],
+      },
+    });
+
+    // The API server picks webhook configurations up through an informer: write until one is seen.
+    for (let attempt = 0; ; attempt++) {
+      const name = `probe-${attempt}`;
+      await create('samples', body('samples', name, labelled(), { replicas: 0 }));
+      try {
+        await fx.kcp.waitFor(
+          (r) => eventsFor(r, 'samples', namespace, name).length > 0,
+          1_000,
+          `probe ${name}`,
+        );
+        break;
+      } catch (error) {
+        if (attempt >= 30) throw new Error('the API server never called the webhook', { cause: error });
+      }
+    }
+  });
+
+  after(async () => {
+    await admissionApi?.deleteValidatingWebhookConfiguration({ name: configName }).catch((error: unknown) => {
+      if (!(error instanceof ApiException && error.code === 404)) throw error;
+    });
+    await fx?.stop();
+  });
+
+  for (const plural of ['kymas', 'samples'] as const) {
+    it(`${plural}: create, spec update, status update, no-op update and delete send exactly 4 events`, async () => {
+      const name = `journey-${plural}`;
+      const spec =
+        plural === 'kymas' ? { channel: 'regular', modules: [{ name: 'sample' }] } : { replicas: 1 };
+      const wait = (count: number, what: string) =>
+        fx.kcp.waitFor(
+          (r) => eventsFor(r, plural, namespace, name).length >= count,
+          10_000,
+          `${what} of ${name}`,
+        );
+
+      const admitted = async () =>
+        metricValue(
+          (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body,
+          'skr_webhook_admission_requests_total{code="200"}',
+        ) ?? 0;
+      const admittedBefore = await admitted();
+      await create(plural, body(plural, name, labelled(), spec));
+      await wait(1, 'create');
+
+      const created = await read(plural, name);
+      const changedSpec =
+        plural === 'kymas' ? { channel: 'fast', modules: [{ name: 'sample' }] } : { replicas: 2 };
+      await replace(plural, { ...created, spec: changedSpec });
+      await wait(2, 'spec update');
+
+      const updated = await read(plural, name);
+      await replaceStatus(plural, { ...updated, status: { state: 'Ready' } });
+      await wait(3, 'status update');
+
+      const withStatus = await read(plural, name);
+      await replace(plural, withStatus);
+      await replaceStatus(plural, withStatus);
+      // A label is metadata, not spec: not relevant either.
+      await replace(plural, {
+        ...withStatus,
+        metadata: { ...withStatus.metadata, labels: labelled({ extra: 'x' }) },
+      });
+
+      await remove(plural, name);
+      await wait(4, 'delete');
+      await sleep(500);
+      const events = eventsFor(fx.kcp.received, plural, namespace, name);
+      expect(events).to.have.length(4);
+      for (const event of events) expect(event).to.deep.equal(expectedEvent(plural, namespace, name));
+      // The irrelevant writes did reach the webhook: 7 writes, 7 reviews answered.
+      expect((await admitted()) - admittedBefore).to.equal(7);
+    });
+  }
+
+  it('objects outside the label selector send nothing', async () => {
+    await create('samples', body('samples', 'unlabelled', {}, { replicas: 1 }));
+    await create(
+      'samples',
+      body('samples', 'other-manager', { [LABELS.watchedBy]: `someone-else-${suffix}` }, { replicas: 1 }),
+    );
+    await create('kymas', body('kymas', 'unlabelled', {}, { channel: 'regular' }));
+    // A labelled write after them: once its event is in, theirs would have been too.
+    await create('samples', body('samples', 'marker', labelled(), { replicas: 1 }));
+    await fx.kcp.waitFor((r) => eventsFor(r, 'samples', namespace, 'marker').length > 0, 10_000, 'marker');
+    await sleep(300);
+    const names = fx.kcp.received.map((r) => r.event.watched.Name);
+    expect(names).to.not.include('unlabelled');
+    expect(names).to.not.include('other-manager');
+  });
+
+  it('KCP down: writes succeed without waiting on KCP, and the queued events arrive once it is back', async () => {
+    const port = fx.kcp.port;
+    await fx.kcp.stop();
+    const names = ['down-0', 'down-1', 'down-2'];
+    const durations: number[] = [];
+    for (const name of names) {
+      const started = performance.now();
+      await create('samples', body('samples', name, labelled(), { replicas: 1 }));
+      durations.push(performance.now() - started);
+    }
+    const first = await read('samples', 'down-0');
+    const started = performance.now();
+    await replace('samples', { ...first, spec: { replicas: 5 } });
+    durations.push(performance.now() - started);
+    // Not a benchmark: a webhook that waited on KCP would hold each write for its 10 s timeout.
+    expect(Math.max(...durations), `write durations ${durations.map(Math.round).join(', ')} ms`).to.be.below(
+      5_000,
+    );
+
+    await sleep(1_000);
+    expect(fx.kcp.received.filter((r) => names.includes(r.event.watched.Name))).to.have.length(0);
+    expect(fx.webhook.queueDepth()).to.be.at.least(3);
+
+    await fx.kcp.start(port);
+    await fx.kcp.waitFor(
+      (r) => names.every((name) => eventsFor(r, 'samples', namespace, name).length > 0),
+      15_000,
+      'the events queued while KCP was down',
+    );
+    // down-0 was created and then changed while queued: one coalesced event covers both.
+    expect(eventsFor(fx.kcp.received, 'samples', namespace, 'down-0')).to.have.length(1);
+    expect(fx.webhook.dispatchStats.dropped).to.deep.equal({
+      queue_full: 0,
+      max_age: 0,
+      rejected: 0,
+      shutdown: 0,
+    });
+  });
+
+  it('certificate files replaced during traffic: no failed admission, no failed callback', async () => {
+    const metricsBefore = (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body;
+    const retriesBefore =
+      metricValue(metricsBefore, 'skr_webhook_callback_duration_seconds_count{outcome="retry"}') ?? 0;
+    const admittedBefore =
+      metricValue(metricsBefore, 'skr_webhook_admission_requests_total{code="200"}') ?? 0;
+    const firstSerial = (await callWebhook(fx.webhook.webhookPort, fx.pki.ca.certPem, { body: '{}' }))
+      .serverSerial;
+
+    let stop = false;
+    const created: string[] = [];
+    const traffic = (async () => {
+      for (let i = 0; !stop; i++) {
+        const name = `rotate-${i}`;
+        await create('samples', body('samples', name, labelled(), { replicas: 1 }));
+        created.push(name);
+      }
+    })();
+    await sleep(500);
+    await fx.volume.update(secretFiles(fx.pki.leaf('skr-rotated'), fx.pki.ca.certPem));
+    await fx.kcp.waitFor(
+      (r) => r.some((e) => e.clientCn === 'skr-rotated'),
+      10_000,
+      'a callback with the new client certificate',
+    );
+    const secondSerial = (await callWebhook(fx.webhook.webhookPort, fx.pki.ca.certPem, { body: '{}' }))
+      .serverSerial;
+    await sleep(500);
+    stop = true;
+    await traffic;
+
+    expect(secondSerial).to.not.equal(firstSerial);
+    expect(created.length).to.be.greaterThan(3);
+    await fx.kcp.waitFor(
+      (r) => created.every((name) => eventsFor(r, 'samples', namespace, name).length === 1),
+      10_000,
+      'one event for every object created during the swap',
+    );
+    const metricsAfter = (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body;
+    expect(
+      metricValue(metricsAfter, 'skr_webhook_callback_duration_seconds_count{outcome="retry"}') ?? 0,
+    ).to.equal(retriesBefore);
+    // Every write was admitted by the webhook itself (failurePolicy Ignore would hide a failed call otherwise).
+    expect(
+      (metricValue(metricsAfter, 'skr_webhook_admission_requests_total{code="200"}') ?? 0) - admittedBefore,
+    ).to.be.at.least(created.length);
+    expect(fx.kcp.invalid).to.deep.equal([]);
+  });
+});
