@@ -1,0 +1,94 @@
+// skr-certs issue: one SKR leaf (DESIGN 4.5 SANs), from CA files into files, or from the KCP CA into its Secret.
+import { DEFAULTS } from '@skr-watcher/api';
+import { describeCertificate, issueLeaf, type CertificateAndKey, type RsaKeyBits } from '@skr-watcher/pki';
+import { readPemFile, writeOutputFiles } from '../files.js';
+import { KcpPkiSecrets } from '../kcp-secrets.js';
+import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
+import { UsageError } from '../options.js';
+
+export interface IssueOptions {
+  runtimeId: string;
+  domain: string[];
+  ip?: string[];
+  keyBits: string;
+  validityDays: number;
+  caCert?: string;
+  caKey?: string;
+  caBundle?: string;
+  outDir?: string;
+  force?: boolean;
+  kubeconfig?: string;
+  kyma?: string;
+  namespace: string;
+}
+
+/** The webhook's in-cluster Service names: the SKR API server calls it through them. */
+export function webhookDnsNames(domains: string[]): string[] {
+  const service = `skr-webhook.${DEFAULTS.skrNamespace}.svc`;
+  return [...new Set([...domains.map((d) => d.toLowerCase()), service, `${service}.cluster.local`])];
+}
+
+export async function issue(opts: IssueOptions, now: Date): Promise<CommandResult> {
+  const fileMode = opts.caCert !== undefined || opts.caKey !== undefined || opts.outDir !== undefined;
+  const kubeMode = opts.kubeconfig !== undefined || opts.kyma !== undefined;
+  if (fileMode === kubeMode) {
+    throw new UsageError('issue needs either --ca-cert, --ca-key and --out-dir, or --kubeconfig and --kyma');
+  }
+  if (fileMode && (opts.caCert === undefined || opts.caKey === undefined || opts.outDir === undefined)) {
+    throw new UsageError('issue from files needs --ca-cert, --ca-key and --out-dir');
+  }
+  if (kubeMode && (opts.kubeconfig === undefined || opts.kyma === undefined)) {
+    throw new UsageError('issue into the KCP needs --kubeconfig and --kyma');
+  }
+
+  let ca: CertificateAndKey;
+  let bundlePem: string;
+  let secrets: KcpPkiSecrets | undefined;
+  if (fileMode) {
+    ca = {
+      certPem: readPemFile(opts.caCert as string, 'CA certificate'),
+      keyPem: readPemFile(opts.caKey as string, 'CA key'),
+    };
+    bundlePem = opts.caBundle !== undefined ? readPemFile(opts.caBundle, 'CA bundle') : ca.certPem;
+  } else {
+    secrets = KcpPkiSecrets.fromKubeconfig(opts.kubeconfig as string, opts.namespace);
+    const stored = await secrets.readCa();
+    if (stored === undefined)
+      throw new Error(`Secret ${opts.namespace}/skr-watcher-ca not found; run init-ca first`);
+    ca = stored.current;
+    bundlePem = (await secrets.readBundle()) ?? ca.certPem;
+  }
+
+  const leaf = issueLeaf({
+    ca,
+    runtimeId: opts.runtimeId,
+    dnsNames: webhookDnsNames(opts.domain),
+    ipAddresses: opts.ip ?? [],
+    keyBits: Number(opts.keyBits) as RsaKeyBits,
+    validityDays: opts.validityDays,
+    now,
+  });
+  let written: string[];
+  if (secrets !== undefined) {
+    await secrets.writeLeaf(opts.kyma as string, leaf, bundlePem);
+    written = [`secret/${opts.namespace}/${opts.kyma as string}-webhook-tls`];
+  } else {
+    written = writeOutputFiles(
+      opts.outDir as string,
+      [
+        { name: 'tls.crt', content: leaf.certPem, secret: false },
+        { name: 'tls.key', content: leaf.keyPem, secret: true },
+        { name: 'ca.crt', content: bundlePem, secret: false },
+      ],
+      opts.force === true,
+    );
+  }
+  const info = describeCertificate(leaf.certPem);
+  return {
+    data: { certificate: info, written },
+    table: {
+      columns: [...CERTIFICATE_COLUMNS, 'WRITTEN'],
+      rows: [[...certificateRow(info), written.join(',')]],
+    },
+  };
+}

@@ -1,0 +1,60 @@
+// skr-certs rotate-ca: run or resume the phased CA rotation (DESIGN 4.5) against the KCP Secrets.
+import type { RsaKeyBits } from '@skr-watcher/pki';
+import { KcpPkiSecrets } from '../kcp-secrets.js';
+import type { CommandResult } from '../output.js';
+import { rotateCa } from '../rotation.js';
+
+export interface RotateCaCommandOptions {
+  kubeconfig: string;
+  namespace: string;
+  gracePeriod: number;
+  dryRun?: boolean;
+  new?: boolean;
+  wait?: boolean;
+  steps?: number;
+  commonName: string;
+  keyBits: string;
+  validityDays?: number;
+}
+
+export async function rotateCaCommand(
+  opts: RotateCaCommandOptions,
+  progress: (message: string) => void,
+): Promise<CommandResult> {
+  const report = await rotateCa(KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, opts.namespace), {
+    gracePeriodMs: opts.gracePeriod,
+    startNew: opts.new === true,
+    dryRun: opts.dryRun === true,
+    maxSteps: opts.steps ?? Number.POSITIVE_INFINITY,
+    wait: opts.wait === true,
+    caCommonName: opts.commonName,
+    caKeyBits: Number(opts.keyBits) as RsaKeyBits,
+    caValidityDays: opts.validityDays,
+    now: () => new Date(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    progress,
+  });
+  const rows = report.steps.map((s) => [s.at.toISOString(), s.step, s.phase, s.detail]);
+  const lines = [
+    ...(rows.length === 0 ? ['nothing to do'] : []),
+    `phase: ${report.state.phase}${report.dryRun ? ' (dry run, nothing written)' : ''}`,
+    ...(report.waitingUntil ? [`grace period until: ${report.waitingUntil.toISOString()}`] : []),
+  ];
+  return {
+    data: report,
+    table:
+      rows.length === 0
+        ? { lines }
+        : { lines: [...formatRows(['TIME', 'STEP', 'PHASE', 'DETAIL'], rows), ...lines] },
+  };
+}
+
+function formatRows(columns: string[], rows: string[][]): string[] {
+  const widths = columns.map((c, i) => Math.max(c.length, ...rows.map((r) => (r[i] ?? '').length)));
+  return [columns, ...rows].map((cells) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('   ')
+      .trimEnd(),
+  );
+}

@@ -1,0 +1,224 @@
+// Runs or resumes the phased CA rotation against the KCP Secrets; the decisions come from @skr-watcher/pki.
+import {
+  addToBundle,
+  applyRotationStep,
+  createCa,
+  describeCertificate,
+  dropExpired,
+  isSignedBy,
+  issueLeaf,
+  nextRotationStep,
+  removeFromBundle,
+  rotationStateFromAnnotations,
+  rotationStateToAnnotations,
+  CA_IN_BUNDLE_SINCE_ANNOTATION,
+  type CertificateAndKey,
+  type RotationState,
+  type RotationStep,
+  type RsaKeyBits,
+} from '@skr-watcher/pki';
+import type { CaSecret, KcpPkiSecrets, LeafSecret } from './kcp-secrets.js';
+
+export interface RotateCaOptions {
+  gracePeriodMs: number;
+  /** Start another rotation when the last one completed. */
+  startNew: boolean;
+  dryRun: boolean;
+  /** Stop after this many steps (operators who want to watch each phase). */
+  maxSteps: number;
+  /** Sleep through the grace period instead of stopping there. */
+  wait: boolean;
+  caCommonName: string;
+  caKeyBits: RsaKeyBits;
+  caValidityDays?: number;
+  now: () => Date;
+  sleep: (ms: number) => Promise<void>;
+  progress: (message: string) => void;
+}
+
+export interface RotationStepRecord {
+  step: RotationStep['kind'];
+  phase: RotationState['phase'];
+  detail: string;
+  at: Date;
+}
+
+export interface RotationReport {
+  dryRun: boolean;
+  steps: RotationStepRecord[];
+  state: RotationState;
+  /** Set when the run stopped in the grace period. */
+  waitingUntil?: Date;
+}
+
+/** The CA a leaf must be signed by at this phase: the pending one until signing switches, then the current. */
+function targetCa(ca: CaSecret, state: RotationState): CertificateAndKey {
+  if ((state.phase === 'new-ca-trusted' || state.phase === 'leaves-reissued') && ca.pending)
+    return ca.pending;
+  return ca.current;
+}
+
+function leafUpToDate(leaf: LeafSecret, signer: CertificateAndKey, bundlePem: string): boolean {
+  return leaf.caPem === bundlePem && isSignedBy(leaf.certPem, signer.certPem);
+}
+
+export async function rotateCa(secrets: KcpPkiSecrets, opts: RotateCaOptions): Promise<RotationReport> {
+  const steps: RotationStepRecord[] = [];
+  let simulated: RotationState | undefined;
+  for (;;) {
+    const ca = await secrets.readCa();
+    if (ca === undefined) {
+      throw new Error(
+        `Secret ${secrets.namespace}/skr-watcher-ca not found; create the CA with init-ca first`,
+      );
+    }
+    const state = simulated ?? rotationStateFromAnnotations(ca.annotations);
+    const bundlePem = (await secrets.readBundle()) ?? '';
+    const leaves = await secrets.listLeaves();
+    const signer = targetCa(ca, state);
+    const stale = simulated ? [] : leaves.filter((leaf) => !isSignedBy(leaf.certPem, signer.certPem));
+    const now = opts.now();
+    const step = nextRotationStep(state, {
+      now,
+      gracePeriodMs: opts.gracePeriodMs,
+      leavesOnOldCa: stale.length,
+      startNew: opts.startNew && steps.length === 0,
+    });
+
+    if (step.kind === 'done') return { dryRun: opts.dryRun, steps, state };
+    if (step.kind === 'wait' && !opts.wait) {
+      opts.progress(`grace period runs until ${step.until.toISOString()}; run rotate-ca again after that`);
+      return { dryRun: opts.dryRun, steps, state, waitingUntil: step.until };
+    }
+    if (steps.length >= opts.maxSteps) return { dryRun: opts.dryRun, steps, state };
+    if (step.kind === 'wait') {
+      opts.progress(`waiting for the grace period until ${step.until.toISOString()}`);
+      if (opts.dryRun) return { dryRun: true, steps, state, waitingUntil: step.until };
+      await opts.sleep(Math.max(0, step.until.getTime() - now.getTime()));
+      continue;
+    }
+
+    const next = applyRotationStep(state, step, now);
+    const detail = opts.dryRun
+      ? plannedDetail(step, leaves.length)
+      : await carryOut(secrets, { step, ca, state: next, bundlePem, leaves, signer, opts, now });
+    steps.push({ step: step.kind, phase: next.phase, detail, at: now });
+    opts.progress(`${opts.dryRun ? 'plan: ' : ''}${step.kind}: ${detail} (phase ${next.phase})`);
+    if (opts.dryRun) simulated = next;
+    if (opts.dryRun && step.kind === 'drop-old-ca') return { dryRun: true, steps, state: next };
+  }
+}
+
+function plannedDetail(step: RotationStep, leafCount: number): string {
+  switch (step.kind) {
+    case 'start':
+      return 'generate a new CA and store it as pending in the CA Secret';
+    case 'trust-new-ca':
+      return 'add the new CA to the trust bundle';
+    case 'reissue-leaves':
+      return `re-issue up to ${leafCount} SKR leaves with the new CA and the new bundle`;
+    case 'switch-signing':
+      return 'make the new CA the signing CA';
+    case 'drop-old-ca':
+      return 'remove the old CA from the bundle and from every SKR ca.crt';
+    default:
+      return step.kind;
+  }
+}
+
+interface StepInput {
+  step: RotationStep;
+  ca: CaSecret;
+  /** The state to record once the step is done. */
+  state: RotationState;
+  bundlePem: string;
+  leaves: LeafSecret[];
+  signer: CertificateAndKey;
+  opts: RotateCaOptions;
+  now: Date;
+}
+
+async function carryOut(secrets: KcpPkiSecrets, input: StepInput): Promise<string> {
+  const { step, ca, state, opts, now } = input;
+  const annotations = rotationStateToAnnotations(state);
+  switch (step.kind) {
+    case 'start': {
+      const stamp = now
+        .toISOString()
+        .replace(/[-:]/g, '')
+        .replace(/\.\d+Z$/, 'Z');
+      const pending = createCa({
+        commonName: `${opts.caCommonName}-${stamp}`.slice(0, 64),
+        keyBits: opts.caKeyBits,
+        validityDays: opts.caValidityDays,
+        now,
+      });
+      await secrets.writeCa(ca, { current: ca.current, pending, previousCertPem: undefined }, annotations);
+      return `new CA ${describeCertificate(pending.certPem).commonName} pending`;
+    }
+    case 'trust-new-ca': {
+      const pending = requirePending(ca, secrets);
+      const bundlePem = addToBundle(addToBundle(input.bundlePem, ca.current.certPem), pending.certPem);
+      await secrets.writeBundle(bundlePem);
+      await secrets.writeCa(ca, ca, annotations);
+      return `bundle now holds ${describeCertificate(pending.certPem).commonName}`;
+    }
+    case 'reissue-leaves': {
+      let count = 0;
+      for (const leaf of input.leaves) {
+        if (leafUpToDate(leaf, input.signer, input.bundlePem)) continue;
+        const info = describeCertificate(leaf.certPem);
+        const reissued = issueLeaf({
+          ca: input.signer,
+          runtimeId: info.commonName,
+          dnsNames: info.dnsNames,
+          ipAddresses: info.ipAddresses,
+          keyBits: info.keyBits === 3072 || info.keyBits === 4096 ? info.keyBits : 2048,
+          now,
+        });
+        await secrets.writeLeaf(leaf.kymaName, reissued, input.bundlePem);
+        count++;
+        opts.progress(`re-issued ${leaf.name} (runtime ${info.commonName})`);
+      }
+      await secrets.writeCa(ca, ca, annotations);
+      return `${count} of ${input.leaves.length} leaves re-issued`;
+    }
+    case 'switch-signing': {
+      const pending = requirePending(ca, secrets);
+      await secrets.writeCa(
+        ca,
+        { current: pending, pending: undefined, previousCertPem: ca.current.certPem },
+        { ...annotations, [CA_IN_BUNDLE_SINCE_ANNOTATION]: (state.trustedAt ?? now).toISOString() },
+      );
+      return `signing with ${describeCertificate(pending.certPem).commonName}`;
+    }
+    case 'drop-old-ca': {
+      let bundlePem = input.bundlePem;
+      if (ca.previousCertPem) bundlePem = removeFromBundle(bundlePem, ca.previousCertPem);
+      bundlePem = addToBundle(dropExpired(bundlePem, now).bundlePem, ca.current.certPem);
+      await secrets.writeBundle(bundlePem);
+      for (const leaf of input.leaves) {
+        if (leaf.caPem !== bundlePem) await secrets.writeLeafBundle(leaf, bundlePem);
+      }
+      await secrets.writeCa(
+        ca,
+        { current: ca.current, pending: undefined, previousCertPem: undefined },
+        annotations,
+      );
+      const dropped = ca.previousCertPem ? describeCertificate(ca.previousCertPem).commonName : 'none';
+      return `old CA ${dropped} removed from the bundle and ${input.leaves.length} SKR ca.crt`;
+    }
+    default:
+      return step.kind;
+  }
+}
+
+function requirePending(ca: CaSecret, secrets: KcpPkiSecrets): CertificateAndKey {
+  if (ca.pending === undefined) {
+    throw new Error(
+      `Secret ${secrets.namespace}/skr-watcher-ca records a rotation in progress but holds no pending CA; ` +
+        'restore it or remove the rotation annotations',
+    );
+  }
+  return ca.pending;
+}
