@@ -1,5 +1,6 @@
 // Plain-HTTP server for /metrics, /healthz and /readyz only; nothing else is reachable on it.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
@@ -11,6 +12,8 @@ export interface HealthServerOptions {
   healthy?: () => boolean;
   /** Readiness: the process should receive traffic now. */
   ready?: () => boolean;
+  /** WebSocket upgrades (e.g. a live event stream); without it upgrades are refused. */
+  onUpgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
 
 export interface HealthServer {
@@ -54,6 +57,10 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
     }
   });
   server.keepAliveTimeout = 5000;
+  server.on('upgrade', (req, socket, head) => {
+    if (options.onUpgrade) return options.onUpgrade(req, socket, head);
+    socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());

@@ -1,0 +1,135 @@
+// What the agent installs in an SKR besides the webhook configuration: TLS Secret and, in-cluster, the
+// ServiceAccount, Deployment, Service and NetworkPolicy of the webhook.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { DEFAULTS, LABELS, MANAGED_BY } from '@skr-watcher/api';
+import { SKR_WEBHOOK_NAME } from './webhook-configuration.js';
+
+/** Secret in the SKR holding the webhook's certificate; mounted by the Deployment. */
+export const SKR_WEBHOOK_TLS_SECRET = 'skr-webhook-tls';
+export const WEBHOOK_PORT = 8443;
+export const METRICS_PORT = 2112;
+
+export interface SkrWebhookMaterial {
+  namespace?: string;
+  caBundlePem: string;
+  certPem: string;
+  keyPem: string;
+}
+
+const labels = { [LABELS.managedBy]: MANAGED_BY, 'app.kubernetes.io/name': SKR_WEBHOOK_NAME };
+
+export function tlsSecretFor(
+  material: SkrWebhookMaterial,
+): KubernetesObject & { data: Record<string, string> } {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: SKR_WEBHOOK_TLS_SECRET,
+      namespace: material.namespace ?? DEFAULTS.skrNamespace,
+      labels,
+    },
+    type: 'Opaque',
+    data: {
+      'ca.crt': b64(material.caBundlePem),
+      'tls.crt': b64(material.certPem),
+      'tls.key': b64(material.keyPem),
+    },
+  } as KubernetesObject & { data: Record<string, string> };
+}
+
+export interface InClusterOptions {
+  namespace?: string;
+  image: string;
+  /** host:port of the KCP listener as seen from the SKR. */
+  kcpAddress: string;
+  /** Changes with the certificate, so the Deployment rolls only when it must (the webhook also hot-reloads). */
+  certificateChecksum: string;
+}
+
+/** ServiceAccount, Deployment, Service and NetworkPolicy of the in-cluster webhook. */
+export function inClusterResourcesFor(options: InClusterOptions): KubernetesObject[] {
+  const namespace = options.namespace ?? DEFAULTS.skrNamespace;
+  const meta = { name: SKR_WEBHOOK_NAME, namespace, labels };
+  const selector = { 'app.kubernetes.io/name': SKR_WEBHOOK_NAME };
+  const certDir = '/etc/skr-webhook/tls';
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta, automountServiceAccountToken: false },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: meta,
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: selector },
+        template: {
+          metadata: {
+            labels: { ...labels },
+            annotations: { 'skr-watcher/certificate-checksum': options.certificateChecksum },
+          },
+          spec: {
+            serviceAccountName: SKR_WEBHOOK_NAME,
+            securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+            containers: [
+              {
+                name: 'webhook',
+                image: options.image,
+                env: [
+                  { name: 'WEBHOOK_PORT', value: String(WEBHOOK_PORT) },
+                  { name: 'METRICS_PORT', value: String(METRICS_PORT) },
+                  { name: 'TLS_CERT', value: `${certDir}/tls.crt` },
+                  { name: 'TLS_KEY', value: `${certDir}/tls.key` },
+                  { name: 'CA_CERT', value: `${certDir}/ca.crt` },
+                  { name: 'KCP_ADDR', value: options.kcpAddress },
+                  { name: 'KCP_CONTRACT', value: 'v2' },
+                ],
+                ports: [
+                  { name: 'https', containerPort: WEBHOOK_PORT },
+                  { name: 'metrics', containerPort: METRICS_PORT },
+                ],
+                readinessProbe: { httpGet: { path: '/readyz', port: 'metrics' } },
+                livenessProbe: { httpGet: { path: '/healthz', port: 'metrics' } },
+                resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
+                securityContext: {
+                  allowPrivilegeEscalation: false,
+                  readOnlyRootFilesystem: true,
+                  capabilities: { drop: ['ALL'] },
+                },
+                volumeMounts: [{ name: 'tls', mountPath: certDir, readOnly: true }],
+              },
+            ],
+            volumes: [{ name: 'tls', secret: { secretName: SKR_WEBHOOK_TLS_SECRET } }],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta,
+      spec: { selector, ports: [{ name: 'https', port: 443, targetPort: 'https' }] },
+    },
+    {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: meta,
+      spec: {
+        podSelector: { matchLabels: selector },
+        policyTypes: ['Ingress', 'Egress'],
+        // The API server calls in on the webhook port; metrics are scraped in-cluster.
+        ingress: [{ ports: [{ port: WEBHOOK_PORT }, { port: METRICS_PORT }] }],
+        // Out: the KCP listener (any address, the port of KCP_ADDR) and DNS.
+        egress: [
+          { ports: [{ port: Number(options.kcpAddress.split(':').pop() ?? 443) }] },
+          {
+            ports: [
+              { port: 53, protocol: 'UDP' },
+              { port: 53, protocol: 'TCP' },
+            ],
+          },
+        ],
+      },
+    },
+  ] as KubernetesObject[];
+}
