@@ -1,0 +1,204 @@
+// The agent's configuration: parsed from command-line flags, validated, with the contract defaults.
+import { readFile } from 'node:fs/promises';
+import { KubeConfig } from '@kubernetes/client-node';
+import { DEFAULTS, REQUEUE_MS } from '@skr-watcher/api';
+
+/** Requeue intervals per Kyma state, in milliseconds (DESIGN 4.4). */
+export interface RequeueIntervals {
+  ready: number;
+  processing: number;
+  warning: number;
+  error: number;
+}
+
+export const DEFAULT_REQUEUE: RequeueIntervals = {
+  ready: REQUEUE_MS.Ready,
+  processing: REQUEUE_MS.Processing,
+  warning: REQUEUE_MS.Warning,
+  error: REQUEUE_MS.Error,
+};
+
+export interface Address {
+  /** undefined = all interfaces */
+  host?: string;
+  port: number;
+}
+
+export type ListenerConfig =
+  | { kind: 'direct'; address: Address; certFile: string; keyFile: string; caBundleFile: string }
+  | { kind: 'gateway'; address: Address; trustedProxies: string[] };
+
+export interface AgentConfig {
+  kubeconfig?: string;
+  namespace: string;
+  /** undefined: no listener (events then come only from watches and requeues). */
+  listener?: ListenerConfig;
+  metricsAddress: Address;
+  leaderElection?: { leaseName: string; leaseNamespace: string; identity: string };
+  workers: number;
+  requeue: RequeueIntervals;
+  /** Full relist of every watched kind; every Kyma is reconciled then. */
+  resyncMs: number;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+export class ConfigError extends Error {}
+
+/** `:8082`, `0.0.0.0:8082`, `127.0.0.1:0` or `[::1]:8082`. */
+export function parseAddress(flag: string, value: string): Address {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(value.trim());
+  const port = Number(match?.[3]);
+  if (!match || !Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new ConfigError(
+      `${flag}: expected [host]:port (e.g. :8082 or 127.0.0.1:8082), got ${JSON.stringify(value)}`,
+    );
+  }
+  const host = match[1] ?? match[2];
+  return host ? { host, port } : { port };
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/** `500ms`, `5s`, `5m`, `1h`, or a plain number of milliseconds. */
+export function parseDuration(flag: string, value: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
+  if (!match)
+    throw new ConfigError(
+      `${flag}: expected a duration such as 500ms, 5s, 5m or 1h, got ${JSON.stringify(value)}`,
+    );
+  return Math.round(Number(match[1]) * DURATION_UNITS[match[2] ?? 'ms']!);
+}
+
+export function parsePositiveInt(flag: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 1_000)
+    throw new ConfigError(`${flag}: expected an integer 1..1000, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export function parseLogLevel(value: string): AgentConfig['logLevel'] {
+  const level = LOG_LEVELS.find((l) => l === value);
+  if (!level)
+    throw new ConfigError(
+      `--log-level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  return level;
+}
+
+/** Flags of `skr-agent run` as commander hands them over. */
+export interface RunFlags {
+  kubeconfig?: string;
+  namespace: string;
+  listener: boolean;
+  listenAddress: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  caBundle?: string;
+  gatewayMode?: boolean;
+  trustedProxies?: string;
+  metricsAddress: string;
+  leaderElect?: boolean;
+  leaseName: string;
+  leaseNamespace?: string;
+  leaderIdentity?: string;
+  workers: string;
+  requeueReady: string;
+  requeueProcessing: string;
+  requeueWarning: string;
+  requeueError: string;
+  resyncInterval: string;
+  logLevel: string;
+}
+
+export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const namespace = flags.namespace || DEFAULTS.kcpNamespace;
+  let listener: ListenerConfig | undefined;
+  if (flags.listener) {
+    const address = parseAddress('--listen-address', flags.listenAddress);
+    if (flags.gatewayMode) {
+      const trustedProxies = (flags.trustedProxies ?? '')
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean);
+      if (trustedProxies.length === 0) {
+        throw new ConfigError(
+          '--gateway-mode needs --trusted-proxies (IPs or CIDRs of the gateway that terminates mTLS)',
+        );
+      }
+      listener = { kind: 'gateway', address, trustedProxies };
+    } else {
+      const missing = (['tlsCert', 'tlsKey', 'caBundle'] as const).filter((k) => !flags[k]);
+      if (missing.length > 0) {
+        throw new ConfigError(
+          `the listener needs --tls-cert, --tls-key and --ca-bundle (missing ${missing
+            .map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`)
+            .join(', ')}); use --gateway-mode behind a mesh gateway, or --no-listener`,
+        );
+      }
+      listener = {
+        kind: 'direct',
+        address,
+        certFile: flags.tlsCert as string,
+        keyFile: flags.tlsKey as string,
+        caBundleFile: flags.caBundle as string,
+      };
+    }
+  }
+  const identity =
+    flags.leaderIdentity ||
+    `${env['HOSTNAME'] || 'skr-agent'}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  return {
+    kubeconfig: flags.kubeconfig,
+    namespace,
+    listener,
+    metricsAddress: parseAddress('--metrics-address', flags.metricsAddress),
+    leaderElection: flags.leaderElect
+      ? { leaseName: flags.leaseName, leaseNamespace: flags.leaseNamespace || namespace, identity }
+      : undefined,
+    workers: parsePositiveInt('--workers', flags.workers),
+    requeue: {
+      ready: parseDuration('--requeue-ready', flags.requeueReady),
+      processing: parseDuration('--requeue-processing', flags.requeueProcessing),
+      warning: parseDuration('--requeue-warning', flags.requeueWarning),
+      error: parseDuration('--requeue-error', flags.requeueError),
+    },
+    resyncMs: parseDuration('--resync-interval', flags.resyncInterval),
+    logLevel: parseLogLevel(flags.logLevel),
+  };
+}
+
+/** The KCP kubeconfig: the flag, else $KUBECONFIG / ~/.kube/config, else the in-cluster service account. */
+export function loadKcpKubeConfig(path: string | undefined): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    if (path) kubeConfig.loadFromFile(path);
+    else kubeConfig.loadFromDefault();
+  } catch (cause) {
+    throw new ConfigError(`cannot load the KCP kubeconfig${path ? ` from ${path}` : ''}`, { cause });
+  }
+  if (!kubeConfig.getCurrentCluster()) {
+    throw new ConfigError(`the KCP kubeconfig${path ? ` ${path}` : ''} has no current cluster`);
+  }
+  return kubeConfig;
+}
+
+/** Reads the listener's certificate, key and CA bundle; errors name the file. */
+export async function readListenerTls(config: Extract<ListenerConfig, { kind: 'direct' }>) {
+  const read = async (flag: string, file: string) => {
+    try {
+      const text = await readFile(file, 'utf8');
+      if (!text.includes('-----BEGIN')) throw new Error('no PEM block in the file');
+      return text;
+    } catch (cause) {
+      throw new ConfigError(`${flag} ${file}: cannot read a PEM file`, { cause });
+    }
+  };
+  const [certPem, keyPem, caBundlePem] = await Promise.all([
+    read('--tls-cert', config.certFile),
+    read('--tls-key', config.keyFile),
+    read('--ca-bundle', config.caBundleFile),
+  ]);
+  return { certPem, keyPem, caBundlePem };
+}

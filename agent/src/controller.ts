@@ -1,0 +1,309 @@
+// The agent's trigger side: KCP watches and listener events become Kyma keys in one work queue,
+// whose workers run the reconciler. Triggers only enqueue; all convergence happens in reconcile(key).
+import { CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import {
+  GROUP,
+  KINDS,
+  LABELS,
+  REQUEUE_MS,
+  type Kyma,
+  type ModuleConfig,
+  type ModuleReleaseMeta,
+  type ModuleTemplate,
+  type SyncResource,
+  type Watcher,
+} from '@skr-watcher/api';
+import {
+  ResilientInformer,
+  WorkQueue,
+  customResourceSource,
+  objectKey,
+  secretSource,
+  type CachedObject,
+  type Clock,
+} from '@skr-watcher/kube';
+import { Counter, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { DEFAULT_REQUEUE, type RequeueIntervals } from './config.js';
+
+/** The reconciler as the controller drives it (agent/src/reconcile). */
+export interface KymaReconciler {
+  reconcile(kymaKey: string): Promise<{ requeueAfterMs?: number }>;
+}
+
+export interface ControllerOptions {
+  kcp: KubeConfig;
+  namespace: string;
+  reconciler: KymaReconciler;
+  workers?: number;
+  requeue?: Partial<RequeueIntervals>;
+  /** Full relist of every watched kind; a Kyma relist reconciles every Kyma. Default 10 min. */
+  resyncMs?: number;
+  /** Restart a watch that delivered nothing for this long. Default 120 s. */
+  watchdogMs?: number;
+  clock?: Clock;
+  logger?: Logger;
+  registry?: Registry;
+}
+
+export interface Controller {
+  /** Starts the watches, waits until every cache is filled, then starts the workers. */
+  start(): Promise<void>;
+  /** Stops the watches and lets the reconciles in flight finish. */
+  stop(): Promise<void>;
+  /** Wakes the reconciliation of `namespace/name`. */
+  enqueue(kymaKey: string): void;
+  /** The Kyma labelled with this runtime-id, from the watch cache; for the listener. */
+  resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
+  readonly queue: WorkQueue;
+  /** True once every watch has listed. */
+  readonly synced: boolean;
+  /** Keys of the Kymas in the cache. */
+  kymaKeys(): string[];
+}
+
+const RUNTIME_ID_INDEX = 'runtime-id';
+const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
+
+function sameLabelsAndAnnotations(a: CachedObject & { metadata?: Kyma['metadata'] }, b: typeof a): boolean {
+  const json = (v: unknown) => JSON.stringify(v ?? {});
+  return (
+    json(a.metadata?.labels) === json(b.metadata?.labels) &&
+    json(a.metadata?.annotations) === json(b.metadata?.annotations) &&
+    json(a.metadata?.finalizers) === json(b.metadata?.finalizers) &&
+    a.metadata?.deletionTimestamp === b.metadata?.deletionTimestamp
+  );
+}
+
+/**
+ * Maps the reconciler's requeue (which follows REQUEUE_MS per state) to the configured intervals,
+ * so `--requeue-ready` and friends take effect without the reconciler knowing about flags.
+ */
+export function requeueWithIntervals(requeueAfterMs: number | undefined, intervals: RequeueIntervals) {
+  switch (requeueAfterMs) {
+    case REQUEUE_MS.Ready:
+      return intervals.ready;
+    case REQUEUE_MS.Processing:
+      return intervals.processing;
+    case REQUEUE_MS.Warning:
+      return intervals.warning;
+    case REQUEUE_MS.Error:
+      return intervals.error;
+    default:
+      return requeueAfterMs;
+  }
+}
+
+/** The module names a Kyma refers to, in its spec or its status. */
+function modulesOf(kyma: Kyma): Set<string> {
+  const names = new Set<string>();
+  for (const module of kyma.spec?.modules ?? []) names.add(module.name);
+  for (const module of kyma.status?.modules ?? []) names.add(module.name);
+  return names;
+}
+
+export function createController(options: ControllerOptions): Controller {
+  const { kcp, namespace, reconciler } = options;
+  const logger = options.logger?.child({ subsystem: 'controller' });
+  const intervals = { ...DEFAULT_REQUEUE, ...options.requeue };
+  const informerDefaults = {
+    kubeConfig: kcp,
+    resyncMs: options.resyncMs,
+    watchdogMs: options.watchdogMs,
+    clock: options.clock,
+    logger,
+    registry: options.registry,
+  };
+  const custom = <T extends CachedObject>(
+    kind: { plural: string; version: string },
+    labelSelector?: string,
+  ) =>
+    new ResilientInformer<T>({
+      ...informerDefaults,
+      source: customResourceSource<T>(kcp, {
+        group: GROUP,
+        version: kind.version,
+        plural: kind.plural,
+        namespace,
+        labelSelector,
+      }),
+    });
+
+  const triggers = options.registry
+    ? ((options.registry.getSingleMetric('skr_agent_triggers_total') as Counter | undefined) ??
+      new Counter({
+        name: 'skr_agent_triggers_total',
+        help: 'Kyma keys enqueued, by source (kyma, watcher, moduletemplate, ...; listener; resync).',
+        labelNames: ['source'],
+        registers: [options.registry],
+      }))
+    : undefined;
+
+  const queue = new WorkQueue({
+    name: 'kyma',
+    workers: options.workers,
+    clock: options.clock,
+    logger,
+    registry: options.registry,
+    process: async (key) => {
+      const result = await reconciler.reconcile(key);
+      return { requeueAfterMs: requeueWithIntervals(result?.requeueAfterMs, intervals) };
+    },
+  });
+
+  const kymas = custom<Kyma>(KINDS.kyma);
+  kymas.addIndex(RUNTIME_ID_INDEX, (kyma) => {
+    const runtimeId = kyma.metadata?.labels?.[LABELS.runtimeId];
+    return runtimeId ? [runtimeId] : [];
+  });
+  const enqueue = (source: string, key: string) => {
+    triggers?.inc({ source });
+    queue.add(key);
+  };
+  const enqueueKymaOf = (source: string, kymaName: string | undefined) => {
+    if (kymaName) enqueue(source, `${namespace}/${kymaName}`);
+  };
+  const enqueueAll = (source: string, filter: (kyma: Kyma) => boolean = () => true) => {
+    for (const kyma of kymas.list()) if (filter(kyma)) enqueue(source, objectKey(kyma));
+  };
+
+  kymas.addHandler({
+    onAdd: (kyma) => enqueue('kyma', objectKey(kyma)),
+    onUpdate: (previous, kyma) => {
+      const resync = previous.metadata.resourceVersion === kyma.metadata.resourceVersion;
+      // Status-only writes (our own) do not bump the generation; reacting to them would loop.
+      if (
+        resync ||
+        previous.metadata.generation !== kyma.metadata.generation ||
+        !sameLabelsAndAnnotations(previous, kyma)
+      ) {
+        enqueue(resync ? 'resync' : 'kyma', objectKey(kyma));
+      }
+    },
+    onDelete: (kyma) => enqueue('kyma', objectKey(kyma)),
+  });
+
+  // Watchers configure the webhook in every SKR: a change concerns every Kyma.
+  const watchers = custom<Watcher>(KINDS.watcher);
+  const onSpecChange = <T extends CachedObject & { metadata?: { generation?: number } }>(
+    react: (object: T) => void,
+  ) => ({
+    onAdd: react,
+    onUpdate: (previous: T, object: T) => {
+      if (previous.metadata?.generation !== object.metadata?.generation) react(object);
+    },
+    onDelete: react,
+  });
+  watchers.addHandler(onSpecChange<Watcher>(() => enqueueAll('watcher')));
+
+  // Templates and release metas change what a module resolves to: the Kymas that use the module.
+  const byModule = (source: string) => (object: ModuleTemplate | ModuleReleaseMeta) => {
+    const moduleName = object.spec?.moduleName;
+    enqueueAll(source, (kyma) => !moduleName || modulesOf(kyma).has(moduleName));
+  };
+  const templates = custom<ModuleTemplate>(KINDS.moduleTemplate);
+  templates.addHandler(onSpecChange<ModuleTemplate>(byModule('moduletemplate')));
+  const releaseMetas = custom<ModuleReleaseMeta>(KINDS.moduleReleaseMeta);
+  releaseMetas.addHandler(onSpecChange<ModuleReleaseMeta>(byModule('modulereleasemeta')));
+
+  const kymaNameOf = (object: SyncResource | ModuleConfig) =>
+    object.spec?.kyma || object.metadata?.labels?.[LABELS.kymaName];
+  const syncResources = custom<SyncResource>(KINDS.syncResource);
+  syncResources.addHandler(onSpecChange<SyncResource>((s) => enqueueKymaOf('syncresource', kymaNameOf(s))));
+  // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write.
+  const moduleConfigs = custom<ModuleConfig>(KINDS.moduleConfig);
+  moduleConfigs.addHandler({
+    onUpdate: (previous, config) => {
+      if (previous.metadata?.generation !== config.metadata?.generation) {
+        enqueueKymaOf('moduleconfig', kymaNameOf(config));
+      }
+    },
+    onDelete: (config) => enqueueKymaOf('moduleconfig', kymaNameOf(config)),
+  });
+
+  // kubeconfig Secrets: the reconciler rebuilds its SKR client when the data changes. The cache keeps
+  // no key material: only metadata is needed to map a Secret to its Kyma.
+  const secrets = new ResilientInformer<V1Secret>({
+    ...informerDefaults,
+    source: secretSource(kcp, { namespace, labelSelector: KYMA_NAME_LABEL_SELECTOR }),
+    transform: (secret) => ({ metadata: secret.metadata }),
+  });
+  const secretKymaName = (secret: V1Secret) => secret.metadata?.labels?.[LABELS.kymaName];
+  secrets.addHandler({
+    onAdd: (secret) => enqueueKymaOf('secret', secretKymaName(secret)),
+    onUpdate: (previous, secret) => {
+      if (previous.metadata?.resourceVersion !== secret.metadata?.resourceVersion) {
+        enqueueKymaOf('secret', secretKymaName(secret));
+      }
+    },
+    onDelete: (secret) => enqueueKymaOf('secret', secretKymaName(secret)),
+  });
+
+  const informers: ResilientInformer<CachedObject>[] = [
+    kymas,
+    watchers,
+    templates,
+    releaseMetas,
+    syncResources,
+    moduleConfigs,
+    secrets,
+  ] as ResilientInformer<CachedObject>[];
+  let warnedAmbiguous = new Set<string>();
+
+  return {
+    queue,
+    get synced() {
+      return informers.every((informer) => informer.hasSynced);
+    },
+    async start() {
+      await ensureReadable(kcp, namespace);
+      for (const informer of informers) informer.start();
+      await Promise.all(informers.map((informer) => informer.waitForSync()));
+      logger?.info(
+        { kymas: kymas.keys().length, workers: options.workers ?? 4 },
+        'caches synced; starting workers',
+      );
+      queue.start();
+    },
+    async stop() {
+      await Promise.all(informers.map((informer) => informer.stop()));
+      await queue.stop();
+      warnedAmbiguous = new Set();
+    },
+    enqueue(kymaKey) {
+      enqueue('listener', kymaKey);
+    },
+    resolveKyma(runtimeId) {
+      const matches = kymas.byIndex(RUNTIME_ID_INDEX, runtimeId);
+      if (matches.length === 0) return undefined;
+      const sorted = matches.map(objectKey).sort();
+      if (sorted.length > 1 && !warnedAmbiguous.has(runtimeId)) {
+        warnedAmbiguous.add(runtimeId);
+        logger?.warn(
+          { runtimeId, kymas: sorted },
+          'several Kymas carry one runtime-id; events wake the first',
+        );
+      }
+      const first = matches.find((kyma) => objectKey(kyma) === sorted[0]) as Kyma;
+      return { namespace: first.metadata.namespace ?? namespace, name: first.metadata.name };
+    },
+    kymaKeys: () => kymas.keys(),
+  };
+}
+
+/** Fails early with a clear message when the KCP API server or the Kyma CRD is not reachable. */
+async function ensureReadable(kcp: KubeConfig, namespace: string): Promise<void> {
+  const api = kcp.makeApiClient(CustomObjectsApi);
+  try {
+    await api.listNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.kyma.version,
+      namespace,
+      plural: KINDS.kyma.plural,
+      limit: 1,
+    });
+  } catch (cause) {
+    throw new Error(`cannot list Kymas in ${namespace} on ${kcp.getCurrentCluster()?.server ?? 'the KCP'}`, {
+      cause,
+    });
+  }
+}

@@ -1,0 +1,274 @@
+// The controller's triggers on a real KCP: every watched kind maps to the right Kyma keys, status-only
+// writes do not loop, runtime-ids resolve through the watch cache, and requeues follow the flags.
+import { expect } from 'chai';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, REQUEUE_MS } from '@skr-watcher/api';
+import { sharedEnvironment } from '@skr-watcher/testenv';
+import { createController, requeueWithIntervals, type Controller } from '../src/controller.js';
+import { DEFAULT_REQUEUE } from '../src/config.js';
+
+async function waitUntil(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('controller triggers on a real KCP', function () {
+  this.timeout(120_000);
+  let kcp: KubeConfig;
+  let api: CustomObjectsApi;
+  let core: CoreV1Api;
+  let controller: Controller;
+  const namespace = `controller-${Date.now()}`;
+  /** Keys the controller asked to reconcile, in order. */
+  const reconciled: string[] = [];
+  let answer: { requeueAfterMs?: number } = {};
+
+  const kind = (k: keyof typeof KINDS) => ({
+    group: GROUP,
+    version: KINDS[k].version,
+    plural: KINDS[k].plural,
+    namespace,
+  });
+  const createKyma = (name: string, modules: string[], labels: Record<string, string> = {}) =>
+    api.createNamespacedCustomObject({
+      ...kind('kyma'),
+      body: {
+        apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+        kind: 'Kyma',
+        metadata: { name, namespace, labels },
+        spec: { channel: 'regular', modules: modules.map((name) => ({ name })) },
+      },
+    });
+  /** Runs `change` and returns the keys reconciled because of it (after the queue settles). */
+  async function keysAfter(change: () => Promise<unknown>, expected?: string[]): Promise<string[]> {
+    await controller.queue.whenIdle();
+    const from = reconciled.length;
+    await change();
+    if (expected) {
+      await waitUntil(`reconciles of ${expected.join(', ')}`, () =>
+        expected.every((key) => reconciled.slice(from).includes(key)),
+      );
+    } else {
+      await pause(1_000);
+    }
+    await controller.queue.whenIdle();
+    return [...new Set(reconciled.slice(from))].sort();
+  }
+
+  before(async () => {
+    const env = await sharedEnvironment();
+    kcp = env.plane('kcp').kubeConfig();
+    api = kcp.makeApiClient(CustomObjectsApi);
+    core = kcp.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    await createKyma('alpha', ['sample'], { [LABELS.runtimeId]: 'runtime-alpha' });
+    await createKyma('beta', ['other'], { [LABELS.runtimeId]: 'runtime-beta' });
+    controller = createController({
+      kcp,
+      namespace,
+      workers: 2,
+      reconciler: {
+        reconcile: async (key) => {
+          reconciled.push(key);
+          return answer;
+        },
+      },
+    });
+    await controller.start();
+  });
+
+  after(async () => {
+    await controller?.stop();
+  });
+
+  it('reconciles every existing Kyma once the caches are synced', async () => {
+    await waitUntil(
+      'both Kymas reconciled',
+      () => reconciled.includes(`${namespace}/alpha`) && reconciled.includes(`${namespace}/beta`),
+    );
+    expect(controller.synced).to.equal(true);
+    expect(controller.kymaKeys().sort()).to.deep.equal([`${namespace}/alpha`, `${namespace}/beta`]);
+  });
+
+  it('resolves a runtime-id to its Kyma through the watch cache, and an unknown one to nothing', async () => {
+    expect(controller.resolveKyma('runtime-alpha')).to.deep.equal({ namespace, name: 'alpha' });
+    expect(controller.resolveKyma('runtime-unknown')).to.equal(undefined);
+    const keys = await keysAfter(
+      () => createKyma('gamma', [], { [LABELS.runtimeId]: 'runtime-gamma' }),
+      [`${namespace}/gamma`],
+    );
+    expect(keys).to.deep.equal([`${namespace}/gamma`]);
+    expect(controller.resolveKyma('runtime-gamma')).to.deep.equal({ namespace, name: 'gamma' });
+  });
+
+  it('reconciles a Kyma on spec and label changes but not on status-only writes', async () => {
+    const specChange = await keysAfter(
+      () =>
+        api.patchNamespacedCustomObject({
+          ...kind('kyma'),
+          name: 'alpha',
+          body: [{ op: 'replace', path: '/spec/channel', value: 'fast' }],
+        }),
+      [`${namespace}/alpha`],
+    );
+    expect(specChange).to.deep.equal([`${namespace}/alpha`]);
+    const statusOnly = await keysAfter(() =>
+      api.patchNamespacedCustomObjectStatus({
+        ...kind('kyma'),
+        name: 'alpha',
+        body: [{ op: 'add', path: '/status', value: { state: 'Ready' } }],
+      }),
+    );
+    expect(statusOnly, 'a status write must not trigger a reconcile (it would loop)').to.deep.equal([]);
+  });
+
+  it('maps a ModuleTemplate and a ModuleReleaseMeta to the Kymas that use the module', async () => {
+    const keys = await keysAfter(
+      () =>
+        api.createNamespacedCustomObject({
+          ...kind('moduleTemplate'),
+          body: {
+            apiVersion: `${GROUP}/${KINDS.moduleTemplate.version}`,
+            kind: 'ModuleTemplate',
+            metadata: { name: 'sample-9.9.9', namespace },
+            spec: { moduleName: 'sample', version: '9.9.9' },
+          },
+        }),
+      [`${namespace}/alpha`],
+    );
+    expect(keys).to.deep.equal([`${namespace}/alpha`]);
+    const metaKeys = await keysAfter(
+      () =>
+        api.createNamespacedCustomObject({
+          ...kind('moduleReleaseMeta'),
+          body: {
+            apiVersion: `${GROUP}/${KINDS.moduleReleaseMeta.version}`,
+            kind: 'ModuleReleaseMeta',
+            metadata: { name: 'other', namespace },
+            spec: { moduleName: 'other', channels: [{ channel: 'regular', version: '1.0.0' }] },
+          },
+        }),
+      [`${namespace}/beta`],
+    );
+    expect(metaKeys).to.deep.equal([`${namespace}/beta`]);
+  });
+
+  it('maps a Watcher change to every Kyma', async () => {
+    const keys = await keysAfter(
+      () =>
+        api.createNamespacedCustomObject({
+          ...kind('watcher'),
+          body: {
+            apiVersion: `${GROUP}/${KINDS.watcher.version}`,
+            kind: 'Watcher',
+            metadata: { name: 'kyma-watcher', namespace },
+            spec: {
+              manager: 'lifecycle-manager',
+              resourceToWatch: { group: GROUP, version: 'v1beta2', resource: 'kymas' },
+              field: 'spec',
+            },
+          },
+        }),
+      [`${namespace}/alpha`, `${namespace}/beta`, `${namespace}/gamma`],
+    );
+    expect(keys).to.deep.equal([`${namespace}/alpha`, `${namespace}/beta`, `${namespace}/gamma`]);
+  });
+
+  it('maps a SyncResource and a labelled kubeconfig Secret to their Kyma', async () => {
+    const syncKeys = await keysAfter(
+      () =>
+        api.createNamespacedCustomObject({
+          ...kind('syncResource'),
+          body: {
+            apiVersion: `${GROUP}/${KINDS.syncResource.version}`,
+            kind: 'SyncResource',
+            metadata: { name: 'beta-extras', namespace },
+            spec: { kyma: 'beta', items: [] },
+          },
+        }),
+      [`${namespace}/beta`],
+    );
+    expect(syncKeys).to.deep.equal([`${namespace}/beta`]);
+    const secretKeys = await keysAfter(
+      () =>
+        core.createNamespacedSecret({
+          namespace,
+          body: {
+            metadata: { name: 'kubeconfig-gamma', namespace, labels: { [LABELS.kymaName]: 'gamma' } },
+            stringData: { config: 'apiVersion: v1\nkind: Config\n' },
+          },
+        }),
+      [`${namespace}/gamma`],
+    );
+    expect(secretKeys).to.deep.equal([`${namespace}/gamma`]);
+    const unlabelled = await keysAfter(() =>
+      core.createNamespacedSecret({
+        namespace,
+        body: { metadata: { name: 'unrelated', namespace }, stringData: { a: 'b' } },
+      }),
+    );
+    expect(unlabelled).to.deep.equal([]);
+  });
+
+  it('maps a ModuleConfig edited or deleted by hand to its Kyma', async () => {
+    const body = {
+      apiVersion: `${GROUP}/${KINDS.moduleConfig.version}`,
+      kind: 'ModuleConfig',
+      metadata: { name: 'alpha-sample', namespace, labels: { [LABELS.kymaName]: 'alpha' } },
+      spec: {
+        kyma: 'alpha',
+        module: 'sample',
+        resource: {
+          apiVersion: `${GROUP}/v1alpha1`,
+          kind: 'Sample',
+          metadata: { name: 'sample' },
+          spec: { replicas: 1 },
+        },
+      },
+    };
+    await api.createNamespacedCustomObject({ ...kind('moduleConfig'), body });
+    const edited = await keysAfter(
+      () =>
+        api.patchNamespacedCustomObject({
+          ...kind('moduleConfig'),
+          name: 'alpha-sample',
+          body: [{ op: 'replace', path: '/spec/resource/metadata/name', value: 'renamed-by-hand' }],
+        }),
+      [`${namespace}/alpha`],
+    );
+    expect(edited).to.deep.equal([`${namespace}/alpha`]);
+    const deleted = await keysAfter(
+      () => api.deleteNamespacedCustomObject({ ...kind('moduleConfig'), name: 'alpha-sample' }),
+      [`${namespace}/alpha`],
+    );
+    expect(deleted).to.deep.equal([`${namespace}/alpha`]);
+  });
+
+  it('coalesces a burst of listener events for one Kyma into few reconciles', async () => {
+    const keys = await keysAfter(async () => {
+      for (let i = 0; i < 1_000; i++) controller.enqueue(`${namespace}/beta`);
+    }, [`${namespace}/beta`]);
+    expect(keys).to.deep.equal([`${namespace}/beta`]);
+  });
+
+  it('requeues after the interval configured for the state the reconciler reported', async () => {
+    expect(requeueWithIntervals(REQUEUE_MS.Ready, { ...DEFAULT_REQUEUE, ready: 1_234 })).to.equal(1_234);
+    expect(requeueWithIntervals(REQUEUE_MS.Error, { ...DEFAULT_REQUEUE, error: 99 })).to.equal(99);
+    expect(requeueWithIntervals(7_777, DEFAULT_REQUEUE)).to.equal(7_777);
+    expect(requeueWithIntervals(undefined, DEFAULT_REQUEUE)).to.equal(undefined);
+    answer = { requeueAfterMs: 300 };
+    const from = reconciled.length;
+    controller.enqueue(`${namespace}/gamma`);
+    await waitUntil(
+      'gamma is reconciled again by its own requeue',
+      () => reconciled.slice(from).filter((key) => key === `${namespace}/gamma`).length >= 3,
+    );
+    answer = {};
+  });
+});
