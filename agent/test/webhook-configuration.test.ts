@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import type { Watcher } from '@skr-watcher/api';
+import { MODULES_WEBHOOK_NAME, webhookConfigurationFor } from '../src/registration/webhook-configuration.js';
+
+function watcher(name: string, field: 'spec' | 'status', labels: Record<string, string>): Watcher {
+  return {
+    apiVersion: 'operator.kyma-project.io/v1beta2',
+    kind: 'Watcher',
+    metadata: { name, namespace: 'kcp-system' },
+    spec: {
+      manager: 'lifecycle-manager',
+      labelsToWatch: labels,
+      resourceToWatch: { group: 'operator.kyma-project.io', version: 'v1beta2', resource: 'kymas' },
+      field,
+    },
+  };
+}
+
+describe('SKR webhook configuration', () => {
+  const ca = '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n';
+
+  it('has one webhook per Watcher (sorted, selector from labelsToWatch, /status for field status) and one for the Module CRs', () => {
+    const config = webhookConfigurationFor({
+      watchers: [watcher('zeta', 'status', { a: 'b' }), watcher('alpha', 'spec', { 'w/by': 'klm' })],
+      moduleResources: [
+        { group: 'operator.kyma-project.io', version: 'v1alpha1', resource: 'samples' },
+        { group: 'operator.kyma-project.io', version: 'v1alpha1', resource: 'samples' },
+      ],
+      caBundlePem: ca,
+      target: { kind: 'url', baseUrl: 'https://127.0.0.1:9443/' },
+      timeoutSeconds: 30,
+    });
+    const hooks = config.webhooks ?? [];
+    expect(hooks.map((h) => h.name)).to.deep.equal([
+      'alpha.operator.kyma-project.io',
+      'zeta.operator.kyma-project.io',
+      MODULES_WEBHOOK_NAME,
+    ]);
+    const [alpha, zeta, modules] = hooks;
+    expect(alpha?.objectSelector).to.deep.equal({ matchLabels: { 'w/by': 'klm' } });
+    expect(alpha?.rules?.[0]?.resources).to.deep.equal(['kymas']);
+    expect(zeta?.rules?.[0]?.resources).to.deep.equal(['kymas/status']);
+    expect(modules?.rules).to.have.length(1);
+    expect(modules?.rules?.[0]?.resources).to.deep.equal(['samples']);
+    for (const hook of hooks) {
+      expect(hook.clientConfig.url).to.equal('https://127.0.0.1:9443/validate/lifecycle-manager');
+      expect(Buffer.from(hook.clientConfig.caBundle ?? '', 'base64').toString()).to.equal(ca);
+      expect(hook).to.include({
+        failurePolicy: 'Ignore',
+        sideEffects: 'NoneOnDryRun',
+        matchPolicy: 'Equivalent',
+      });
+      // Capped: the API server must never wait long on the webhook.
+      expect(hook.timeoutSeconds).to.equal(10);
+      expect(hook.rules?.[0]?.operations).to.deep.equal(['CREATE', 'UPDATE', 'DELETE']);
+    }
+  });
+
+  it('points at the in-cluster Service in service mode and leaves out the module webhook when no module is enabled', () => {
+    const config = webhookConfigurationFor({
+      watchers: [watcher('w', 'spec', {})],
+      moduleResources: [],
+      caBundlePem: ca,
+      target: { kind: 'service', namespace: 'kyma-system', name: 'skr-webhook', port: 443 },
+    });
+    expect(config.webhooks).to.have.length(1);
+    expect(config.webhooks?.[0]?.clientConfig.service).to.deep.equal({
+      namespace: 'kyma-system',
+      name: 'skr-webhook',
+      port: 443,
+      path: '/validate/lifecycle-manager',
+    });
+  });
+});
