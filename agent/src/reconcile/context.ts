@@ -1,0 +1,39 @@
+// What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
+import { GROUP, KINDS } from '@skr-watcher/api';
+import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
+import type { Logger } from '@skr-watcher/telemetry';
+import type { EventRecorder } from './events.js';
+
+export interface ReconcileContext {
+  kcp: ClusterClient;
+  /** KCP namespace of Kymas, templates, release metas, ModuleConfigs, SyncResources and kubeconfig Secrets. */
+  namespace: string;
+  logger: Logger;
+  clock: () => Date;
+  events: EventRecorder;
+  skrClients: SkrClients;
+  deletionTimeoutMs: number;
+  crdDir: string;
+}
+
+type KindName = keyof typeof KINDS;
+
+/** Address of one of this project's custom objects. */
+export function refOf(kind: KindName, namespace: string, name: string): CustomObjectRef {
+  const { plural, version } = KINDS[kind];
+  return { group: GROUP, version, plural, namespace, name };
+}
+
+export function apiVersionOf(kind: KindName): string {
+  return `${GROUP}/${KINDS[kind].version}`;
+}
+
+/** Splits a work-queue key "namespace/name". */
+export function parseKymaKey(key: string, defaultNamespace: string): { namespace: string; name: string } {
+  const slash = key.indexOf('/');
+  const namespace = slash < 0 ? defaultNamespace : key.slice(0, slash);
+  const name = slash < 0 ? key : key.slice(slash + 1);
+  if (!name || !namespace || name.includes('/'))
+    throw new Error(`Kyma key ${JSON.stringify(key)} is not namespace/name`);
+  return { namespace, name };
+}

@@ -1,0 +1,127 @@
+// Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
+// SyncResources, Module CRs, the SKR Kyma (SKR), then the finalizer. An SKR that stays unreachable (or has no
+// kubeconfig) for deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway.
+import { KYMA_FINALIZER, REQUEUE_MS, type Kyma } from '@skr-watcher/api';
+import {
+  deleteCustomObjectIfExists,
+  deleteIfExists,
+  type ClusterClient,
+  type ObjectRef,
+} from '@skr-watcher/kube';
+import { refOf, type ReconcileContext } from './context.js';
+import { dropFinalizer } from './finalizers.js';
+import { eventTarget, kymaStatus, skrKymaRef, writeKymaStatus } from './kyma.js';
+import { moduleConfigsOf } from './module-config.js';
+import { CONDITIONS, kymaStatusChanged } from './status.js';
+import { removeAppliedObjects, removeFinalizer, syncResourcesOf } from './sync-resource.js';
+
+export interface DeletionOutcome {
+  requeueAfterMs: number | undefined;
+}
+
+export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<DeletionOutcome> {
+  const kymaName = kyma.metadata.name;
+  const kymaNamespace = kyma.metadata.namespace ?? ctx.namespace;
+  const log = ctx.logger.child({ kyma: `${kymaNamespace}/${kymaName}` });
+  if (!(kyma.metadata.finalizers ?? []).includes(KYMA_FINALIZER)) {
+    await ctx.skrClients.evict(kymaName);
+    return { requeueAfterMs: undefined };
+  }
+  const kymaRef = refOf('kyma', kymaNamespace, kymaName);
+  const deleting = kymaStatus(ctx, kyma.status, 'Deleting', kyma.status?.modules ?? [], []);
+  if (kymaStatusChanged(kyma.status, deleting)) await writeKymaStatus(ctx, ctx.kcp, kymaRef, deleting);
+
+  // Gather every Module CR identity before the ModuleConfigs that record them are gone.
+  const configs = await moduleConfigsOf(ctx, kymaName);
+  const moduleCrs = new Map<string, ObjectRef>();
+  for (const config of configs.values()) {
+    const { apiVersion, kind, metadata } = config.spec.resource;
+    addRef(moduleCrs, {
+      apiVersion,
+      kind,
+      name: metadata.name,
+      ...(metadata.namespace ? { namespace: metadata.namespace } : {}),
+    });
+  }
+  for (const module of kyma.status?.modules ?? []) {
+    const resource = module.resource;
+    if (!resource?.kind || !resource.name) continue;
+    addRef(moduleCrs, {
+      apiVersion: resource.group ? `${resource.group}/${resource.version}` : resource.version,
+      kind: resource.kind,
+      name: resource.name,
+      ...(resource.namespace ? { namespace: resource.namespace } : {}),
+    });
+  }
+
+  // 1. ModuleConfigs: KCP only, always possible.
+  for (const config of configs.values()) {
+    await deleteCustomObjectIfExists(
+      ctx.kcp.custom,
+      refOf('moduleConfig', ctx.namespace, config.metadata.name),
+    );
+  }
+
+  // 2.-4. The SKR side.
+  const syncs = await syncResourcesOf(ctx, kymaName);
+  let skrError: unknown;
+  try {
+    const lookup = await ctx.skrClients.forKyma(kymaName);
+    if (!lookup) throw new Error(`no kubeconfig Secret for Kyma ${kymaName}`);
+    await cleanUpSkr(ctx, lookup.client, kyma, syncs, [...moduleCrs.values()]);
+  } catch (error) {
+    skrError = error;
+  }
+
+  if (skrError !== undefined) {
+    const message = skrError instanceof Error ? skrError.message : String(skrError);
+    const since = Date.parse(kyma.metadata.deletionTimestamp ?? '');
+    const waited = Number.isNaN(since) ? 0 : ctx.clock().getTime() - since;
+    if (waited < ctx.deletionTimeoutMs) {
+      const status = kymaStatus(ctx, kyma.status, 'Deleting', kyma.status?.modules ?? [], [
+        { type: CONDITIONS.skrConnected, ok: false, reason: 'SKRCleanupFailed', message },
+      ]);
+      if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx, ctx.kcp, kymaRef, status);
+      throw new Error(`delete Kyma ${kymaNamespace}/${kymaName}: SKR cleanup failed (retrying)`, {
+        cause: skrError,
+      });
+    }
+    await ctx.events.warning(
+      eventTarget(ctx, kyma),
+      'SKRCleanupAbandoned',
+      `SKR cleanup gave up after ${Math.round(waited / 1000)} s; objects may remain in the SKR: ${message}`,
+    );
+    log.warn({ err: skrError, waitedMs: waited }, 'SKR cleanup abandoned; removing the finalizer anyway');
+    // Our finalizers on the SyncResources must not outlive the Kyma.
+    for (const sync of syncs) await removeFinalizer(ctx, sync);
+  }
+
+  // 5. The finalizer, last; the API server then removes the Kyma.
+  await dropFinalizer(ctx, kymaRef, kyma.metadata);
+  await ctx.skrClients.evict(kymaName);
+  log.info({ skrCleanedUp: skrError === undefined }, 'Kyma deleted');
+  return { requeueAfterMs: skrError === undefined ? undefined : REQUEUE_MS.Processing };
+}
+
+function addRef(refs: Map<string, ObjectRef>, ref: ObjectRef): void {
+  refs.set(JSON.stringify([ref.apiVersion, ref.kind, ref.namespace ?? '', ref.name]), ref);
+}
+
+async function cleanUpSkr(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  kyma: Kyma,
+  syncs: Awaited<ReturnType<typeof syncResourcesOf>>,
+  moduleCrs: ObjectRef[],
+): Promise<void> {
+  // 2. Objects applied from SyncResources; the SyncResources themselves belong to module managers and stay.
+  for (const sync of syncs) {
+    await removeAppliedObjects(ctx, skr, sync);
+    await removeFinalizer(ctx, sync);
+  }
+  // 3. Module CRs.
+  for (const ref of moduleCrs) await deleteIfExists(skr.objects, ref);
+  // 4. The SKR Kyma.
+  const skrKyma = skrKymaRef(kyma);
+  await deleteCustomObjectIfExists(skr.custom, skrKyma);
+}

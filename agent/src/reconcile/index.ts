@@ -1,0 +1,203 @@
+/**
+ * Lifecycle reconciliation of KCP Kymas (DESIGN 3 and 4.4). The runtime (informers, work queue, listener,
+ * `skr-agent run` and `skr-agent reconcile --once`) only enqueues keys and calls this module:
+ *
+ *   const reconciler = createReconciler({ kcp, namespace: 'kcp-system', logger, registry });
+ *   const { requeueAfterMs } = await reconciler.reconcile('kcp-system/my-kyma'); // throws → back off
+ *   await reconciler.close();
+ *
+ * A reconcile is level-triggered and idempotent: it reads both clusters and converges them. It throws (with
+ * context; API errors keep their HTTP `code` somewhere in the `cause` chain, see `apiErrorCode`) only for
+ * failures that should back off: KCP errors, an unreachable SKR, a missing or broken kubeconfig Secret.
+ * Problems of one module or one SyncResource item are reported in status (and Events) instead.
+ *
+ * Decisions a caller may rely on:
+ * - The SKR Kyma (`kyma-system/default`, or `spec.sync.namespace`) is created from the KCP Kyma's spec once;
+ *   after that its `spec.modules` (and `spec.channel`) are the user's source of truth and are used directly for
+ *   module resolution. The KCP Kyma's spec is never rewritten (its owner, e.g. provisioning, may re-apply it);
+ *   what is in effect is reported in the KCP Kyma's `status.modules` (resolved version, template, state).
+ * - Module CRs: created from the template's `spec.data` when absent (customResourcePolicy CreateAndDelete, the
+ *   default) and then left to the user; removed when the module is disabled, but only when the agent created
+ *   them (label `operator.kyma-project.io/managed-by=skr-watcher`). With policy Ignore nothing is created.
+ * - ModuleConfig name: `<kyma>-<module>-<8 hex of sha256(kyma, module)>` (see `moduleConfigName`), labelled
+ *   with kyma-name and module-name.
+ * - SyncResources get our finalizer, so deleting one removes what it applied from the SKR first.
+ * - `skip-reconciliation=true` pauses everything, deletion included, and returns no requeue.
+ * - The SKR client cache (keyed by the kubeconfig Secret's uid and resourceVersion) is the only state kept.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { DEFAULTS, REQUEUE_MS } from '@skr-watcher/api';
+import {
+  createClusterClient,
+  createSkrClients,
+  getCustomObject,
+  type ClusterClient,
+  type SkrClients,
+} from '@skr-watcher/kube';
+import {
+  Counter,
+  Histogram,
+  LATENCY_BUCKETS_SECONDS,
+  silentLogger,
+  type Logger,
+  type Registry,
+} from '@skr-watcher/telemetry';
+import { parseKymaKey, refOf, type ReconcileContext } from './context.js';
+import { DEFAULT_CRD_DIR } from './crds.js';
+import { deleteKyma } from './deletion.js';
+import { createEventRecorder } from './events.js';
+import { isPaused, reconcileLiveKyma } from './kyma.js';
+import { parseKyma } from './shapes.js';
+
+export { moduleConfigName } from './module-config.js';
+export { CONDITIONS } from './status.js';
+
+export interface ReconcilerOptions {
+  /** KCP access (@kubernetes/client-node). */
+  kcp: KubeConfig;
+  /** KCP namespace of Kymas, templates and secrets (default kcp-system). */
+  namespace: string;
+  logger?: Logger;
+  /** Where reconcile metrics are registered. */
+  registry?: Registry;
+  clock?: () => Date;
+  /** Bound on every SKR request, so an unreachable SKR does not hang a worker (default 10 s). */
+  skrTimeoutMs?: number;
+  /** After this long unreachable, deletion gives up on the SKR side, emits an Event, removes the finalizer (default 10 min). */
+  deletionTimeoutMs?: number;
+  /** Bound on every KCP request (default 30 s). */
+  kcpTimeoutMs?: number;
+  /** Directory of the CRD manifests installed in SKRs that lack them (default: this repository's manifests/crds). */
+  crdDir?: string;
+}
+
+/** Per-state requeue of DESIGN 4.4 (REQUEUE_MS in @skr-watcher/api); undefined: wait for the next trigger. */
+export interface ReconcileResult {
+  requeueAfterMs?: number;
+}
+
+export interface Reconciler {
+  /** Reconciles the KCP Kyma `namespace/name`. */
+  reconcile(kymaKey: string): Promise<ReconcileResult>;
+  /** Closes the pooled connections to KCP and every SKR. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_SKR_TIMEOUT_MS = 10_000;
+export const DEFAULT_KCP_TIMEOUT_MS = 30_000;
+export const DEFAULT_DELETION_TIMEOUT_MS = 10 * 60_000;
+
+interface ReconcileMetrics {
+  total: Counter<'result'>;
+  duration: Histogram<'result'>;
+}
+
+function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined {
+  if (!registry) return undefined;
+  const existing = registry.getSingleMetric('skr_agent_reconcile_total');
+  if (existing) {
+    return {
+      total: existing as Counter<'result'>,
+      duration: registry.getSingleMetric('skr_agent_reconcile_duration_seconds') as Histogram<'result'>,
+    };
+  }
+  return {
+    total: new Counter({
+      name: 'skr_agent_reconcile_total',
+      help: 'Kyma reconciles by result (ready, processing, warning, error, deleting, paused, absent, failed).',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'skr_agent_reconcile_duration_seconds',
+      help: 'Duration of one Kyma reconcile, by result.',
+      labelNames: ['result'],
+      buckets: LATENCY_BUCKETS_SECONDS,
+      registers: [registry],
+    }),
+  };
+}
+
+export function createReconciler(options: ReconcilerOptions): Reconciler {
+  const logger = options.logger ?? silentLogger();
+  const clock = options.clock ?? (() => new Date());
+  const namespace = options.namespace || DEFAULTS.kcpNamespace;
+  const metrics = metricsIn(options.registry);
+  // Client construction is async (the pooled dispatcher); the first reconcile awaits it.
+  const ready: Promise<{ kcp: ClusterClient; skrClients: SkrClients; ctx: ReconcileContext }> = (async () => {
+    const kcp = await createClusterClient(options.kcp, {
+      name: 'kcp',
+      timeoutMs: options.kcpTimeoutMs ?? DEFAULT_KCP_TIMEOUT_MS,
+    });
+    const skrClients = createSkrClients({
+      kcp,
+      namespace,
+      timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
+      logger,
+    });
+    const ctx: ReconcileContext = {
+      kcp,
+      namespace,
+      logger,
+      clock,
+      events: createEventRecorder(kcp, logger, clock),
+      skrClients,
+      deletionTimeoutMs: options.deletionTimeoutMs ?? DEFAULT_DELETION_TIMEOUT_MS,
+      crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
+    };
+    return { kcp, skrClients, ctx };
+  })();
+  // A failed construction surfaces on the next reconcile; keep it from being an unhandled rejection meanwhile.
+  ready.catch(() => undefined);
+
+  async function reconcileOnce(key: string): Promise<{ result: ReconcileResult; label: string }> {
+    const { ctx } = await ready;
+    const { namespace: kymaNamespace, name } = parseKymaKey(key, namespace);
+    const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
+    if (raw === undefined) {
+      await ctx.skrClients.evict(name);
+      return { result: {}, label: 'absent' };
+    }
+    const kyma = parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
+    if (isPaused(kyma)) {
+      logger.debug({ kyma: key }, 'reconciliation paused by label');
+      return { result: {}, label: 'paused' };
+    }
+    if (kyma.metadata.deletionTimestamp) {
+      const outcome = await deleteKyma(ctx, kyma);
+      return { result: requeue(outcome.requeueAfterMs), label: 'deleting' };
+    }
+    const outcome = await reconcileLiveKyma(ctx, kyma);
+    return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
+  }
+
+  return {
+    async reconcile(kymaKey) {
+      const started = process.hrtime.bigint();
+      let label = 'failed';
+      try {
+        const { result, label: outcome } = await reconcileOnce(kymaKey);
+        label = outcome;
+        return result;
+      } catch (error) {
+        logger.warn({ kyma: kymaKey, err: error }, 'reconcile failed');
+        throw error;
+      } finally {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        metrics?.total.inc({ result: label });
+        metrics?.duration.observe({ result: label }, seconds);
+      }
+    },
+    async close() {
+      const { kcp, skrClients } = await ready.catch(() => ({ kcp: undefined, skrClients: undefined }));
+      await skrClients?.close();
+      await kcp?.close();
+    },
+  };
+}
+
+function requeue(ms: number | undefined): ReconcileResult {
+  return ms === undefined ? {} : { requeueAfterMs: ms };
+}
+
+export { REQUEUE_MS };

@@ -1,0 +1,146 @@
+// ModuleConfig: the mirror in KCP of one Module CR of one SKR, for module managers to read without SKR
+// credentials. One per (Kyma, module); written by server-side apply (spec, then status through /status).
+import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import {
+  FIELD_MANAGER,
+  KINDS,
+  LABELS,
+  MANAGED_BY,
+  type ModuleConfig,
+  type MirroredResource,
+  type ResourceState,
+} from '@skr-watcher/api';
+import {
+  applyCustomObject,
+  applyCustomStatus,
+  deleteCustomObjectIfExists,
+  withContext,
+} from '@skr-watcher/kube';
+import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
+import { listItems, parseModuleConfig } from './shapes.js';
+
+const MAX_NAME = 253;
+
+/**
+ * `<kyma>-<module>-<hash>`: readable, and collision-free although names may contain dashes (`a-b`+`c` and
+ * `a`+`b-c` differ in the hash of the pair). Long names are cut so the whole stays a valid object name.
+ */
+export function moduleConfigName(kyma: string, module: string): string {
+  const hash = createHash('sha256').update(`${kyma}\0${module}`).digest('hex').slice(0, 8);
+  const readable = `${kyma}-${module}`.slice(0, MAX_NAME - hash.length - 1).replace(/[-.]+$/, '');
+  return `${readable}-${hash}`;
+}
+
+/** The ModuleConfigs of one Kyma, by module name. */
+export async function moduleConfigsOf(
+  ctx: ReconcileContext,
+  kyma: string,
+): Promise<Map<string, ModuleConfig>> {
+  const { group, version, plural } = refOf('moduleConfig', ctx.namespace, '');
+  const labelSelector = `${LABELS.kymaName}=${kyma}`;
+  const answer = await withContext(`list ModuleConfigs ${ctx.namespace} -l ${labelSelector}`, () =>
+    ctx.kcp.custom.listNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ctx.namespace,
+      labelSelector,
+    }),
+  );
+  const byModule = new Map<string, ModuleConfig>();
+  for (const item of listItems(answer, 'ModuleConfig list')) {
+    const config = parseModuleConfig(item, 'ModuleConfig');
+    if (config.spec.kyma === kyma) byModule.set(config.spec.module, config);
+  }
+  return byModule;
+}
+
+/** The part of a Module CR that is mirrored: identity and spec, nothing the SKR's API server owns. */
+export function mirroredResource(moduleCr: KubernetesObject & { spec?: unknown }): MirroredResource {
+  const name = moduleCr.metadata?.name ?? '';
+  const namespace = moduleCr.metadata?.namespace;
+  const spec = moduleCr.spec;
+  return {
+    apiVersion: moduleCr.apiVersion ?? '',
+    kind: moduleCr.kind ?? '',
+    metadata: { name, ...(namespace ? { namespace } : {}) },
+    ...(spec !== undefined && spec !== null && typeof spec === 'object'
+      ? { spec: structuredClone(spec) as Record<string, unknown> }
+      : {}),
+  };
+}
+
+/**
+ * Mirrors a Module CR into its ModuleConfig. Writes only what changed: the spec when the Module CR's identity or
+ * spec differ, the status when the source resourceVersion or the state differ. Returns whether it wrote.
+ */
+export async function mirrorModuleCr(
+  ctx: ReconcileContext,
+  kyma: string,
+  module: string,
+  moduleCr: KubernetesObject & { spec?: unknown },
+  state: ResourceState,
+  existing: ModuleConfig | undefined,
+): Promise<boolean> {
+  const name = existing?.metadata.name ?? moduleConfigName(kyma, module);
+  const ref = refOf('moduleConfig', ctx.namespace, name);
+  const resource = mirroredResource(moduleCr);
+  const sourceResourceVersion = moduleCr.metadata?.resourceVersion ?? '';
+  const labels = { [LABELS.kymaName]: kyma, [LABELS.moduleName]: module, [LABELS.managedBy]: MANAGED_BY };
+  const specChanged =
+    !existing ||
+    !isDeepStrictEqual(existing.spec, { kyma, module, resource }) ||
+    Object.entries(labels).some(([key, value]) => existing.metadata.labels?.[key] !== value);
+  let generation = existing?.metadata.generation;
+  if (specChanged) {
+    const applied = await applyCustomObject(
+      ctx.kcp.custom,
+      ref,
+      {
+        apiVersion: apiVersionOf('moduleConfig'),
+        kind: KINDS.moduleConfig.kind,
+        metadata: { name, namespace: ctx.namespace, labels },
+        spec: { kyma, module, resource },
+      },
+      { fieldManager: FIELD_MANAGER, force: true },
+    );
+    const appliedGeneration = (applied as { metadata?: { generation?: unknown } } | undefined)?.metadata
+      ?.generation;
+    generation = typeof appliedGeneration === 'number' ? appliedGeneration : generation;
+  }
+  const statusChanged =
+    specChanged ||
+    existing?.status?.sourceResourceVersion !== sourceResourceVersion ||
+    existing?.status?.state !== state;
+  if (statusChanged) {
+    await applyCustomStatus(
+      ctx.kcp.custom,
+      ref,
+      {
+        apiVersion: apiVersionOf('moduleConfig'),
+        kind: KINDS.moduleConfig.kind,
+        metadata: { name, namespace: ctx.namespace },
+        status: {
+          state,
+          sourceResourceVersion,
+          ...(generation !== undefined ? { observedGeneration: generation } : {}),
+          lastOperation: {
+            operation: `mirrored ${resource.kind} ${resource.metadata.namespace ?? ''}/${resource.metadata.name} at resourceVersion ${sourceResourceVersion}`,
+            lastUpdateTime: ctx.clock().toISOString(),
+          },
+        },
+      },
+      { fieldManager: FIELD_MANAGER, force: true },
+    );
+  }
+  return specChanged || statusChanged;
+}
+
+export async function deleteModuleConfig(ctx: ReconcileContext, config: ModuleConfig): Promise<boolean> {
+  return deleteCustomObjectIfExists(
+    ctx.kcp.custom,
+    refOf('moduleConfig', ctx.namespace, config.metadata.name),
+  );
+}

@@ -1,0 +1,280 @@
+// SyncResource: manifests a module manager wants in one SKR. Each item is applied by its strategy:
+// CreateAndSync re-applies (server-side apply, forced) so drift is reverted; CreateAndIgnore creates once and
+// then leaves the object to the SKR's users; Delete removes it. What was applied is recorded per item in
+// status.items[].applied, so an item dropped from the spec (or a deleted SyncResource) is removed from the SKR.
+import { isDeepStrictEqual } from 'node:util';
+import {
+  FIELD_MANAGER,
+  KINDS,
+  LABELS,
+  MANAGED_BY,
+  type ResourceState,
+  type SyncItemStatus,
+} from '@skr-watcher/api';
+import {
+  applyCustomStatus,
+  applyObject,
+  createIfAbsent,
+  deleteIfExists,
+  isUnreachable,
+  mirrorable,
+  readObject,
+  withContext,
+  type ClusterClient,
+  type ObjectRef,
+} from '@skr-watcher/kube';
+import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
+import { addFinalizer, dropFinalizer } from './finalizers.js';
+import { listItems, parseSyncItem, parseSyncResource, ShapeError, type RawSyncResource } from './shapes.js';
+import { worstState } from './status.js';
+
+type Applied = NonNullable<SyncItemStatus['applied']>;
+
+export interface SyncResourceOutcome {
+  name: string;
+  state: ResourceState;
+  /** Items that failed, as `<syncresource>/<item>` with a message. */
+  failures: { name: string; message: string }[];
+}
+
+/** The SyncResources in the KCP namespace whose spec.kyma names this Kyma. */
+export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Promise<RawSyncResource[]> {
+  const { group, version, plural } = refOf('syncResource', ctx.namespace, '');
+  const answer = await withContext(`list SyncResources ${ctx.namespace}`, () =>
+    ctx.kcp.custom.listNamespacedCustomObject({ group, version, plural, namespace: ctx.namespace }),
+  );
+  const mine: RawSyncResource[] = [];
+  for (const item of listItems(answer, 'SyncResource list')) {
+    let parsed: RawSyncResource;
+    try {
+      parsed = parseSyncResource(item, 'SyncResource');
+    } catch (error) {
+      if (error instanceof ShapeError) {
+        ctx.logger.warn({ err: error }, 'skipping malformed SyncResource');
+        continue;
+      }
+      throw error;
+    }
+    if (parsed.spec.kyma === kyma) mine.push(parsed);
+  }
+  return mine;
+}
+
+function identityOf(resource: {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+}): Applied {
+  const namespace = resource.metadata.namespace;
+  return {
+    apiVersion: resource.apiVersion,
+    kind: resource.kind,
+    name: resource.metadata.name,
+    ...(namespace ? { namespace } : {}),
+  };
+}
+
+function objectRef(applied: Applied): ObjectRef {
+  return applied;
+}
+
+function describe(applied: Applied): string {
+  return `${applied.kind} ${applied.namespace ? `${applied.namespace}/` : ''}${applied.name}`;
+}
+
+/** Applies every item of one SyncResource to the SKR and records the outcome in its status. */
+export async function reconcileSyncResource(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  sync: RawSyncResource,
+): Promise<SyncResourceOutcome> {
+  const syncName = sync.metadata.name;
+  if (sync.metadata.deletionTimestamp) {
+    await removeAppliedObjects(ctx, skr, sync);
+    await removeFinalizer(ctx, sync);
+    return { name: syncName, state: 'Ready', failures: [] };
+  }
+  await ensureFinalizer(ctx, sync);
+
+  const previous = new Map((sync.status?.items ?? []).map((item) => [item.name, item]));
+  const statuses: SyncItemStatus[] = [];
+  const seen = new Set<string>();
+  for (const [index, raw] of sync.spec.items.entries()) {
+    const itemWhat = `SyncResource ${ctx.namespace}/${syncName} spec.items[${index}]`;
+    let item;
+    try {
+      item = parseSyncItem(raw, itemWhat);
+    } catch (error) {
+      if (!(error instanceof ShapeError)) throw error;
+      const name = (raw as { name?: unknown } | null)?.name;
+      statuses.push({
+        name: typeof name === 'string' ? name : `#${index}`,
+        state: 'Error',
+        message: error.message,
+      });
+      continue;
+    }
+    seen.add(item.name);
+    const identity = identityOf(item.resource);
+    const before = previous.get(item.name);
+    // The item now names another object: the one applied before is no longer wanted.
+    if (before?.applied && !isDeepStrictEqual(before.applied, identity)) {
+      const removal = await removeApplied(skr, before.applied);
+      if (removal) {
+        statuses.push({ ...before, name: item.name, state: 'Error', message: removal });
+        continue;
+      }
+    }
+    statuses.push(await applyItem(skr, item.name, item.strategy, item.resource, identity, before));
+  }
+  // Items dropped from the spec: remove what they applied; keep them in status until that succeeds.
+  for (const [name, before] of previous) {
+    if (seen.has(name) || !before.applied) continue;
+    const removal = await removeApplied(skr, before.applied);
+    if (removal) statuses.push({ ...before, state: 'Error', message: `removing dropped item: ${removal}` });
+  }
+
+  const state = worstState(statuses.map((status) => status.state));
+  const failures = statuses
+    .filter((status) => status.state === 'Error')
+    .map((status) => ({ name: `${syncName}/${status.name}`, message: status.message ?? 'failed' }));
+  const comparable = (items: SyncItemStatus[] | undefined) =>
+    (items ?? []).map(({ name, state: itemState, message, applied }) => ({
+      name,
+      state: itemState,
+      message,
+      applied,
+    }));
+  const changed =
+    sync.status?.state !== state ||
+    sync.status?.observedGeneration !== sync.metadata.generation ||
+    !isDeepStrictEqual(comparable(sync.status?.items), comparable(statuses));
+  if (changed) await writeStatus(ctx, sync, state, statuses, `applied ${statuses.length} item(s)`);
+  return { name: syncName, state, failures };
+}
+
+async function applyItem(
+  skr: ClusterClient,
+  name: string,
+  strategy: 'CreateAndSync' | 'CreateAndIgnore' | 'Delete',
+  resource: Record<string, unknown> & { metadata: { name: string; labels?: Record<string, string> } },
+  identity: Applied,
+  before: SyncItemStatus | undefined,
+): Promise<SyncItemStatus> {
+  const body = mirrorable(resource) as typeof resource;
+  body.metadata = { ...body.metadata, labels: { ...body.metadata.labels, [LABELS.managedBy]: MANAGED_BY } };
+  try {
+    switch (strategy) {
+      case 'CreateAndSync':
+        await applyObject(skr.objects, body, { fieldManager: FIELD_MANAGER, force: true });
+        return itemStatus(name, 'Ready', `applied ${describe(identity)}`, identity);
+      case 'CreateAndIgnore': {
+        if (await readObject(skr.objects, objectRef(identity))) {
+          return itemStatus(name, 'Ready', `${describe(identity)} exists; left to the SKR`, identity);
+        }
+        if (before?.applied && isDeepStrictEqual(before.applied, identity) && before.state === 'Ready') {
+          // Created once and deleted in the SKR since: the user's decision stands.
+          return itemStatus(name, 'Ready', `${describe(identity)} was created once; not recreated`, identity);
+        }
+        await createIfAbsent(skr.objects, body, FIELD_MANAGER);
+        return itemStatus(name, 'Ready', `created ${describe(identity)}`, identity);
+      }
+      case 'Delete':
+        await deleteIfExists(skr.objects, objectRef(identity));
+        return itemStatus(name, 'Ready', `${describe(identity)} absent`, undefined);
+    }
+  } catch (error) {
+    if (isUnreachable(error)) throw error;
+    return itemStatus(
+      name,
+      'Error',
+      error instanceof Error ? error.message : String(error),
+      before?.applied && isDeepStrictEqual(before.applied, identity) ? identity : undefined,
+    );
+  }
+}
+
+function itemStatus(
+  name: string,
+  state: ResourceState,
+  message: string,
+  applied: Applied | undefined,
+): SyncItemStatus {
+  return { name, state, message, ...(applied ? { applied } : {}) };
+}
+
+/** Deletes one applied object; returns an error message, or undefined when it is gone. */
+async function removeApplied(skr: ClusterClient, applied: Applied): Promise<string | undefined> {
+  try {
+    await deleteIfExists(skr.objects, objectRef(applied));
+    return undefined;
+  } catch (error) {
+    if (isUnreachable(error)) throw error;
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
+/**
+ * Removes every object this SyncResource applied to the SKR (recorded identities and current items of the
+ * create strategies). Throws on the first failure so the caller can retry or give up as a whole.
+ */
+export async function removeAppliedObjects(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  sync: RawSyncResource,
+): Promise<void> {
+  const targets = new Map<string, Applied>();
+  for (const item of sync.status?.items ?? [])
+    if (item.applied) targets.set(JSON.stringify(item.applied), item.applied);
+  for (const raw of sync.spec.items) {
+    try {
+      const item = parseSyncItem(raw, 'item');
+      if (item.strategy !== 'Delete') {
+        const identity = identityOf(item.resource);
+        targets.set(JSON.stringify(identity), identity);
+      }
+    } catch (error) {
+      if (!(error instanceof ShapeError)) throw error;
+    }
+  }
+  for (const target of targets.values()) {
+    await deleteIfExists(skr.objects, objectRef(target));
+  }
+  if ((sync.status?.items?.length ?? 0) > 0 && !sync.metadata.deletionTimestamp) {
+    await writeStatus(ctx, sync, 'Ready', [], 'removed applied objects from the SKR: Kyma deleted');
+  }
+}
+
+async function writeStatus(
+  ctx: ReconcileContext,
+  sync: RawSyncResource,
+  state: ResourceState,
+  items: SyncItemStatus[],
+  operation: string,
+): Promise<void> {
+  await applyCustomStatus(
+    ctx.kcp.custom,
+    refOf('syncResource', ctx.namespace, sync.metadata.name),
+    {
+      apiVersion: apiVersionOf('syncResource'),
+      kind: KINDS.syncResource.kind,
+      metadata: { name: sync.metadata.name, namespace: ctx.namespace },
+      status: {
+        state,
+        items,
+        ...(sync.metadata.generation !== undefined ? { observedGeneration: sync.metadata.generation } : {}),
+        lastOperation: { operation, lastUpdateTime: ctx.clock().toISOString() },
+      },
+    },
+    { fieldManager: FIELD_MANAGER, force: true },
+  );
+}
+
+/** Our finalizer keeps a deleted SyncResource until what it applied is gone from the SKR. */
+function ensureFinalizer(ctx: ReconcileContext, sync: RawSyncResource): Promise<void> {
+  return addFinalizer(ctx, refOf('syncResource', ctx.namespace, sync.metadata.name), sync.metadata);
+}
+
+export function removeFinalizer(ctx: ReconcileContext, sync: RawSyncResource): Promise<void> {
+  return dropFinalizer(ctx, refOf('syncResource', ctx.namespace, sync.metadata.name), sync.metadata);
+}
