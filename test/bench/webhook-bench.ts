@@ -1,0 +1,404 @@
+// Webhook benchmark (issue 3, DESIGN 5): the webhook against a bare Node TLS responder, the floor.
+//   npx tsx --conditions=source test/bench/webhook-bench.ts [--rate 1000] [--seconds 10] [--connections 200]
+// Each server runs in its own child process; this process only generates load and measures.
+// Open loop: requests are scheduled at a fixed rate and latency counts from the scheduled time, so
+// queueing in the server (or the client) counts. Saturation: closed loop on N kept-alive connections.
+import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer, Agent, request } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { createLogger } from '@skr-watcher/telemetry';
+import { startWebhook } from '@skr-watcher/webhook';
+import { SecretVolume, secretFiles, testPki } from '../../webhook/test/support/certs.js';
+
+const SELF = fileURLToPath(import.meta.url);
+
+interface ServerReady {
+  port: number;
+}
+type Role = 'floor' | 'webhook' | 'kcp';
+
+// ---------------------------------------------------------------- child roles
+
+async function runRole(role: Role, dir: string, kcpAddr: string): Promise<void> {
+  const cert = readFileSync(`${dir}/tls.crt`, 'utf8');
+  const key = readFileSync(`${dir}/tls.key`, 'utf8');
+  const ca = readFileSync(`${dir}/ca.crt`, 'utf8');
+  let port: number;
+  if (role === 'webhook') {
+    const webhook = await startWebhook({
+      host: '127.0.0.1',
+      webhookPort: 0,
+      metricsPort: 0,
+      tlsCertFile: `${dir}/tls.crt`,
+      tlsKeyFile: `${dir}/tls.key`,
+      caCertFile: `${dir}/ca.crt`,
+      kcpAddr,
+      logger: createLogger('skr-webhook', 'info'),
+    });
+    port = webhook.webhookPort;
+  } else {
+    const server = createHttpsServer(
+      role === 'kcp' ? { cert, key, ca, requestCert: true, rejectUnauthorized: true } : { cert, key },
+      (req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => {
+          if (role === 'kcp') {
+            res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+            return;
+          }
+          // The floor: parse, answer allowed with the uid; no validation, no relevance, no metrics.
+          const review = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request: { uid: string } };
+          res.writeHead(200, { 'content-type': 'application/json' }).end(
+            JSON.stringify({
+              apiVersion: 'admission.k8s.io/v1',
+              kind: 'AdmissionReview',
+              response: { uid: review.request.uid, allowed: true },
+            }),
+          );
+        });
+      },
+    );
+    server.keepAliveTimeout = 95_000;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    port = (server.address() as AddressInfo).port;
+  }
+  process.on('message', (message) => {
+    if (message === 'rss') {
+      const usage = process.resourceUsage();
+      const cpuMicros = usage.userCPUTime + usage.systemCPUTime;
+      process.send?.({ maxRssBytes: usage.maxRSS * 1024, cpuMicros }, () => process.exit(0));
+    }
+  });
+  process.send?.({ port } satisfies ServerReady);
+}
+
+// ---------------------------------------------------------------- load generation
+
+interface Server {
+  name: string;
+  child: ChildProcess;
+  port: number;
+}
+
+async function startChild(name: string, role: Role, dir: string, kcpAddr = ''): Promise<Server> {
+  const child = fork(SELF, ['--role', role, '--dir', dir, '--kcp', kcpAddr], {
+    execArgv: [
+      '--import',
+      'tsx',
+      '--conditions=source',
+      ...(process.env['BENCH_CPU_PROF'] && role === 'webhook'
+        ? ['--cpu-prof', `--cpu-prof-dir=${process.env['BENCH_CPU_PROF']}`]
+        : []),
+    ],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    env: { ...process.env, LOG_LEVEL: 'info' },
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('message', (message) => resolve((message as ServerReady).port));
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code} before listening`)));
+  });
+  return { name, child, port };
+}
+
+interface Usage {
+  maxRssBytes: number;
+  cpuMicros: number;
+}
+
+/** Peak RSS and CPU time of a server child, which then exits. */
+function finalUsage(server: Server): Promise<Usage> {
+  return new Promise((resolve) => {
+    server.child.once('message', (message) => resolve(message as Usage));
+    server.child.send('rss');
+  });
+}
+
+/** UPDATE reviews of Samples whose spec changes: every one is relevant. The uid goes between the parts. */
+function reviewParts(objects: number): [string, string][] {
+  const parts: [string, string][] = [];
+  for (let i = 0; i < objects; i++) {
+    const meta = {
+      name: `sample-${i}`,
+      namespace: 'kyma-system',
+      labels: { 'operator.kyma-project.io/watched-by': 'lifecycle-manager' },
+    };
+    const object = (replicas: number, rv: string) => ({
+      apiVersion: 'operator.kyma-project.io/v1alpha1',
+      kind: 'Sample',
+      metadata: { ...meta, resourceVersion: rv, uid: '1f8e3d7a-0000-4000-8000-000000000000' },
+      spec: { replicas, greeting: 'hello from the benchmark, with a little padding to look like a real CR' },
+      status: { state: 'Ready' },
+    });
+    const request = {
+      kind: { group: 'operator.kyma-project.io', version: 'v1alpha1', kind: 'Sample' },
+      resource: { group: 'operator.kyma-project.io', version: 'v1alpha1', resource: 'samples' },
+      name: meta.name,
+      namespace: meta.namespace,
+      operation: 'UPDATE',
+      userInfo: { username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] },
+      object: object(2, '11'),
+      oldObject: object(1, '10'),
+      dryRun: false,
+    };
+    const text = JSON.stringify({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: { uid: '@UID@', ...request },
+    });
+    const at = text.indexOf('@UID@');
+    parts.push([text.slice(0, at), text.slice(at + 5)]);
+  }
+  return parts;
+}
+
+const PARTS = reviewParts(500);
+let uidCounter = 0;
+/** Requests sent per server port, for CPU per request. */
+const requestsTo = new Map<number, number>();
+
+function send(agent: Agent, port: number, caPem: string, onDone: (ok: boolean) => void): void {
+  const [head, tail] = PARTS[uidCounter % PARTS.length] as [string, string];
+  const uid = `bench-${uidCounter++}`;
+  requestsTo.set(port, (requestsTo.get(port) ?? 0) + 1);
+  const body = head + uid + tail;
+  const req = request(
+    {
+      host: '127.0.0.1',
+      port,
+      method: 'POST',
+      path: '/validate/lifecycle-manager?timeout=10s',
+      agent,
+      ca: caPem,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    },
+    (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => onDone(res.statusCode === 200 && text.includes(uid)));
+    },
+  );
+  req.on('error', () => onDone(false));
+  req.end(body);
+}
+
+interface RunResult {
+  latenciesMs: number[];
+  completed: number;
+  failed: number;
+  seconds: number;
+}
+
+async function openLoop(port: number, caPem: string, rate: number, seconds: number): Promise<RunResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+  const total = Math.round(rate * seconds);
+  const interval = 1000 / rate;
+  const latencies: number[] = [];
+  let failed = 0;
+  let finished = 0;
+  const start = performance.now() + 20;
+  let next = 0;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (next < total && start + next * interval <= now) {
+        const scheduled = start + next * interval;
+        next++;
+        send(agent, port, caPem, (ok) => {
+          if (ok) latencies.push(performance.now() - scheduled);
+          else failed++;
+          if (++finished === total) resolve();
+        });
+      }
+      if (next < total) setTimeout(tick, 1);
+    };
+    setTimeout(tick, 0);
+  });
+  agent.destroy();
+  return {
+    latenciesMs: latencies,
+    completed: latencies.length,
+    failed,
+    seconds: (performance.now() - start) / 1000,
+  };
+}
+
+async function saturation(
+  port: number,
+  caPem: string,
+  connections: number,
+  seconds: number,
+): Promise<RunResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const latencies: number[] = [];
+  let failed = 0;
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  await Promise.all(
+    Array.from(
+      { length: connections },
+      () =>
+        new Promise<void>((resolve) => {
+          const loop = () => {
+            if (performance.now() >= deadline) return resolve();
+            const sent = performance.now();
+            send(agent, port, caPem, (ok) => {
+              if (ok) latencies.push(performance.now() - sent);
+              else failed++;
+              loop();
+            });
+          };
+          loop();
+        }),
+    ),
+  );
+  agent.destroy();
+  return {
+    latenciesMs: latencies,
+    completed: latencies.length,
+    failed,
+    seconds: (performance.now() - start) / 1000,
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
+}
+
+interface Summary {
+  p50: number;
+  p99: number;
+  max: number;
+  rps: number;
+  failed: number;
+}
+
+function summarise(result: RunResult): Summary {
+  const sorted = [...result.latenciesMs].sort((a, b) => a - b);
+  return {
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    max: sorted.at(-1) ?? NaN,
+    rps: result.completed / result.seconds,
+    failed: result.failed,
+  };
+}
+
+const ms = (value: number) => `${value.toFixed(2)} ms`.padStart(11);
+
+function row(label: string, s: Summary, rssBytes?: number): string {
+  const rss = rssBytes === undefined ? '' : `${(rssBytes / 1024 / 1024).toFixed(0)} MiB`.padStart(9);
+  return `${label.padEnd(34)} p50 ${ms(s.p50)}  p99 ${ms(s.p99)}  max ${ms(s.max)}  ${s.rps.toFixed(0).padStart(6)} req/s  failed ${String(s.failed).padStart(4)} ${rss}`;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      role: { type: 'string' },
+      dir: { type: 'string' },
+      kcp: { type: 'string' },
+      rate: { type: 'string', default: '1000' },
+      seconds: { type: 'string', default: '10' },
+      connections: { type: 'string', default: '200' },
+      'saturation-seconds': { type: 'string', default: '5' },
+    },
+  });
+  if (values.role) return runRole(values.role as Role, values.dir ?? '', values.kcp ?? '');
+
+  const rate = Number(values.rate);
+  const seconds = Number(values.seconds);
+  const connections = Number(values.connections);
+  const saturationSeconds = Number(values['saturation-seconds']);
+  const pki = testPki('skr-webhook-bench-ca');
+  const volume = await SecretVolume.create(secretFiles(pki.leaf('skr-bench'), pki.ca.certPem));
+  const caPem = pki.ca.certPem;
+  const children: Server[] = [];
+  try {
+    const kcp = await startChild('kcp', 'kcp', volume.dir);
+    children.push(kcp);
+    // Imported here only: the server children need none of client-node.
+    const { freePort } = await import('@skr-watcher/testenv');
+    const deadKcp = `127.0.0.1:${await freePort()}`;
+    const servers = [
+      { label: 'floor (bare Node TLS responder)', role: 'floor' as const, kcpAddr: '' },
+      { label: 'skr-webhook, KCP up', role: 'webhook' as const, kcpAddr: `127.0.0.1:${kcp.port}` },
+      { label: 'skr-webhook, KCP down', role: 'webhook' as const, kcpAddr: deadKcp },
+    ];
+    console.log(
+      `open loop ${rate} req/s for ${seconds} s (interleaved 1 s slices, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
+        `node ${process.version}, ${PARTS[0]?.[0].length ?? 0}+ byte UPDATE reviews, every one relevant`,
+    );
+    const started: Server[] = [];
+    for (const spec of servers) {
+      const server = await startChild(spec.label, spec.role, volume.dir, spec.kcpAddr);
+      children.push(server);
+      started.push(server);
+      await openLoop(server.port, caPem, rate, 2);
+    }
+    // Interleaved one-second slices: the load other tenants put on this shared machine hits every
+    // server alike, which keeps the ratio meaningful even when absolute figures are noisy.
+    const open = started.map((): RunResult => ({ latenciesMs: [], completed: 0, failed: 0, seconds: 0 }));
+    for (let slice = 0; slice < seconds; slice++) {
+      for (const [i, server] of started.entries()) {
+        const run = await openLoop(server.port, caPem, rate, 1);
+        const into = open[i] as RunResult;
+        for (const latency of run.latenciesMs) into.latenciesMs.push(latency);
+        into.completed += run.completed;
+        into.failed += run.failed;
+        into.seconds += run.seconds;
+      }
+    }
+    const results: {
+      label: string;
+      open: Summary;
+      saturated: Summary;
+      rss: number;
+      cpuMicrosPerRequest: number;
+    }[] = [];
+    for (const [i, server] of started.entries()) {
+      const saturated = summarise(await saturation(server.port, caPem, connections, saturationSeconds));
+      const usage = await finalUsage(server);
+      const label = servers[i]?.label ?? server.name;
+      const requests = requestsTo.get(server.port) ?? 1;
+      results.push({
+        label,
+        open: summarise(open[i] as RunResult),
+        saturated,
+        rss: usage.maxRssBytes,
+        cpuMicrosPerRequest: usage.cpuMicros / requests,
+      });
+    }
+    for (const result of results) {
+      console.log(row(`${result.label} [open]`, result.open));
+      console.log(row(`${result.label} [saturation]`, result.saturated, result.rss));
+    }
+    console.log('');
+    console.log(
+      'server CPU per request over the whole run (startup and callbacks included; less sensitive to noise):',
+    );
+    for (const result of results)
+      console.log(`  ${result.label.padEnd(32)} ${result.cpuMicrosPerRequest.toFixed(0)} µs`);
+    const floor = results[0]?.open.p99 ?? NaN;
+    console.log('');
+    console.log('open loop p99 ratio to the floor (bar: <= 1.5):');
+    for (const result of results.slice(1))
+      console.log(`  ${result.label.padEnd(32)} ${(result.open.p99 / floor).toFixed(2)}`);
+    console.log('');
+    console.log('summary (JSON):', JSON.stringify({ rate, seconds, connections, results }));
+  } finally {
+    for (const { child } of children) {
+      if (child.exitCode !== null) continue;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await volume.remove();
+  }
+}
+
+await main();
