@@ -14,7 +14,7 @@ import {
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, KYMA_FINALIZER, LABELS, REQUEUE_MS } from '@skr-watcher/api';
-import { DEFAULT_CRD_DIR, startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { DEFAULT_CRD_DIR, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry } from '@skr-watcher/telemetry';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 
@@ -189,6 +189,50 @@ async function wipeSkr(kc: KubeConfig): Promise<void> {
       core.deleteNamespacedConfigMap({ namespace: SKR_NS, name: map.metadata!.name! }),
     );
   }
+}
+
+const syncRef = (namespace: string, name: string) => ({
+  group: GROUP,
+  version: KINDS.syncResource.version,
+  plural: KINDS.syncResource.plural,
+  namespace,
+  name,
+});
+
+function configMapItem(
+  name: string,
+  strategy: string,
+  configMap: string,
+  data: Record<string, string>,
+): Json {
+  return {
+    name,
+    strategy,
+    resource: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: configMap, namespace: SKR_NS }, data },
+  };
+}
+
+async function createSyncResource(
+  namespace: string,
+  name: string,
+  kyma: string,
+  items: Json[],
+): Promise<void> {
+  await kcpCustom.createNamespacedCustomObject({
+    ...syncRef(namespace, name),
+    body: {
+      apiVersion: `${GROUP}/${KINDS.syncResource.version}`,
+      kind: KINDS.syncResource.kind,
+      metadata: { name, namespace },
+      spec: { kyma, items },
+    },
+  });
+}
+
+async function skrConfigMap(kc: KubeConfig, name: string) {
+  return getOrUndefined(() =>
+    kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ namespace: SKR_NS, name }),
+  );
 }
 
 describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
@@ -420,6 +464,203 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     const events = await kcpCore.listNamespacedEvent({ namespace: ns });
     expect(
       events.items.some((e) => e.reason === 'KubeconfigMissing' && e.involvedObject.name === 'kyma-n'),
+    ).to.equal(true);
+  });
+
+  it('applies SyncResource items by strategy: drift reverted for CreateAndSync, kept for CreateAndIgnore, dropped items removed', async function () {
+    await createKyma(ns, 'kyma-s', 'skr1', []);
+    const skrCore = planes.skr1.makeApiClient(CoreV1Api);
+    await reconciler.reconcile(`${ns}/kyma-s`); // creates kyma-system in the SKR
+    await skrCore.createNamespacedConfigMap({
+      namespace: SKR_NS,
+      body: { metadata: { name: 'cm-unwanted' }, data: { a: '1' } },
+    });
+    await createSyncResource(ns, 'sync-s', 'kyma-s', [
+      configMapItem('synced', 'CreateAndSync', 'cm-synced', { a: '1' }),
+      configMapItem('ignored', 'CreateAndIgnore', 'cm-ignored', { a: '1' }),
+      configMapItem('unwanted', 'Delete', 'cm-unwanted', {}),
+    ]);
+    expect(await reconciler.reconcile(`${ns}/kyma-s`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
+
+    expect((await skrConfigMap(planes.skr1, 'cm-synced'))?.data).to.deep.equal({ a: '1' });
+    expect((await skrConfigMap(planes.skr1, 'cm-ignored'))?.data).to.deep.equal({ a: '1' });
+    expect(await skrConfigMap(planes.skr1, 'cm-unwanted')).to.equal(undefined);
+    const sync = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-s'))) as {
+      metadata: { finalizers?: string[] };
+      status: { state: string; items: Json[] };
+    };
+    expect(sync.metadata.finalizers).to.include(KYMA_FINALIZER);
+    expect(sync.status.state).to.equal('Ready');
+    expect(sync.status.items.map((item) => [item['name'], item['state']])).to.deep.equal([
+      ['synced', 'Ready'],
+      ['ignored', 'Ready'],
+      ['unwanted', 'Ready'],
+    ]);
+    expect(sync.status.items[0]?.['applied']).to.deep.equal({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      name: 'cm-synced',
+      namespace: SKR_NS,
+    });
+
+    // Hand edits in the SKR.
+    for (const name of ['cm-synced', 'cm-ignored']) {
+      await skrCore.patchNamespacedConfigMap(
+        { namespace: SKR_NS, name, body: { data: { a: '2' } } },
+        mergePatch,
+      );
+    }
+    await reconciler.reconcile(`${ns}/kyma-s`);
+    expect((await skrConfigMap(planes.skr1, 'cm-synced'))?.data).to.deep.equal({ a: '1' });
+    expect((await skrConfigMap(planes.skr1, 'cm-ignored'))?.data).to.deep.equal({ a: '2' });
+
+    // Dropping an item removes its object from the SKR.
+    await kcpCustom.patchNamespacedCustomObject(
+      {
+        ...syncRef(ns, 'sync-s'),
+        body: { spec: { items: [configMapItem('ignored', 'CreateAndIgnore', 'cm-ignored', { a: '1' })] } },
+      },
+      mergePatch,
+    );
+    await reconciler.reconcile(`${ns}/kyma-s`);
+    expect(await skrConfigMap(planes.skr1, 'cm-synced')).to.equal(undefined);
+    expect(await skrConfigMap(planes.skr1, 'cm-ignored')).to.not.equal(undefined);
+    const after = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-s'))) as {
+      status: { items: Json[] };
+    };
+    expect(after.status.items.map((item) => item['name'])).to.deep.equal(['ignored']);
+
+    // Deleting the SyncResource removes what it applied, then lets it go.
+    await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-s'));
+    await reconciler.reconcile(`${ns}/kyma-s`);
+    expect(await skrConfigMap(planes.skr1, 'cm-ignored')).to.equal(undefined);
+    expect(await getOrUndefined(() => kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-s')))).to.equal(
+      undefined,
+    );
+  });
+
+  it('a bad SyncResource item fails that item only', async function () {
+    await createKyma(ns, 'kyma-b', 'skr1', []);
+    await reconciler.reconcile(`${ns}/kyma-b`);
+    await createSyncResource(ns, 'sync-b', 'kyma-b', [
+      configMapItem('good', 'CreateAndSync', 'cm-good', { a: '1' }),
+      {
+        name: 'unknown-kind',
+        strategy: 'CreateAndSync',
+        resource: {
+          apiVersion: 'example.com/v1',
+          kind: 'Nothing',
+          metadata: { name: 'x', namespace: SKR_NS },
+        },
+      },
+    ]);
+    expect(await reconciler.reconcile(`${ns}/kyma-b`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Error });
+    expect(await skrConfigMap(planes.skr1, 'cm-good')).to.not.equal(undefined);
+    const sync = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-b'))) as {
+      status: { state: string; items: Json[] };
+    };
+    expect(sync.status.state).to.equal('Error');
+    expect(sync.status.items[1]).to.include({ name: 'unknown-kind', state: 'Error' });
+    expect(sync.status.items[1]?.['message']).to.match(/example.com\/v1.*Nothing|Nothing/);
+    const kyma = (await kcpKyma(ns, 'kyma-b')) as { status: { conditions: Json[] } };
+    expect(kyma.status.conditions.find((c) => c['type'] === 'SyncResourcesApplied')).to.include({
+      status: 'False',
+    });
+  });
+
+  it('deleting a Kyma leaves nothing of it in KCP or its SKR', async function () {
+    await createKyma(ns, 'kyma-x', 'skr2', [{ name: 'sample' }]);
+    await reconciler.reconcile(`${ns}/kyma-x`);
+    await createSyncResource(ns, 'sync-x', 'kyma-x', [
+      configMapItem('c', 'CreateAndSync', 'cm-x', { a: '1' }),
+    ]);
+    await reconciler.reconcile(`${ns}/kyma-x`);
+    expect(await skrConfigMap(planes.skr2, 'cm-x')).to.not.equal(undefined);
+    expect(await moduleConfig(ns, 'kyma-x', 'sample')).to.not.equal(undefined);
+
+    await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-x'));
+    expect(await reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
+
+    expect(await kcpKyma(ns, 'kyma-x')).to.equal(undefined);
+    const configs = (await kcpCustom.listNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.moduleConfig.version,
+      plural: KINDS.moduleConfig.plural,
+      namespace: ns,
+      labelSelector: `${LABELS.kymaName}=kyma-x`,
+    })) as { items: unknown[] };
+    expect(configs.items).to.have.length(0);
+    expect(await getOrUndefined(() => custom(planes.skr2).getNamespacedCustomObject(skrKymaRef))).to.equal(
+      undefined,
+    );
+    expect(await getOrUndefined(() => custom(planes.skr2).getNamespacedCustomObject(sampleRef()))).to.equal(
+      undefined,
+    );
+    expect(await skrConfigMap(planes.skr2, 'cm-x')).to.equal(undefined);
+    // The SyncResource belongs to its module manager: it stays, without our finalizer and applied records.
+    const sync = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-x'))) as {
+      metadata: { finalizers?: string[] };
+      status: { items: unknown[] };
+    };
+    expect(sync.metadata.finalizers ?? []).to.not.include(KYMA_FINALIZER);
+    expect(sync.status.items).to.deep.equal([]);
+    // A second reconcile of the gone Kyma is a no-op.
+    expect(await reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
+  });
+
+  it('deletion with an unreachable SKR retries until deletionTimeoutMs, then records an Event and lets the Kyma go', async function () {
+    let now = Date.now();
+    await reconciler.close();
+    reconciler = createReconciler({
+      kcp: planes.kcp,
+      namespace: ns,
+      skrTimeoutMs: 1_000,
+      deletionTimeoutMs: 60_000,
+      clock: () => new Date(now),
+    });
+    const port = await freePort(); // nothing listens there
+    const kubeconfig = (await readFile(env.plane('skr1').kubeconfigPath, 'utf8')).replace(
+      /server: https:\/\/127\.0\.0\.1:\d+/,
+      `server: https://127.0.0.1:${port}`,
+    );
+    await kubeconfigSecret(ns, 'kyma-u', kubeconfig);
+    await kcpCustom.createNamespacedCustomObject({
+      ...kymaRef(ns, 'kyma-u'),
+      body: {
+        apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+        kind: KINDS.kyma.kind,
+        metadata: { name: 'kyma-u', namespace: ns },
+        spec: { modules: [] },
+      },
+    });
+    let failure: unknown;
+    await reconciler.reconcile(`${ns}/kyma-u`).catch((error: unknown) => (failure = error));
+    expect(failure).to.be.instanceOf(Error);
+    let kyma = (await kcpKyma(ns, 'kyma-u')) as {
+      metadata: { finalizers: string[] };
+      status: { conditions: Json[] };
+    };
+    expect(kyma.metadata.finalizers).to.include(KYMA_FINALIZER);
+    expect(kyma.status.conditions.find((c) => c['type'] === 'SKRConnected')).to.include({
+      reason: 'SKRUnreachable',
+    });
+
+    await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-u'));
+    now = Date.now();
+    failure = undefined;
+    await reconciler.reconcile(`${ns}/kyma-u`).catch((error: unknown) => (failure = error));
+    expect(String(failure)).to.match(/SKR cleanup failed \(retrying\)/);
+    kyma = (await kcpKyma(ns, 'kyma-u')) as typeof kyma;
+    expect(kyma.metadata.finalizers).to.include(KYMA_FINALIZER);
+
+    now = Date.now() + 61_000;
+    expect(await reconciler.reconcile(`${ns}/kyma-u`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Processing,
+    });
+    expect(await kcpKyma(ns, 'kyma-u')).to.equal(undefined);
+    const events = await kcpCore.listNamespacedEvent({ namespace: ns });
+    expect(
+      events.items.some((e) => e.reason === 'SKRCleanupAbandoned' && e.involvedObject.name === 'kyma-u'),
     ).to.equal(true);
   });
 });
