@@ -26,7 +26,8 @@ import {
   type RunFlags,
 } from './config.js';
 import { createController, type Controller } from './controller.js';
-import { startListener, type Listener } from './listener/index.js';
+import { createEventStream, type EventStream } from './event-stream.js';
+import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler } from './reconcile/index.js';
 
 const TLS_POLL_MS = 5_000;
@@ -41,6 +42,7 @@ async function startWork(
   kcp: KubeConfig,
   logger: Logger,
   registry: Registry,
+  events: EventStream,
 ): Promise<Running> {
   const reconciler = createReconciler({ kcp, namespace: config.namespace, logger, registry });
   let controller: Controller | undefined;
@@ -66,7 +68,7 @@ async function startWork(
     });
     await controller.start();
     if (config.listener) {
-      const started = await startConfiguredListener(config.listener, controller, logger, registry);
+      const started = await startConfiguredListener(config.listener, controller, logger, registry, events);
       listener = started.listener;
       stopTlsWatch = started.stopTlsWatch;
     }
@@ -82,12 +84,15 @@ async function startConfiguredListener(
   controller: Controller,
   logger: Logger,
   registry: Registry,
+  events: EventStream,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
     port: config.address.port,
     resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
     enqueue: (kymaKey: string) => controller.enqueue(kymaKey),
+    // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
+    onAccepted: (event: AcceptedEvent) => events.publish(event),
     logger,
     registry,
   };
@@ -130,18 +135,23 @@ async function run(flags: RunFlags): Promise<void> {
   const shutdown = createShutdown({ logger });
   let work: Running | undefined;
   let ready = false;
+  const events = createEventStream();
 
   const health = await startHealthServer({
     host: config.metricsAddress.host,
     port: config.metricsAddress.port,
     registry,
     ready: () => ready,
+    onUpgrade: (req, socket, head) => events.handleUpgrade(req, socket, head),
   });
   logger.info(
     { metricsPort: health.port, namespace: config.namespace, leaderElection: !!config.leaderElection },
     'skr-agent starting',
   );
-  shutdown.add('health server', () => health.close());
+  shutdown.add('health server', async () => {
+    await events.close();
+    await health.close();
+  });
   shutdown.add('agent', async () => {
     ready = false;
     await work?.stop();
@@ -151,7 +161,7 @@ async function run(flags: RunFlags): Promise<void> {
   });
 
   const begin = async () => {
-    work = await startWork(config, kcp, logger, registry);
+    work = await startWork(config, kcp, logger, registry, events);
     ready = true;
   };
   const elector: LeaderElector | undefined =

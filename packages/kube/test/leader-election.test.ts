@@ -12,7 +12,6 @@ import {
 } from '../src/leader-election.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/elector.ts', import.meta.url));
-const TSX = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
 // Short timings keep the test quick; the logic is the same as with client-go's 15 s / 10 s / 2 s.
 const TIMING = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 300 };
 
@@ -109,10 +108,21 @@ describe('LeaderElector on a real API server', function () {
   });
 
   it('a standby takes over within the lease duration when the leader process is SIGKILLed', async () => {
+    // node itself (not the tsx wrapper) so that SIGKILL hits the process that holds the Lease.
     const child = spawn(
-      TSX,
-      [FIXTURE, kubeconfigPath, namespace, 'killed', 'replica-child', ...Object.values(TIMING).map(String)],
-      { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '--conditions=source' } },
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--conditions=source',
+        FIXTURE,
+        kubeconfigPath,
+        namespace,
+        'killed',
+        'replica-child',
+        ...Object.values(TIMING).map(String),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     children.push(child);
     let output = '';

@@ -1,0 +1,287 @@
+// The skr-agent binary as a process against private real planes (KCP + two SKRs): killing it with
+// SIGKILL in the middle of a burst of Module CR edits and starting it again ends with every ModuleConfig
+// equal to its Module CR; SIGTERM stops it cleanly and releases its Lease.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import {
+  ApiextensionsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  loadYaml,
+  type KubeConfig,
+  type V1CustomResourceDefinition,
+} from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
+import { startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { parse as parseYaml } from 'yaml';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const CRD_DIR = fileURLToPath(new URL('../../manifests/crds/', import.meta.url));
+const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
+const SKRS = ['skr1', 'skr2'] as const;
+/** Where the sample module's Module CR lives in an SKR (the template's spec.data). */
+const SAMPLE = {
+  group: GROUP,
+  version: KINDS.sample.version,
+  plural: KINDS.sample.plural,
+  namespace: 'kyma-system',
+  name: 'sample',
+};
+
+async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`, { cause: lastError });
+}
+
+/**
+ * Makes the planes' CRDs match manifests/crds exactly. testenv creates them from plain YAML through
+ * client-node's typed API, which drops `x-kubernetes-preserve-unknown-fields` (its property is camelCase
+ * there), so Module CR specs inside ModuleConfigs would be pruned. A no-op once testenv deserializes.
+ */
+async function repairCrds(kubeConfig: KubeConfig): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const file of (await readdir(CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
+    const wanted = loadYaml<V1CustomResourceDefinition>(await readFile(join(CRD_DIR, file), 'utf8'));
+    const name = wanted.metadata?.name ?? '';
+    const current = await api.readCustomResourceDefinition({ name });
+    await api.replaceCustomResourceDefinition({
+      name,
+      body: {
+        ...wanted,
+        metadata: { ...wanted.metadata, resourceVersion: current.metadata?.resourceVersion },
+      },
+    });
+  }
+}
+
+interface AgentProcess {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+describe('skr-agent process on real planes', function () {
+  this.timeout(300_000);
+  let env: Environment;
+  let kcp: KubeConfig;
+  const namespace = 'agent-process';
+  const agents: ChildProcess[] = [];
+
+  function startAgent(extra: string[] = []): AgentProcess {
+    // node itself (not the tsx wrapper), so that SIGKILL and SIGTERM reach the agent.
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--conditions=source',
+        MAIN,
+        'run',
+        '--kubeconfig',
+        env.plane('kcp').kubeconfigPath,
+        '--namespace',
+        namespace,
+        '--no-listener',
+        '--metrics-address',
+        '127.0.0.1:0',
+        // No webhook in these SKRs: the short Ready requeue is what notices Module CR edits.
+        '--requeue-ready',
+        '500ms',
+        '--requeue-processing',
+        '500ms',
+        '--requeue-warning',
+        '500ms',
+        '--workers',
+        '4',
+        ...extra,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    agents.push(child);
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    return { child, output: () => output, exited };
+  }
+
+  async function moduleConfigsMatchModuleCrs(): Promise<{ ok: boolean; detail: string }> {
+    const api = kcp.makeApiClient(CustomObjectsApi);
+    const details: string[] = [];
+    let ok = true;
+    for (const skr of SKRS) {
+      const sample = (await env
+        .plane(skr)
+        .kubeConfig()
+        .makeApiClient(CustomObjectsApi)
+        .getNamespacedCustomObject(SAMPLE)) as { metadata: { resourceVersion: string }; spec: unknown };
+      const list = (await api.listNamespacedCustomObject({
+        group: GROUP,
+        version: KINDS.moduleConfig.version,
+        plural: KINDS.moduleConfig.plural,
+        namespace,
+        labelSelector: `${LABELS.kymaName}=${skr}`,
+      })) as { items: ModuleConfig[] };
+      const config = list.items.find((c) => c.spec.module === 'sample');
+      const same =
+        !!config &&
+        JSON.stringify(config.spec.resource.spec) === JSON.stringify(sample.spec) &&
+        config.status?.sourceResourceVersion === sample.metadata.resourceVersion;
+      ok &&= same;
+      details.push(
+        `${skr}: Module CR ${JSON.stringify(sample.spec)} rv ${sample.metadata.resourceVersion}; ModuleConfig ${
+          config
+            ? `${JSON.stringify(config.spec.resource.spec)} rv ${config.status?.sourceResourceVersion}`
+            : 'absent'
+        }`,
+      );
+    }
+    return { ok, detail: details.join('\n') };
+  }
+
+  before(async () => {
+    env = await startEnvironment({ planes: ['kcp', ...SKRS] });
+    kcp = env.plane('kcp').kubeConfig();
+    await Promise.all(env.planes.map((plane) => repairCrds(plane.kubeConfig())));
+    const core = kcp.makeApiClient(CoreV1Api);
+    const api = kcp.makeApiClient(CustomObjectsApi);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    for (const file of ['moduletemplate-sample-1.0.0.yaml', 'modulereleasemeta-sample.yaml']) {
+      const body = parseYaml(await readFile(join(SAMPLES, file), 'utf8')) as {
+        kind: string;
+        metadata: { namespace: string };
+      };
+      body.metadata.namespace = namespace;
+      const kind = body.kind === 'ModuleTemplate' ? KINDS.moduleTemplate : KINDS.moduleReleaseMeta;
+      await api.createNamespacedCustomObject({
+        group: GROUP,
+        version: kind.version,
+        plural: kind.plural,
+        namespace,
+        body,
+      });
+    }
+    for (const skr of SKRS) {
+      await core.createNamespacedSecret({
+        namespace,
+        body: {
+          metadata: { name: `kubeconfig-${skr}`, namespace, labels: { [LABELS.kymaName]: skr } },
+          stringData: { config: await readFile(env.plane(skr).kubeconfigPath, 'utf8') },
+        },
+      });
+      await api.createNamespacedCustomObject({
+        group: GROUP,
+        version: KINDS.kyma.version,
+        plural: KINDS.kyma.plural,
+        namespace,
+        body: {
+          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+          kind: 'Kyma',
+          metadata: { name: skr, namespace, labels: { [LABELS.runtimeId]: skr } },
+          spec: { channel: 'regular', modules: [{ name: 'sample' }] },
+        },
+      });
+    }
+  });
+
+  afterEach(() => {
+    for (const child of agents.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  after(async () => {
+    await env?.stop();
+  });
+
+  it('ends with every ModuleConfig equal to its Module CR after a SIGKILL in the middle of an edit burst', async () => {
+    let agent = startAgent();
+    await waitUntil(
+      'the first agent mirrors both Module CRs',
+      async () => (await moduleConfigsMatchModuleCrs()).ok,
+      90_000,
+    ).catch(async (error: unknown) => {
+      throw new Error(
+        `${(await moduleConfigsMatchModuleCrs().catch(() => ({ detail: '' }))).detail}\nagent output:\n${agent.output().slice(-4000)}`,
+        { cause: error },
+      );
+    });
+
+    const skrApis = SKRS.map((skr) => env.plane(skr).kubeConfig().makeApiClient(CustomObjectsApi));
+    const edit = async (i: number) => {
+      await Promise.all(
+        skrApis.map((api) =>
+          api.patchNamespacedCustomObject({
+            ...SAMPLE,
+            body: [
+              { op: 'replace', path: '/spec/replicas', value: i % 100 },
+              { op: 'replace', path: '/spec/greeting', value: `edit ${i}` },
+            ],
+          }),
+        ),
+      );
+    };
+    for (let i = 1; i <= 30; i++) {
+      await edit(i);
+      if (i === 15) {
+        agent.child.kill('SIGKILL');
+        expect(await agent.exited).to.equal(null);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    agent = startAgent();
+    await waitUntil(
+      'the restarted agent converges',
+      async () => (await moduleConfigsMatchModuleCrs()).ok,
+      90_000,
+    ).catch(async (error: unknown) => {
+      throw new Error(
+        `${(await moduleConfigsMatchModuleCrs().catch(() => ({ detail: '' }))).detail}\nagent output:\n${agent.output().slice(-4000)}`,
+        {
+          cause: error,
+        },
+      );
+    });
+    const final = await moduleConfigsMatchModuleCrs();
+    expect(final.detail).to.include('"greeting":"edit 30"');
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited, 'SIGTERM is a clean exit').to.equal(0);
+  });
+
+  it('with --leader-elect, SIGTERM releases the Lease so that a standby leads at once', async () => {
+    const leaseArgs = ['--leader-elect', '--lease-name', 'agent-process-test'];
+    const first = startAgent([...leaseArgs, '--leader-identity', 'first']);
+    const leases = kcp.makeApiClient(CoordinationV1Api);
+    const holder = async () =>
+      (await leases.readNamespacedLease({ name: 'agent-process-test', namespace })).spec?.holderIdentity ??
+      '';
+    await waitUntil('the first agent leads', async () => (await holder()) === 'first', 60_000);
+    const second = startAgent([...leaseArgs, '--leader-identity', 'second']);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(await holder(), 'the standby waits while the leader renews').to.equal('first');
+    first.child.kill('SIGTERM');
+    expect(await first.exited).to.equal(0);
+    const releasedAt = Date.now();
+    await waitUntil('the standby leads', async () => (await holder()) === 'second', 30_000);
+    // Without the release the standby would wait out the 15 s lease.
+    expect(Date.now() - releasedAt).to.be.lessThan(10_000);
+    await waitUntil(
+      'the standby logs that it leads',
+      async () => second.output().includes('became leader'),
+      10_000,
+    );
+    second.child.kill('SIGTERM');
+    expect(await second.exited).to.equal(0);
+  });
+});
