@@ -350,6 +350,37 @@ describe('listener (direct mTLS)', function () {
     expect(await registry.metrics()).to.match(/skr_listener_tls_updates_total 2/);
   });
 
+  it('serves nothing more on a connection verified before updateTls, even one caught mid-request', async function () {
+    const socket = connect({
+      host: '127.0.0.1',
+      port: listener.port,
+      ca: kcpCa.certPem,
+      cert: skrA.certPem,
+      key: skrA.keyPem,
+      servername: 'localhost',
+    });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('secureConnect', resolve);
+      socket.once('error', reject);
+    });
+    const body = v2Body();
+    const received = new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve(text));
+    });
+    // Half a request is on the wire when the CA bundle changes; the rest follows after.
+    socket.write(
+      `POST /v2/lifecycle-manager/event HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    listener.updateTls({ ...serving, caBundlePem: createTestCa('unrelated-ca').certPem });
+    if (socket.writable) socket.end(`Content-Length: ${body.length}\r\n\r\n${body}`);
+    expect(await received).not.to.match(/HTTP\/1\.1 200/);
+    expect(enqueued).to.have.length(0);
+  });
+
   it('rejects broken TLS material with a clear error and keeps the old one', async function () {
     expect(() => listener.updateTls({ ...serving, caBundlePem: 'not a pem' })).to.throw(
       /CA bundle holds no PEM certificate/,

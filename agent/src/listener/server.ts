@@ -206,6 +206,13 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     const reply = (result: Answer): void => answer(request, response, startedAt, result);
     const peer = request.socket.remoteAddress;
 
+    if (mode.kind === 'direct' && generations.get(request.socket) !== tlsGeneration) {
+      // The connection was verified under TLS material that has since been replaced (perhaps a dropped
+      // CA). Not answering makes the client retry on a new connection, verified under the current bundle.
+      logger.debug({ peer }, 'request on a connection from before the last TLS update; closing it');
+      request.socket.destroy();
+      return;
+    }
     const identity =
       mode.kind === 'direct' ? directIdentity(request.socket as TLSSocket) : gatewayIdentity(request);
     if (!identity.ok) {
