@@ -69,28 +69,35 @@ export class KcpClient {
       method: 'POST',
       path: eventPath(manager, 'v2'),
       agent: this.agent,
+      timeout: this.options.timeoutMs,
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
     };
     return new Promise<DeliveryOutcome>((resolve) => {
       const req = request(options, (res) => {
         const status = res.statusCode ?? 0;
+        res.on('error', (error) =>
+          resolve({ result: 'retry', reason: `response: ${error.message}`, status }),
+        );
+        if (status >= 200 && status < 300) {
+          // The hot path: the body of an accepted event is not read, only drained.
+          res.on('end', () => resolve({ result: 'delivered', status }));
+          res.resume();
+          return;
+        }
         let reason = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
           // Keep a little of the answer for the log line; the rest is read only to free the socket.
           if (reason.length < 200) reason += chunk.slice(0, 200 - reason.length);
         });
-        res.on('error', (error) =>
-          resolve({ result: 'retry', reason: `response: ${error.message}`, status }),
-        );
         res.on('end', () => {
-          if (status >= 200 && status < 300) resolve({ result: 'delivered', status });
-          else if (status >= 500 || RETRYABLE_4XX.has(status) || status < 200) {
-            resolve({ result: 'retry', reason: `HTTP ${status} ${reason.trim()}`, status });
-          } else resolve({ result: 'rejected', reason: `HTTP ${status} ${reason.trim()}`, status });
+          const why = `HTTP ${status} ${reason.trim()}`;
+          if (status >= 500 || RETRYABLE_4XX.has(status) || status < 200)
+            resolve({ result: 'retry', reason: why, status });
+          else resolve({ result: 'rejected', reason: why, status });
         });
       });
-      req.setTimeout(this.options.timeoutMs, () => {
+      req.on('timeout', () => {
         req.destroy(new Error(`no answer from KCP within ${this.options.timeoutMs} ms`));
       });
       req.on('error', (error: NodeJS.ErrnoException) => {

@@ -1,0 +1,114 @@
+// The callback client against a real mTLS server: how each answer is classified, timeouts, address parsing.
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import type { WatchEventV2 } from '@skr-watcher/api';
+import { KcpClient, parseKcpAddress } from '../src/kcp-client.js';
+import { testPki } from './support/certs.js';
+
+const EVENT: WatchEventV2 = {
+  watched: { Namespace: 'kyma-system', Name: 'default' },
+  watchedGvk: { group: 'operator.kyma-project.io', version: 'v1beta2', kind: 'Kyma' },
+};
+
+describe('KcpClient', function () {
+  this.timeout(30_000);
+  const pki = testPki();
+  const leaf = pki.leaf('skr-client');
+  let server: Server;
+  let answer: (path: string) => number | undefined = () => 200;
+  let client: KcpClient;
+
+  before(async () => {
+    const serving = pki.leaf('kcp');
+    server = createServer(
+      {
+        cert: serving.certPem,
+        key: serving.keyPem,
+        ca: pki.ca.certPem,
+        requestCert: true,
+        rejectUnauthorized: true,
+      },
+      (req, res) => {
+        req.resume();
+        req.on('end', () => {
+          const status = answer(req.url ?? '');
+          if (status !== undefined) res.writeHead(status).end(`answer ${status}`);
+          // undefined: never answer
+        });
+      },
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    client = new KcpClient({
+      address: { host: '127.0.0.1', port: (server.address() as AddressInfo).port },
+      material: { cert: leaf.certPem, key: leaf.keyPem, ca: pki.ca.certPem },
+      maxSockets: 2,
+      timeoutMs: 300,
+    });
+  });
+  after(async () => {
+    client.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('counts only 2xx as delivered, on /v2/<manager>/event', async () => {
+    let path = '';
+    answer = (p) => ((path = p), 202);
+    expect(await client.send('lifecycle-manager', EVENT)).to.deep.equal({ result: 'delivered', status: 202 });
+    expect(path).to.equal('/v2/lifecycle-manager/event');
+  });
+
+  for (const [status, result] of [
+    [500, 'retry'],
+    [503, 'retry'],
+    [429, 'retry'],
+    [408, 'retry'],
+    [400, 'rejected'],
+    [403, 'rejected'],
+    [404, 'rejected'],
+    [413, 'rejected'],
+  ] as const) {
+    it(`HTTP ${status} is ${result}`, async () => {
+      answer = () => status;
+      const outcome = await client.send('lifecycle-manager', EVENT);
+      expect(outcome).to.include({ result, status });
+      if (outcome.result !== 'delivered') expect(outcome.reason).to.contain(`answer ${status}`);
+    });
+  }
+
+  it('a KCP that never answers is a retry after the timeout, not a hang', async () => {
+    answer = () => undefined;
+    const outcome = await client.send('lifecycle-manager', EVENT);
+    expect(outcome.result).to.equal('retry');
+    expect(outcome.result === 'retry' && outcome.reason).to.contain('no answer from KCP within 300 ms');
+  });
+
+  it('a server whose certificate the CA bundle does not trust is a retry naming the TLS error', async () => {
+    const stranger = testPki('stranger-ca');
+    const other = new KcpClient({
+      address: { host: '127.0.0.1', port: (server.address() as AddressInfo).port },
+      material: { cert: leaf.certPem, key: leaf.keyPem, ca: stranger.ca.certPem },
+      maxSockets: 1,
+      timeoutMs: 1000,
+    });
+    try {
+      const outcome = await other.send('lifecycle-manager', EVENT);
+      expect(outcome.result).to.equal('retry');
+      expect(outcome.result === 'retry' && outcome.reason).to.match(/certificate/i);
+    } finally {
+      other.close();
+    }
+  });
+
+  it('parses KCP_ADDR forms and refuses the rest', () => {
+    expect(parseKcpAddress('skr-events.kcp.example.com:443')).to.deep.equal({
+      host: 'skr-events.kcp.example.com',
+      port: 443,
+    });
+    expect(parseKcpAddress('[::1]:8443')).to.deep.equal({ host: '::1', port: 8443 });
+    for (const bad of ['', 'host', 'host:0', 'host:70000', 'https://host:443', 'a b:1']) {
+      expect(() => parseKcpAddress(bad), bad).to.throw(/must be host:port/);
+    }
+  });
+});
