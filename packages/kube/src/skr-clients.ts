@@ -35,7 +35,7 @@ export interface ClusterClient {
   readonly objects: KubernetesObjectApi;
   /** TLS connections this client has opened so far; steady under load when connections are reused. */
   connectionsOpened(): number;
-  /** Closes the pooled connections; requests in flight finish first. */
+  /** Closes the pooled connections; requests in flight get a short grace period to finish. */
   close(): Promise<void>;
 }
 
@@ -104,14 +104,23 @@ export async function createClusterClient(
     objects,
     connectionsOpened: () => connections,
     async close() {
-      if (closed) return;
+      if (closed || !dispatcher) return;
       closed = true;
-      await dispatcher?.close();
+      // Graceful first; a connection stuck in a handshake with a silent server would hold close() for undici's
+      // 10 s connect timeout, so what is left after the grace period is destroyed.
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), CLOSE_GRACE_MS);
+      });
+      const outcome = await Promise.race([dispatcher.close().then(() => 'closed' as const), grace]);
+      clearTimeout(timer);
+      if (outcome === 'late') await dispatcher.destroy();
     },
   };
 }
 
 const TOO_MANY_REQUESTS_ATTEMPTS = 5;
+const CLOSE_GRACE_MS = 1_000;
 const RETRY_AFTER_CAP_MS = 2_000;
 
 /**
