@@ -1,6 +1,6 @@
 // The agent's trigger side: KCP watches and listener events become Kyma keys in one work queue,
 // whose workers run the reconciler. Triggers only enqueue; all convergence happens in reconcile(key).
-import { CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import {
   GROUP,
   KINDS,
@@ -255,7 +255,7 @@ export function createController(options: ControllerOptions): Controller {
       return informers.every((informer) => informer.hasSynced);
     },
     async start() {
-      await ensureReadable(kcp, namespace);
+      await ensureReadable(kcp, namespace, logger);
       for (const informer of informers) informer.start();
       await Promise.all(informers.map((informer) => informer.waitForSync()));
       logger?.info(
@@ -290,20 +290,34 @@ export function createController(options: ControllerOptions): Controller {
   };
 }
 
-/** Fails early with a clear message when the KCP API server or the Kyma CRD is not reachable. */
-async function ensureReadable(kcp: KubeConfig, namespace: string): Promise<void> {
+/**
+ * Fails early with a clear message when the KCP refuses us (401, 403) or lacks the Kyma CRD (404);
+ * waits out an API server that is unreachable or starting (network errors, 429, 5xx) for up to a minute.
+ */
+async function ensureReadable(kcp: KubeConfig, namespace: string, logger: Logger | undefined): Promise<void> {
   const api = kcp.makeApiClient(CustomObjectsApi);
-  try {
-    await api.listNamespacedCustomObject({
-      group: GROUP,
-      version: KINDS.kyma.version,
-      namespace,
-      plural: KINDS.kyma.plural,
-      limit: 1,
-    });
-  } catch (cause) {
-    throw new Error(`cannot list Kymas in ${namespace} on ${kcp.getCurrentCluster()?.server ?? 'the KCP'}`, {
-      cause,
-    });
+  const deadline = Date.now() + 60_000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await api.listNamespacedCustomObject({
+        group: GROUP,
+        version: KINDS.kyma.version,
+        namespace,
+        plural: KINDS.kyma.plural,
+        limit: 1,
+      });
+      return;
+    } catch (cause) {
+      const code = cause instanceof ApiException ? cause.code : undefined;
+      const transient = code === undefined || code === 429 || code >= 500;
+      if (!transient || Date.now() > deadline) {
+        throw new Error(
+          `cannot list Kymas in ${namespace} on ${kcp.getCurrentCluster()?.server ?? 'the KCP'}`,
+          { cause },
+        );
+      }
+      logger?.warn({ err: cause, attempt }, 'KCP not reachable yet; retrying');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** (attempt - 1), 5_000)));
+    }
   }
 }

@@ -259,6 +259,58 @@ describe('skr-agent process on real planes', function () {
     expect(await agent.exited, 'SIGTERM is a clean exit').to.equal(0);
   });
 
+  it('keeps watching after the KCP API server restarts: a ModuleConfig deleted by hand comes back', async () => {
+    // Requeues an hour apart: only the ModuleConfig watch can bring the mirror back quickly.
+    const agent = startAgent([
+      '--requeue-ready',
+      '1h',
+      '--requeue-processing',
+      '1h',
+      '--requeue-warning',
+      '1h',
+    ]);
+    await waitUntil(
+      'the agent mirrors both Module CRs',
+      async () => (await moduleConfigsMatchModuleCrs()).ok,
+      90_000,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await env.plane('kcp').restart();
+    const api = kcp.makeApiClient(CustomObjectsApi);
+    const ref = {
+      group: GROUP,
+      version: KINDS.moduleConfig.version,
+      plural: KINDS.moduleConfig.plural,
+      namespace,
+    };
+    let name = '';
+    // Right after a restart the API server answers 429 while its storage initializes.
+    await waitUntil(
+      'the restarted API server lists ModuleConfigs',
+      async () => {
+        const list = (await api.listNamespacedCustomObject({
+          ...ref,
+          labelSelector: `${LABELS.kymaName}=skr1`,
+        })) as {
+          items: ModuleConfig[];
+        };
+        name = list.items[0]?.metadata.name ?? '';
+        return name !== '';
+      },
+      30_000,
+    );
+    await api.deleteNamespacedCustomObject({ ...ref, name });
+    await waitUntil(
+      'the deleted ModuleConfig is back',
+      async () => (await moduleConfigsMatchModuleCrs()).ok,
+      60_000,
+    ).catch((error: unknown) => {
+      throw new Error(`agent output:\n${agent.output().slice(-4000)}`, { cause: error });
+    });
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).to.equal(0);
+  });
+
   it('with --leader-elect, SIGTERM releases the Lease so that a standby leads at once', async () => {
     const leaseArgs = ['--leader-elect', '--lease-name', 'agent-process-test'];
     const first = startAgent([...leaseArgs, '--leader-identity', 'first']);
