@@ -1,5 +1,5 @@
 // The KCP Secrets that hold the PKI, read and written through the Kubernetes API (CoreV1Api).
-import { ApiException, CoreV1Api, KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { LABELS, MANAGED_BY } from '@skr-watcher/api';
 import {
   CA_BUNDLE_SECRET_NAME,
@@ -29,12 +29,18 @@ export interface LeafSecret {
   secret: V1Secret;
 }
 
+/** The HTTP status of a client-node ApiException (numeric `code`), undefined for other errors. */
+function httpStatus(error: unknown): number | undefined {
+  const code: unknown = error instanceof Error ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'number' ? code : undefined;
+}
+
 export function isNotFound(error: unknown): boolean {
-  return error instanceof ApiException && error.code === 404;
+  return httpStatus(error) === 404;
 }
 
 export function isConflict(error: unknown): boolean {
-  return error instanceof ApiException && error.code === 409;
+  return httpStatus(error) === 409;
 }
 
 function decode(secret: V1Secret, key: string): string | undefined {
@@ -64,7 +70,9 @@ export class KcpPkiSecrets {
     readonly namespace: string,
   ) {}
 
-  static fromKubeconfig(kubeconfigPath: string, namespace: string): KcpPkiSecrets {
+  /** Loads client-node on demand: it takes a second to import, and the file commands never need it. */
+  static async fromKubeconfig(kubeconfigPath: string, namespace: string): Promise<KcpPkiSecrets> {
+    const { CoreV1Api, KubeConfig } = await import('@kubernetes/client-node');
     const kubeConfig = new KubeConfig();
     try {
       kubeConfig.loadFromFile(kubeconfigPath);

@@ -38,6 +38,7 @@ function describeError(error: unknown): string {
       lines.push(
         `${depth === 0 ? 'error' : '  caused by'}: ${current.message}${typeof code === 'number' ? ` (HTTP ${code})` : ''}`,
       );
+      if (process.env['SKR_CERTS_DEBUG']) lines.push(String(current.stack));
       current = current.cause;
     } else {
       lines.push(`  caused by: ${String(current)}`);

@@ -43,7 +43,7 @@ export async function initCa(opts: InitCaOptions, now: Date): Promise<CommandRes
       opts.force === true,
     );
   } else {
-    const secrets = KcpPkiSecrets.fromKubeconfig(opts.kubeconfig as string, opts.namespace);
+    const secrets = await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig as string, opts.namespace);
     await secrets.createCa(ca, { [CA_IN_BUNDLE_SINCE_ANNOTATION]: now.toISOString() });
     await secrets.writeBundle(addToBundle((await secrets.readBundle()) ?? '', ca.certPem));
     written = [`secret/${opts.namespace}/skr-watcher-ca`, `secret/${opts.namespace}/skr-watcher-ca-bundle`];

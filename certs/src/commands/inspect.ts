@@ -32,7 +32,7 @@ export async function inspect(file: string | undefined, opts: InspectOptions): P
     if (match === null) throw new UsageError('--secret must be <namespace>/<name>');
     if (opts.kubeconfig === undefined) throw new UsageError('--secret needs --kubeconfig');
     const [, namespace, name] = match as unknown as [string, string, string];
-    const secret = await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, namespace).read(name);
+    const secret = await (await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, namespace)).read(name);
     if (secret === undefined) throw new Error(`Secret ${namespace}/${name} not found`);
     const data = Object.entries(secret.data ?? {})
       .map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')] as const)

@@ -51,7 +51,7 @@ export async function issue(opts: IssueOptions, now: Date): Promise<CommandResul
     };
     bundlePem = opts.caBundle !== undefined ? readPemFile(opts.caBundle, 'CA bundle') : ca.certPem;
   } else {
-    secrets = KcpPkiSecrets.fromKubeconfig(opts.kubeconfig as string, opts.namespace);
+    secrets = await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig as string, opts.namespace);
     const stored = await secrets.readCa();
     if (stored === undefined)
       throw new Error(`Secret ${opts.namespace}/skr-watcher-ca not found; run init-ca first`);

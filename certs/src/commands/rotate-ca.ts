@@ -21,7 +21,7 @@ export async function rotateCaCommand(
   opts: RotateCaCommandOptions,
   progress: (message: string) => void,
 ): Promise<CommandResult> {
-  const report = await rotateCa(KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, opts.namespace), {
+  const report = await rotateCa(await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, opts.namespace), {
     gracePeriodMs: opts.gracePeriod,
     startNew: opts.new === true,
     dryRun: opts.dryRun === true,

@@ -27,7 +27,7 @@ export interface LeafStatus {
 }
 
 export async function status(opts: StatusOptions, now: Date): Promise<CommandResult> {
-  const secrets = KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, opts.namespace);
+  const secrets = await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, opts.namespace);
   const ca = await secrets.readCa();
   if (ca === undefined)
     throw new Error(`Secret ${opts.namespace}/skr-watcher-ca not found; run init-ca first`);

@@ -55,12 +55,11 @@ export function parseCertificates(pem: string, what = 'PEM input'): X509Certific
 
 export function describeCertificate(certificate: X509Certificate | string): CertificateInfo {
   const x509 = typeof certificate === 'string' ? parseCertificate(certificate) : certificate;
-  const legacy = x509.toLegacyObject();
   const sans = parseSubjectAltName(x509.subjectAltName ?? '');
   const keyDetails = x509.publicKey.asymmetricKeyDetails;
   return {
-    commonName: firstValue(legacy.subject.CN),
-    issuerCommonName: firstValue(legacy.issuer.CN),
+    commonName: commonNameOf(x509.subject),
+    issuerCommonName: commonNameOf(x509.issuer),
     serialNumber: x509.serialNumber.toLowerCase(),
     notBefore: new Date(x509.validFrom),
     notAfter: new Date(x509.validTo),
@@ -78,9 +77,13 @@ export function describeCertificates(pem: string, what?: string): CertificateInf
   return parseCertificates(pem, what).map((x509) => describeCertificate(x509));
 }
 
-function firstValue(value: string | string[] | undefined): string {
-  if (Array.isArray(value)) return value[0] ?? '';
-  return value ?? '';
+/**
+ * The CN of a distinguished name as Node prints it (`CN=x` per line). Not `toLegacyObject()`: on Node 22
+ * calling it before anything loaded `node:tls` leaves `tls.createSecureContext` undefined for the process.
+ */
+function commonNameOf(distinguishedName: string): string {
+  const line = distinguishedName.split('\n').find((entry) => entry.startsWith('CN='));
+  return line === undefined ? '' : line.slice('CN='.length);
 }
 
 /** OpenSSL's SAN text (`DNS:a, IP Address:1.2.3.4`); Node quotes entries that contain separators. */
