@@ -663,4 +663,137 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       events.items.some((e) => e.reason === 'SKRCleanupAbandoned' && e.involvedObject.name === 'kyma-u'),
     ).to.equal(true);
   });
+
+  it('resolves a module channel over the Kyma channel, and a pinned version without the release meta', async function () {
+    await kcpCustom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: KINDS.moduleReleaseMeta.version,
+        plural: KINDS.moduleReleaseMeta.plural,
+        namespace: ns,
+        name: 'sample',
+        body: {
+          spec: {
+            channels: [
+              { channel: 'regular', version: '1.0.0' },
+              { channel: 'fast', version: '1.1.0' },
+            ],
+          },
+        },
+      },
+      mergePatch,
+    );
+    await kcpCustom.createNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.moduleTemplate.version,
+      plural: KINDS.moduleTemplate.plural,
+      namespace: ns,
+      body: {
+        apiVersion: `${GROUP}/${KINDS.moduleTemplate.version}`,
+        kind: KINDS.moduleTemplate.kind,
+        metadata: { name: 'sample-1.1.0', namespace: ns },
+        spec: {
+          moduleName: 'sample',
+          version: '1.1.0',
+          data: {
+            apiVersion: `${GROUP}/${KINDS.sample.version}`,
+            kind: KINDS.sample.kind,
+            metadata: { name: 'sample', namespace: SKR_NS },
+            spec: { replicas: 1, greeting: 'hello from 1.1.0' },
+          },
+        },
+      },
+    });
+    await createKyma(ns, 'kyma-c', 'skr1', [{ name: 'sample', channel: 'fast' }]);
+    await reconciler.reconcile(`${ns}/kyma-c`);
+    let kyma = (await kcpKyma(ns, 'kyma-c')) as { status: { modules: Json[] } };
+    expect(kyma.status.modules[0]).to.include({
+      channel: 'fast',
+      version: '1.1.0',
+      template: 'sample-1.1.0',
+    });
+    const sample = (await custom(planes.skr1).getNamespacedCustomObject(sampleRef())) as { spec: Json };
+    expect(sample.spec['greeting']).to.equal('hello from 1.1.0');
+
+    // A pinned version wins over channels; an unknown channel fails the module.
+    await custom(planes.skr1).patchNamespacedCustomObject(
+      { ...skrKymaRef, body: { spec: { modules: [{ name: 'sample', version: '1.0.0' }] } } },
+      mergePatch,
+    );
+    await reconciler.reconcile(`${ns}/kyma-c`);
+    kyma = (await kcpKyma(ns, 'kyma-c')) as typeof kyma;
+    expect(kyma.status.modules[0]).to.include({ version: '1.0.0', template: 'sample-1.0.0', state: 'Ready' });
+    expect(kyma.status.modules[0]).to.not.have.property('channel');
+
+    await custom(planes.skr1).patchNamespacedCustomObject(
+      { ...skrKymaRef, body: { spec: { modules: [{ name: 'sample', channel: 'nightly' }] } } },
+      mergePatch,
+    );
+    await reconciler.reconcile(`${ns}/kyma-c`);
+    kyma = (await kcpKyma(ns, 'kyma-c')) as typeof kyma;
+    expect(kyma.status.modules[0]).to.include({ state: 'Error' });
+    expect(kyma.status.modules[0]?.['message']).to.match(/^ChannelNotFound: .* has no channel nightly/);
+  });
+
+  it('with customResourcePolicy Ignore creates no Module CR (Warning) but mirrors one the user creates', async function () {
+    await createKyma(ns, 'kyma-i', 'skr1', [{ name: 'sample', customResourcePolicy: 'Ignore' }]);
+    expect(await reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Warning });
+    expect(await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()))).to.equal(
+      undefined,
+    );
+    expect(await moduleConfig(ns, 'kyma-i', 'sample')).to.equal(undefined);
+    let kyma = (await kcpKyma(ns, 'kyma-i')) as { status: { state: string; modules: Json[] } };
+    expect(kyma.status.state).to.equal('Warning');
+
+    await custom(planes.skr1).createNamespacedCustomObject({
+      ...sampleRef(),
+      body: {
+        apiVersion: `${GROUP}/${KINDS.sample.version}`,
+        kind: KINDS.sample.kind,
+        metadata: { name: 'sample', namespace: SKR_NS },
+        spec: { replicas: 7 },
+      },
+    });
+    expect(await reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
+    const config = (await moduleConfig(ns, 'kyma-i', 'sample')) as { spec: { resource: Json } };
+    expect(config.spec.resource['spec']).to.deep.equal({ replicas: 7 });
+
+    // Gone again: the ModuleConfig follows.
+    await custom(planes.skr1).deleteNamespacedCustomObject(sampleRef());
+    await reconciler.reconcile(`${ns}/kyma-i`);
+    expect(await moduleConfig(ns, 'kyma-i', 'sample')).to.equal(undefined);
+    kyma = (await kcpKyma(ns, 'kyma-i')) as typeof kyma;
+    expect(kyma.status.state).to.equal('Warning');
+  });
+
+  it('installs the Kyma CRD in an SKR that lacks it', async function () {
+    const crds = planes.skr2.makeApiClient(ApiextensionsV1Api);
+    const name = `${KINDS.kyma.plural}.${GROUP}`;
+    await crds.deleteCustomResourceDefinition({ name });
+    for (
+      let i = 0;
+      i < 100 && (await getOrUndefined(() => crds.readCustomResourceDefinition({ name })));
+      i++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(await getOrUndefined(() => crds.readCustomResourceDefinition({ name }))).to.equal(undefined);
+
+    await createKyma(ns, 'kyma-r', 'skr2', []);
+    // A fresh CRD may answer 429 for a moment; the pass then fails and the next one converges.
+    let result;
+    for (let attempt = 0; attempt < 10 && !result; attempt++) {
+      result = await reconciler.reconcile(`${ns}/kyma-r`).catch(() => undefined);
+    }
+    expect(result).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
+    const crd = await crds.readCustomResourceDefinition({ name });
+    expect(crd.spec.versions.map((v) => v.name)).to.deep.equal([KINDS.kyma.version]);
+    expect(
+      crd.spec.versions[0]?.schema?.openAPIV3Schema?.properties?.['status']
+        ?.x_kubernetes_preserve_unknown_fields,
+    ).to.equal(true);
+    expect(
+      await getOrUndefined(() => custom(planes.skr2).getNamespacedCustomObject(skrKymaRef)),
+    ).to.not.equal(undefined);
+  });
 });
