@@ -284,10 +284,22 @@ describe('skr-certs against a real KCP plane', function () {
       bundleCertificates(data(await read(namespace, CA_BUNDLE_SECRET_NAME), SECRET_KEYS.bundle)),
     ).to.have.length(2);
 
-    // A leaf the agent issued with the old CA after the re-issue is a straggler: moved before the old CA goes.
+    // A leaf the agent issued with the old CA between re-issue and switch is a straggler: it moves before the old CA goes.
     const caSecret = await read(namespace, CA_SECRET_NAME);
-    const previous = data(caSecret, SECRET_KEYS.previousCert);
-    expect(previous).to.not.equal(data(caSecret, SECRET_KEYS.cert));
+    expect(data(caSecret, SECRET_KEYS.previousCert)).to.equal(oldCa.certPem);
+    const straggler = issueLeaf({ ca: oldCa, runtimeId: 'runtime-late', dnsNames: ['late.example'] });
+    await api.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: { name: 'late-webhook-tls' },
+        type: 'kubernetes.io/tls',
+        data: {
+          [SECRET_KEYS.cert]: Buffer.from(straggler.certPem).toString('base64'),
+          [SECRET_KEYS.key]: Buffer.from(straggler.keyPem).toString('base64'),
+          [SECRET_KEYS.ca]: Buffer.from(oldCa.certPem).toString('base64'),
+        },
+      },
+    });
 
     const finish = await skrCerts([
       'rotate-ca',
@@ -297,9 +309,17 @@ describe('skr-certs against a real KCP plane', function () {
       namespace,
       '--grace-period',
       '0s',
+      '-o',
+      'json',
     ]);
     expect(finish.code, finish.stderr).to.equal(0);
-    expect(finish.stdout).to.match(/drop-old-ca/);
+    const report = JSON.parse(finish.stdout) as { steps: { step: string; detail: string }[] };
+    expect(report.steps.map((s) => s.step)).to.deep.equal(['reissue-leaves', 'drop-old-ca']);
+    expect(report.steps[0]?.detail).to.equal('1 of 2 leaves re-issued');
+    const late = await read(namespace, 'late-webhook-tls');
+    const newCa = data(await read(namespace, CA_SECRET_NAME), SECRET_KEYS.cert);
+    expect(isSignedBy(data(late, SECRET_KEYS.cert), newCa)).to.equal(true);
+    expect(describeCertificate(data(late, SECRET_KEYS.cert)).commonName).to.equal('runtime-late');
     expect(await rotationPhase(namespace)).to.equal('complete');
     expect(
       bundleCertificates(data(await read(namespace, CA_BUNDLE_SECRET_NAME), SECRET_KEYS.bundle)),
