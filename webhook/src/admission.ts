@@ -13,10 +13,12 @@ const VOLATILE_METADATA = new Set(['resourceVersion', 'managedFields', 'generati
  * The v2 event for a relevant change, or undefined when KCP need not hear about it:
  * CREATE and DELETE always; UPDATE of the status subresource when status differs; other UPDATEs when
  * spec differs (or the object has no spec and anything but volatile metadata differs), or when
- * deletionTimestamp was just set. CONNECT and no-op updates never.
+ * deletionTimestamp was just set. CONNECT, dry runs and no-op updates never.
  */
 export function isRelevantChange(review: AdmissionReview): WatchEventV2 | undefined {
   const request = review.request;
+  // A dry run persists nothing, so there is nothing for KCP to look at.
+  if (request.dryRun === true) return undefined;
   let subject: EmbeddedObject | null | undefined;
   switch (request.operation) {
     case 'CREATE':

@@ -202,9 +202,15 @@ export function webhookCommand(
 ): Command {
   const command = new Command('skr-webhook')
     .description(
-      'SKR admission webhook: answers every AdmissionReview for watched resources with allowed=true at once,\n' +
-        'and tells the KCP listener about relevant changes asynchronously over mutual TLS.\n' +
-        'Every option can also be set by the environment variable named beside it; the flag wins.',
+      'SKR admission webhook. Answers every AdmissionReview with allowed=true at once and tells the KCP ' +
+        'listener about relevant changes asynchronously, over mutual TLS. Each option can also be set ' +
+        'through the environment variable named beside it; a flag wins over its variable.',
+    )
+    .addHelpText(
+      'after',
+      '\nAlso: LOG_LEVEL (trace|debug|info|warn|error; default info). Logs are JSON lines on stdout.\n' +
+        'Endpoints: POST https://<host>:<webhook-port>/validate/<manager>; http://<host>:<metrics-port>/metrics,\n' +
+        '/healthz, /readyz. Certificate files are re-read when they change (Secret volume symlink swaps).',
     )
     .showHelpAfterError();
   const attributes = new Map<Key, string>();

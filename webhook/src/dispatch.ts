@@ -61,6 +61,8 @@ interface Entry {
   readonly key: string;
   readonly manager: string;
   event: WatchEventV2;
+  /** Admission uid of the latest change, for log lines. */
+  uid: string | undefined;
   /** Time of the latest change this entry stands for. */
   changedAt: number;
   attempts: number;
@@ -126,9 +128,9 @@ export class Dispatcher {
     return this.entries.size;
   }
 
-  enqueue(manager: string, event: WatchEventV2): EnqueueResult {
+  enqueue(manager: string, event: WatchEventV2, uid?: string): EnqueueResult {
     if (this.closed) {
-      this.drop(undefined, 'shutdown', { manager, event });
+      this.drop(undefined, 'shutdown', { manager, event, uid });
       return 'dropped';
     }
     const key = dispatchKey(manager, event);
@@ -136,19 +138,21 @@ export class Dispatcher {
     if (existing) {
       existing.changedAt = this.clock.now();
       existing.event = event;
+      existing.uid = uid;
       if (existing.state === 'in-flight') existing.changedDuringSend = true;
       this.stats.coalesced++;
       this.options.observer?.coalesced();
       return 'coalesced';
     }
     if (this.entries.size >= this.options.maxQueue) {
-      this.drop(undefined, 'queue_full', { manager, event });
+      this.drop(undefined, 'queue_full', { manager, event, uid });
       return 'dropped';
     }
     const entry: Entry = {
       key,
       manager,
       event,
+      uid,
       changedAt: this.clock.now(),
       attempts: 0,
       state: 'ready',
@@ -267,6 +271,7 @@ export class Dispatcher {
       this.options.logger.debug(
         {
           ...identity(entry.manager, entry.event),
+          uid: entry.uid,
           attempts: entry.attempts,
           delayMs: Math.round(delay),
           reason,
@@ -289,13 +294,14 @@ export class Dispatcher {
   private drop(
     entry: Entry | undefined,
     reason: DropReason,
-    what: { manager: string; event: WatchEventV2 },
+    what: { manager: string; event: WatchEventV2; uid?: string | undefined },
     extra: Record<string, unknown> = {},
   ): void {
     this.stats.dropped[reason]++;
     this.options.observer?.dropped(reason);
     const fields = {
       ...identity(what.manager, what.event),
+      uid: what.uid,
       reason,
       attempts: entry?.attempts ?? 0,
       ...extra,

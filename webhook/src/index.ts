@@ -96,7 +96,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
       maxBodyBytes: config.maxBodyBytes,
       logger,
       metrics: metrics.admission,
-      onRelevantChange: (manager, event) => void dispatcher.enqueue(manager, event),
+      onRelevantChange: (manager, event, uid) => void dispatcher.enqueue(manager, event, uid),
     });
     health = await startHealthServer({
       host: config.host,

@@ -8,7 +8,6 @@ import {
   allowedResponse,
   parseAdmissionReview,
   watchEventV2Schema,
-  type AdmissionReview,
   type WatchEventV2,
 } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
@@ -27,7 +26,7 @@ export interface AdmissionServerOptions {
   logger: Logger;
   metrics: AdmissionMetrics;
   /** Receives each relevant change, after the answer has been written. */
-  onRelevantChange: (manager: string, event: WatchEventV2, review: AdmissionReview) => void;
+  onRelevantChange: (manager: string, event: WatchEventV2, uid: string) => void;
 }
 
 export interface AdmissionServer {
@@ -100,7 +99,7 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
         'relevant change',
       );
     }
-    options.onRelevantChange(manager, event, parsed.value);
+    options.onRelevantChange(manager, event, uid);
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
