@@ -5,7 +5,12 @@ import { watchFile, unwatchFile } from 'node:fs';
 import { Command, Option } from 'commander';
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, type Kyma } from '@skr-watcher/api';
-import { createLeaderElector, type LeaderElector } from '@skr-watcher/kube';
+import {
+  createLeaderElector,
+  pooledKubeConfig,
+  type LeaderElector,
+  type PooledKubeConfig,
+} from '@skr-watcher/kube';
 import {
   createLogger,
   createRegistry,
@@ -43,7 +48,9 @@ async function startWork(
   logger: Logger,
   registry: Registry,
   events: EventStream,
+  pool: PooledKubeConfig,
 ): Promise<Running> {
+  // The reconciler keeps its own pooled KCP client; the watches share `pool`.
   const reconciler = createReconciler({ kcp, namespace: config.namespace, logger, registry });
   let controller: Controller | undefined;
   let listener: Listener | undefined;
@@ -57,7 +64,7 @@ async function startWork(
   };
   try {
     controller = createController({
-      kcp,
+      kcp: pool.kubeConfig,
       namespace: config.namespace,
       reconciler,
       workers: config.workers,
@@ -132,6 +139,8 @@ async function run(flags: RunFlags): Promise<void> {
   const logger = createLogger('skr-agent', config.logLevel);
   const registry = createRegistry();
   const kcp = loadKcpKubeConfig(config.kubeconfig);
+  // One connection pool for the watches and the Lease: client-node alone opens a connection per request.
+  const pool = await pooledKubeConfig(kcp);
   const shutdown = createShutdown({ logger });
   let work: Running | undefined;
   let ready = false;
@@ -158,16 +167,17 @@ async function run(flags: RunFlags): Promise<void> {
     work = undefined;
     // Release the Lease last, after the in-flight reconciles finished, so a standby takes over at once.
     await elector?.stop();
+    await pool.close();
   });
 
   const begin = async () => {
-    work = await startWork(config, kcp, logger, registry, events);
+    work = await startWork(config, kcp, logger, registry, events, pool);
     ready = true;
   };
   const elector: LeaderElector | undefined =
     config.leaderElection &&
     createLeaderElector({
-      kubeConfig: kcp,
+      kubeConfig: pool.kubeConfig,
       namespace: config.leaderElection.leaseNamespace,
       name: config.leaderElection.leaseName,
       identity: config.leaderElection.identity,

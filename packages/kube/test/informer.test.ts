@@ -6,7 +6,7 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { ResilientInformer, customResourceSource, objectKey } from '../src/informer.js';
+import { ResilientInformer, customResourceSource, objectKey, pooledKubeConfig } from '../src/informer.js';
 
 const KYMA = { group: GROUP, version: KINDS.kyma.version, plural: KINDS.kyma.plural };
 
@@ -237,5 +237,23 @@ describe('ResilientInformer on a real API server', function () {
     await informer.waitForSync();
     await waitUntil('every cached Kyma is resynced', () => resynced.size === informer.keys().length);
     await informer.stop();
+  });
+
+  it('a pooled KubeConfig reuses its connections for lists and watches (client-node alone opens one per request)', async () => {
+    const pool = await pooledKubeConfig(kubeConfig);
+    const pooledApi = pool.kubeConfig.makeApiClient(CustomObjectsApi);
+    for (let i = 0; i < 20; i++) await pooledApi.listNamespacedCustomObject({ ...KYMA, namespace, limit: 1 });
+    expect(pool.connectionsOpened(), '20 sequential lists over one kept-alive connection').to.be.at.most(2);
+    const informer = new ResilientInformer<Kyma>({
+      kubeConfig: pool.kubeConfig,
+      source: customResourceSource<Kyma>(pool.kubeConfig, { ...KYMA, namespace }),
+    });
+    informer.start();
+    await informer.waitForSync();
+    await create('pooled-1');
+    await waitUntil('the pooled watch delivers', () => !!informer.get(`${namespace}/pooled-1`));
+    expect(pool.connectionsOpened()).to.be.at.most(3);
+    await informer.stop();
+    await pool.close();
   });
 });
