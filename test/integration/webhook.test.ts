@@ -249,6 +249,32 @@ describe('skr-webhook on a real SKR API server', function () {
     expect(names).to.not.include('other-manager');
   });
 
+  it('a server-side dry run reaches the webhook but sends nothing', async () => {
+    const admitted = async () =>
+      metricValue(
+        (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body,
+        'skr_webhook_admission_requests_total{code="200"}',
+      ) ?? 0;
+    const before = await admitted();
+    await objects.createNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.sample.version,
+      namespace,
+      plural: 'samples',
+      body: body('samples', 'dry-run', labelled(), { replicas: 1 }),
+      dryRun: 'All',
+    });
+    expect((await admitted()) - before).to.equal(1);
+    await create('samples', body('samples', 'after-dry-run', labelled(), { replicas: 1 }));
+    await fx.kcp.waitFor(
+      (r) => eventsFor(r, 'samples', namespace, 'after-dry-run').length > 0,
+      10_000,
+      'marker',
+    );
+    await sleep(300);
+    expect(eventsFor(fx.kcp.received, 'samples', namespace, 'dry-run')).to.deep.equal([]);
+  });
+
   it('KCP down: writes succeed without waiting on KCP, and the queued events arrive once it is back', async () => {
     const port = fx.kcp.port;
     await fx.kcp.stop();
