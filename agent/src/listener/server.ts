@@ -107,6 +107,8 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   const windowMs = options.coalesceWindowMs ?? 0;
   const graceMs = options.shutdownGraceMs ?? 5_000;
   const utf8 = new TextDecoder('utf-8', { fatal: true });
+  // The accepted path is hot (thousands per second): skip building its log object unless it is wanted.
+  const debugEnabled = logger.isLevelEnabled('debug');
 
   // Direct mode: the identity of a TLS connection never changes, so it is worked out once per socket.
   const identities = new WeakMap<Socket, Identity>();
@@ -336,10 +338,12 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
       enqueueNow(key);
     }
     metrics.accepted.inc({ contract: target.version });
-    logger.debug(
-      { runtimeId, kyma: key, gvk: watchedGvk, namespace: watched.Namespace, name: watched.Name },
-      'callback accepted',
-    );
+    if (debugEnabled) {
+      logger.debug(
+        { runtimeId, kyma: key, gvk: watchedGvk, namespace: watched.Namespace, name: watched.Name },
+        'callback accepted',
+      );
+    }
     if (options.onAccepted) {
       try {
         options.onAccepted({
