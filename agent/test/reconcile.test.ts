@@ -271,12 +271,14 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   });
 
   let ns: string;
+  let registry: ReturnType<typeof createRegistry>;
   beforeEach(async function () {
     ns = await kcpNamespace();
+    registry = createRegistry();
     reconciler = createReconciler({
       kcp: planes.kcp,
       namespace: ns,
-      registry: createRegistry(),
+      registry,
       skrTimeoutMs: 5_000,
     });
   });
@@ -369,6 +371,10 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     const kymaAfter = (await kcpKyma(ns, 'kyma-a')) as { metadata: { resourceVersion: string } };
     expect(after.metadata.resourceVersion).to.equal(before.metadata.resourceVersion);
     expect(kymaAfter.metadata.resourceVersion).to.equal(kymaBefore.metadata.resourceVersion);
+
+    const metrics = await registry.metrics();
+    expect(metrics).to.match(/^skr_agent_reconcile_total\{result="ready"\} 4$/m);
+    expect(metrics).to.match(/^skr_agent_reconcile_duration_seconds_count\{result="ready"\} 4$/m);
   });
 
   it('disabling a module in the SKR Kyma removes its ModuleConfig and the Module CR the agent created', async function () {

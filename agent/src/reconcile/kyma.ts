@@ -79,52 +79,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   const log = ctx.logger.child({ kyma: `${kymaNamespace}/${kymaName}` });
   await addFinalizer(ctx, refOfKyma(ctx, kyma), kyma.metadata);
 
-  let skrKyma: Kyma | undefined;
-  let modules: KymaModuleStatus[] = [];
-  let syncOutcomes: SyncResourceOutcome[] = [];
-  let skr: ClusterClient | undefined;
-  try {
-    let lookup;
-    try {
-      lookup = await ctx.skrClients.forKyma(kymaName);
-    } catch (error) {
-      throw new SkrFailure('KubeconfigInvalid', error instanceof Error ? error.message : String(error), {
-        cause: error,
-      });
-    }
-    if (!lookup) {
-      throw new SkrFailure(
-        'KubeconfigMissing',
-        `no Secret in ${ctx.namespace} labelled ${LABELS.kymaName}=${kymaName} with key ${DEFAULTS.kubeconfigSecretKey}`,
-      );
-    }
-    skr = lookup.client;
-    try {
-      const installed = await ensureSkrCrds(skr, ctx.crdDir);
-      if (installed.length > 0) log.info({ crds: installed }, 'installed CRDs in the SKR');
-      skrKyma = await ensureSkrKyma(ctx, kyma, skr);
-    } catch (error) {
-      if (isNotFound(error)) forgetCrdCheck(skr);
-      throw new SkrFailure(
-        isUnreachable(error) ? 'SKRUnreachable' : 'SKRKymaFailed',
-        error instanceof Error ? error.message : String(error),
-        { cause: error },
-      );
-    }
-    modules = await reconcileModules(ctx, kyma, skrKyma, skr);
-    const syncs = await syncResourcesOf(ctx, kymaName);
-    syncOutcomes = [];
-    for (const sync of syncs) syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync));
-  } catch (error) {
-    const failure =
-      error instanceof SkrFailure
-        ? error
-        : isUnreachable(error)
-          ? new SkrFailure('SKRUnreachable', error instanceof Error ? error.message : String(error), {
-              cause: error,
-            })
-          : undefined;
-    if (!failure) throw error; // a KCP failure: back off, status untouched (it could not be written anyway)
+  const failSkr = async (failure: SkrFailure): Promise<never> => {
     const status = kymaStatus(ctx, kyma.status, 'Error', kyma.status?.modules ?? [], [
       { type: CONDITIONS.skrConnected, ok: false, reason: failure.reason, message: failure.message },
     ]);
@@ -132,6 +87,49 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       await writeKymaStatus(ctx, ctx.kcp, refOfKyma(ctx, kyma), status);
     await ctx.events.warning(eventTarget(ctx, kyma), failure.reason, failure.message);
     throw new Error(`reconcile Kyma ${kymaNamespace}/${kymaName}: ${failure.message}`, { cause: failure });
+  };
+
+  let lookup;
+  try {
+    lookup = await ctx.skrClients.forKyma(kymaName);
+  } catch (error) {
+    // Reading the Secret is a KCP call: its failures back off like any other KCP failure.
+    if (error instanceof KubeRequestError) throw error;
+    return failSkr(new SkrFailure('KubeconfigInvalid', messageOf(error), { cause: error }));
+  }
+  if (!lookup) {
+    return failSkr(
+      new SkrFailure(
+        'KubeconfigMissing',
+        `no Secret in ${ctx.namespace} labelled ${LABELS.kymaName}=${kymaName} with key ${DEFAULTS.kubeconfigSecretKey}`,
+      ),
+    );
+  }
+  const skr = lookup.client;
+  let skrKyma: Kyma;
+  let modules: KymaModuleStatus[];
+  const syncOutcomes: SyncResourceOutcome[] = [];
+  try {
+    try {
+      const installed = await ensureSkrCrds(skr, ctx.crdDir);
+      if (installed.length > 0) log.info({ crds: installed }, 'installed CRDs in the SKR');
+      skrKyma = await ensureSkrKyma(ctx, kyma, skr);
+    } catch (error) {
+      if (isNotFound(error)) forgetCrdCheck(skr);
+      throw new SkrFailure(isUnreachable(error) ? 'SKRUnreachable' : 'SKRKymaFailed', messageOf(error), {
+        cause: error,
+      });
+    }
+    modules = await reconcileModules(ctx, kyma, skrKyma, skr);
+    for (const sync of await syncResourcesOf(ctx, kymaName)) {
+      syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync));
+    }
+  } catch (error) {
+    if (error instanceof SkrFailure) return failSkr(error);
+    // Only SKR calls get as far as timing out here in practice; a KCP that stopped answering fails the status write too.
+    if (isUnreachable(error))
+      return failSkr(new SkrFailure('SKRUnreachable', messageOf(error), { cause: error }));
+    throw error; // a KCP failure: back off
   }
 
   const moduleFailures = modules.filter((module) => module.state !== 'Ready');
@@ -174,7 +172,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       await ctx.events.warning(eventTarget(ctx, kyma), 'ReconcileFailed', summarize(failures));
     }
   }
-  if (skrKyma && kymaStatusChanged(skrKyma.status, status)) {
+  if (kymaStatusChanged(skrKyma.status, status)) {
     try {
       await writeKymaStatus(ctx, skr, skrKymaRef(kyma), status);
     } catch (error) {
@@ -183,6 +181,10 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     }
   }
   return { state, requeueAfterMs: REQUEUE_MS[state === 'Deleting' ? 'Processing' : state] };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 export function refOfKyma(ctx: ReconcileContext, kyma: Kyma): CustomObjectRef {
