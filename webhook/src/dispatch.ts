@@ -107,6 +107,7 @@ export class Dispatcher {
   private ready: Entry[] = [];
   private readyHead = 0;
   private active = 0;
+  private pumpScheduled = false;
   private closed = false;
   private emptied: (() => void) | undefined;
   private suppressedFullLogs = 0;
@@ -162,7 +163,7 @@ export class Dispatcher {
     this.stats.enqueued++;
     this.options.observer?.enqueued();
     this.options.observer?.depth(this.entries.size);
-    this.makeReady(entry);
+    this.makeReady(entry, true);
     return 'enqueued';
   }
 
@@ -188,10 +189,21 @@ export class Dispatcher {
     }
   }
 
-  private makeReady(entry: Entry): void {
+  /**
+   * `deferred`: called from the admission path, so start sends after the current I/O callbacks;
+   * answers to the API server go out first and one pump serves a burst of enqueues.
+   */
+  private makeReady(entry: Entry, deferred = false): void {
     entry.state = 'ready';
     this.ready.push(entry);
-    this.pump();
+    if (!deferred) this.pump();
+    else if (!this.pumpScheduled) {
+      this.pumpScheduled = true;
+      setImmediate(() => {
+        this.pumpScheduled = false;
+        this.pump();
+      });
+    }
   }
 
   private pump(): void {
