@@ -94,6 +94,20 @@ describe('listener (gateway mode, X-Forwarded-Client-Cert)', function () {
     expect(enqueued).to.deep.equal(['kcp-system/kyma-b']);
   });
 
+  it("accepts a gateway element that forwards the whole chain, beyond Node's default 16 KiB of headers", async function () {
+    const ca = createTestCa('gateway-test-ca');
+    const leaf = issueTestLeaf(ca, { commonName: 'runtime-a' });
+    const chain = encodeURIComponent((leaf.certPem + ca.certPem).repeat(6));
+    const header = `Hash=abc;Cert="${encodeURIComponent(leaf.certPem)}";Chain="${chain}";Subject="CN=runtime-a"`;
+    expect(header.length).to.be.greaterThan(16 * 1024);
+    const answer = await sendCallback(listener.port, fromGateway(), {
+      body: v2Body(),
+      headers: { 'x-forwarded-client-cert': header },
+    });
+    expect(answer.status).to.equal(200);
+    expect(enqueued).to.deep.equal(['kcp-system/kyma-a']);
+  });
+
   it('refuses missing, malformed, CN-less and self-contradicting headers from the gateway with 401', async function () {
     const ca = createTestCa('gateway-test-ca');
     const leafA = issueTestLeaf(ca, { commonName: 'runtime-a' });

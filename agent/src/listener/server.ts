@@ -393,7 +393,8 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
           },
           onRequest,
         )
-      : createHttpServer(onRequest);
+      : // Room for the gateway's XFCC header, which may carry the URL-encoded certificate (and chain).
+        createHttpServer({ maxHeaderSize: 64 * 1024 }, onRequest);
   // Callbacks are tiny: a slow client has no reason to hold a request open for long.
   server.headersTimeout = 10_000;
   server.requestTimeout = 15_000;
