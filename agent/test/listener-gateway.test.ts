@@ -97,7 +97,7 @@ describe('listener (gateway mode, X-Forwarded-Client-Cert)', function () {
   it("accepts a gateway element that forwards the whole chain, beyond Node's default 16 KiB of headers", async function () {
     const ca = createTestCa('gateway-test-ca');
     const leaf = issueTestLeaf(ca, { commonName: 'runtime-a' });
-    const chain = encodeURIComponent((leaf.certPem + ca.certPem).repeat(6));
+    const chain = encodeURIComponent((leaf.certPem + ca.certPem).repeat(8));
     const header = `Hash=abc;Cert="${encodeURIComponent(leaf.certPem)}";Chain="${chain}";Subject="CN=runtime-a"`;
     expect(header.length).to.be.greaterThan(16 * 1024);
     const answer = await sendCallback(listener.port, fromGateway(), {
