@@ -48,6 +48,8 @@ export const ANNOTATIONS = {
   skrDomain: 'skr-domain',
   /** Written on the SKR Kyma by broken-watcher detection; must come back as an event. */
   watcherProbe: 'operator.kyma-project.io/watcher-probe',
+  /** On a KCP Kyma: the SKR webhook runs outside the SKR at this https URL (local SKRs); else in-cluster. */
+  skrWebhookUrl: 'operator.kyma-project.io/skr-webhook-url',
 } as const;
 
 /** The value of `managed-by` on everything the agent creates. */
