@@ -3,7 +3,14 @@ import { isIP } from 'node:net';
 import { X509Certificate } from 'node:crypto';
 import forge from 'node-forge';
 import { assertCommonName, assertValidityDays, type CertificateAndKey } from './ca.js';
-import { assertRsaKeyBits, generateRsaKeyPair, readPrivateKey, type RsaKeyBits } from './keys.js';
+import {
+  assertRsaKeyBits,
+  generateRsaKeyPair,
+  generateRsaKeyPairAsync,
+  readPrivateKey,
+  type RsaKeyBits,
+  type RsaKeyPair,
+} from './keys.js';
 import { randomSerialHex, signCertificate, wholeSeconds } from './signing.js';
 
 const DAY_MS = 24 * 3600_000;
@@ -35,6 +42,23 @@ export function isDnsName(name: string): boolean {
 }
 
 export function issueLeaf(opts: IssueLeafOptions): CertificateAndKey {
+  const plan = planLeaf(opts);
+  return signLeaf(plan, generateRsaKeyPair(plan.keyBits));
+}
+
+/**
+ * `issueLeaf` with the key generated off the event loop (RSA key generation is ~50-100 ms of CPU):
+ * what a long-running server such as the agent should call.
+ */
+export async function issueLeafAsync(opts: IssueLeafOptions): Promise<CertificateAndKey> {
+  const plan = planLeaf(opts);
+  return signLeaf(plan, await generateRsaKeyPairAsync(plan.keyBits));
+}
+
+type LeafPlan = ReturnType<typeof planLeaf>;
+
+/** Validates everything before a key is generated, so bad input fails fast and costs nothing. */
+function planLeaf(opts: IssueLeafOptions) {
   const what = `issue leaf for runtime ${opts.runtimeId}`;
   const keyBits = opts.keyBits ?? DEFAULT_LEAF_KEY_BITS;
   const validityDays = opts.validityDays ?? DEFAULT_LEAF_VALIDITY_DAYS;
@@ -66,7 +90,11 @@ export function issueLeaf(opts: IssueLeafOptions): CertificateAndKey {
     Math.min(notBefore.getTime() + validityDays * DAY_MS, ca.cert.validity.notAfter.getTime()),
   );
 
-  const key = generateRsaKeyPair(keyBits);
+  return { opts, ipAddresses, keyBits, ca, notBefore, notAfter };
+}
+
+function signLeaf(plan: LeafPlan, key: RsaKeyPair): CertificateAndKey {
+  const { opts, ipAddresses, ca, notBefore, notAfter } = plan;
   const cert = forge.pki.createCertificate();
   cert.publicKey = key.forgePublicKey;
   cert.serialNumber = randomSerialHex();

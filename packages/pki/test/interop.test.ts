@@ -47,6 +47,23 @@ describe('pki: interoperability with openssl and Node TLS', function () {
     );
   }
 
+  it('describing a certificate first does not break node:tls in a fresh process (Node 22 toLegacyObject bug)', async function () {
+    const script = [
+      "import { describeCertificate, createCa } from '@skr-watcher/pki';",
+      "describeCertificate(createCa({ commonName: 'x', keyBits: 2048 }).certPem);",
+      "const tls = await import('node:tls');",
+      'console.log(typeof tls.createSecureContext);',
+    ].join('\n');
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', 'tsx', '--conditions=source', '--input-type=module', '-e', script],
+      {
+        cwd: join(import.meta.dirname, '..'),
+      },
+    );
+    expect(stdout.trim()).to.equal('function');
+  });
+
   it('openssl verify (x509_strict) accepts the leaf for TLS server and client use', async function () {
     const leaf = issueLeaf({
       ca,

@@ -5,6 +5,7 @@ import {
   createCa,
   describeCertificate,
   issueLeaf,
+  issueLeafAsync,
   verifyLeaf,
   DEFAULT_LEAF_VALIDITY_DAYS,
   type CertificateAndKey,
@@ -54,6 +55,24 @@ describe('pki: CA and leaf issuance', function () {
         },
       ),
       { numRuns: 25 },
+    );
+  });
+
+  it('issueLeafAsync gives the same kind of leaf without blocking the event loop', async function () {
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const leaves = await Promise.all(
+      [0, 1, 2, 3].map((i) => issueLeafAsync({ ca, runtimeId: `async-${i}`, dnsNames: ['a.example'] })),
+    );
+    clearInterval(timer);
+    for (const [i, leaf] of leaves.entries()) {
+      expect(verifyLeaf(leaf.certPem, ca.certPem).ok).to.equal(true);
+      expect(describeCertificate(leaf.certPem).commonName).to.equal(`async-${i}`);
+    }
+    expect(ticks, 'timers fired while keys were generated').to.be.greaterThan(0);
+    await issueLeafAsync({ ca, runtimeId: 'rt', dnsNames: ['Bad_Name'] }).then(
+      () => expect.fail('accepted a bad DNS name'),
+      (error: Error) => expect(error.message).to.match(/DNS name/),
     );
   });
 
