@@ -1,6 +1,7 @@
 // The callback listener in direct mode over real TLS sockets: identity, status codes, limits, rotation.
 import { expect } from 'chai';
 import { connect } from 'node:tls';
+import { createCa, issueLeaf } from '@skr-watcher/pki';
 import { Registry } from '@skr-watcher/telemetry';
 import { startListener, type AcceptedEvent, type Listener } from '../src/listener/index.js';
 import {
@@ -106,6 +107,29 @@ describe('listener (direct mTLS)', function () {
     expect(enqueued.filter((key) => key === 'kcp-system/kyma-a')).to.have.length(5);
     expect(enqueued.filter((key) => key === 'kcp-system/kyma-b')).to.have.length(5);
     expect(enqueued).to.have.length(10);
+  });
+
+  it('accepts the SKR leaf that packages/pki issues (DESIGN 4.5) under a packages/pki CA', async function () {
+    const ca = createCa({ commonName: 'kcp-pki-ca', keyBits: 2048 });
+    const leaf = issueLeaf({
+      ca,
+      runtimeId: 'runtime-b',
+      dnsNames: ['skr-b.example.com'],
+      ipAddresses: ['127.0.0.1'],
+    });
+    // The same pki leaf type serves the listener too: serverAuth and clientAuth on every leaf.
+    const pkiServing = issueLeaf({
+      ca,
+      runtimeId: 'kcp-listener',
+      dnsNames: ['localhost'],
+      ipAddresses: ['127.0.0.1'],
+    });
+    listener.updateTls({ ...pkiServing, caBundlePem: kcpCa.certPem + ca.certPem });
+    const answer = await sendCallback(listener.port, agentFor({ ...leaf, caPem: ca.certPem }), {
+      body: v2Body(),
+    });
+    expect(answer.status).to.equal(200);
+    expect(enqueued).to.deep.equal(['kcp-system/kyma-b']);
   });
 
   it('refuses a certificate from a foreign CA with 401 and a reason, waking nothing', async function () {

@@ -180,9 +180,16 @@ function commonNameOfForwardedCert(encoded: string): ParseResult<string> {
   } catch (cause) {
     return { ok: false, error: `Cert is not a URL-encoded PEM certificate (${(cause as Error).message})` };
   }
-  const cn = certificate.toLegacyObject().subject?.CN as unknown;
-  if (typeof cn !== 'string' || cn === '') return { ok: false, error: 'Cert needs exactly one subject CN' };
-  return { ok: true, value: cn };
+  // Node prints the subject one `TYPE=value` per line with control characters escaped. Not
+  // `toLegacyObject()`: on Node 22, calling it before `node:tls` is loaded breaks `tls` for the process.
+  const names = certificate.subject
+    .split('\n')
+    .filter((line) => line.startsWith('CN='))
+    .map((line) => line.slice('CN='.length));
+  if (names.length !== 1 || names[0] === '') {
+    return { ok: false, error: `Cert needs exactly one subject CN, found ${names.length}` };
+  }
+  return { ok: true, value: names[0] as string };
 }
 
 /**
