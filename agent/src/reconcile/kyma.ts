@@ -89,6 +89,12 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     throw new Error(`reconcile Kyma ${kymaNamespace}/${kymaName}: ${failure.message}`, { cause: failure });
   };
 
+  // KCP reads that do not depend on the SKR start now and are awaited where needed.
+  const configsRead = moduleConfigsOf(ctx, kymaName);
+  const syncsRead = syncResourcesOf(ctx, kymaName);
+  configsRead.catch(() => undefined);
+  syncsRead.catch(() => undefined);
+
   let lookup;
   try {
     lookup = await ctx.skrClients.forKyma(kymaName);
@@ -120,8 +126,8 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
         cause: error,
       });
     }
-    modules = await reconcileModules(ctx, kyma, skrKyma, skr);
-    for (const sync of await syncResourcesOf(ctx, kymaName)) {
+    modules = await reconcileModules(ctx, kyma, skrKyma, skr, await configsRead);
+    for (const sync of await syncsRead) {
       syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync));
     }
   } catch (error) {
@@ -181,6 +187,14 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     }
   }
   return { state, requeueAfterMs: REQUEUE_MS[state === 'Deleting' ? 'Processing' : state] };
+}
+
+/** Like Promise.all, but waits for every promise, so no work of this pass runs on after it has failed. */
+async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<T>).value);
 }
 
 function messageOf(error: unknown): string {
@@ -325,18 +339,18 @@ async function reconcileModules(
   kyma: Kyma,
   skrKyma: Kyma,
   skr: ClusterClient,
+  configs: Map<string, ModuleConfig>,
 ): Promise<KymaModuleStatus[]> {
   const kymaName = kyma.metadata.name;
-  const configs = await moduleConfigsOf(ctx, kymaName);
   const wanted = skrKyma.spec.modules ?? [];
   const channel = skrKyma.spec.channel ?? kyma.spec.channel;
   const skrNamespace = skrKymaRef(kyma).namespace;
-  const statuses: KymaModuleStatus[] = [];
-  for (const module of wanted) {
-    statuses.push(
-      await reconcileModule(ctx, kymaName, module, channel, skrNamespace, skr, configs.get(module.name)),
-    );
-  }
+  // Modules are independent of each other: one round trip of latency for all of them, not one each.
+  const statuses = await settleAll(
+    wanted.map((module) =>
+      reconcileModule(ctx, kymaName, module, channel, skrNamespace, skr, configs.get(module.name)),
+    ),
+  );
 
   // Modules no longer wanted: their ModuleConfig goes, and a Module CR the agent created goes with it.
   const wantedNames = new Set(wanted.map((module) => module.name));
