@@ -99,7 +99,7 @@ function kymaKeyOf(kyma: { namespace: string; name: string }): string {
 }
 
 export async function startListener(options: ListenerOptions): Promise<Listener> {
-  const logger: Logger = options.logger ?? silentLogger();
+  const logger: Logger = (options.logger ?? silentLogger()).child({ subsystem: 'listener' });
   const metrics: ListenerMetrics = listenerMetrics(options.registry ?? new Registry());
   const mode = options.mode;
   const proxies: TrustedProxies | undefined =
