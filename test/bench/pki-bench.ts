@@ -13,6 +13,7 @@ import {
   addToBundle,
   createCa,
   issueLeaf,
+  issueLeafAsync,
   verifyLeaf,
   type CertificateAndKey,
   type RsaKeyBits,
