@@ -49,7 +49,10 @@ export interface InClusterOptions {
 }
 
 /** ServiceAccount, Deployment, Service and NetworkPolicy of the in-cluster webhook. */
-export function inClusterResourcesFor(options: InClusterOptions): KubernetesObject[] {
+/** A manifest: typed envelope, free-form body. */
+export type Manifest = KubernetesObject & Record<string, unknown>;
+
+export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
   const namespace = options.namespace ?? DEFAULTS.skrNamespace;
   const meta = { name: SKR_WEBHOOK_NAME, namespace, labels };
   const selector = { 'app.kubernetes.io/name': SKR_WEBHOOK_NAME };
@@ -131,5 +134,5 @@ export function inClusterResourcesFor(options: InClusterOptions): KubernetesObje
         ],
       },
     },
-  ] as KubernetesObject[];
+  ];
 }
