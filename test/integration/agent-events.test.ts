@@ -1,0 +1,270 @@
+// The skr-agent binary with its mTLS listener on real planes: with requeues an hour apart, a Module CR
+// edit in SKR 1 reaches its ModuleConfig only through a callback with SKR 1's identity, and SKR 2's
+// ModuleConfig is untouched; identities without a Kyma are refused; a CA bundle changed on disk is
+// picked up without a restart.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import {
+  ApiextensionsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  loadYaml,
+  type KubeConfig,
+  type V1CustomResourceDefinition,
+} from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
+import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { parse as parseYaml } from 'yaml';
+import {
+  createTestCa,
+  issueListenerServingCert,
+  issueTestLeaf,
+  type TestCa,
+} from '../../agent/test/support/listener-certs.js';
+import { sendCallback, tlsAgent, v2Body } from '../../agent/test/support/listener-client.js';
+
+const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
+const CRD_DIR = fileURLToPath(new URL('../../manifests/crds/', import.meta.url));
+const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
+const SKRS = ['skr1', 'skr2'] as const;
+const SAMPLE = {
+  group: GROUP,
+  version: KINDS.sample.version,
+  plural: KINDS.sample.plural,
+  namespace: 'kyma-system',
+  name: 'sample',
+};
+
+async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`, { cause: lastError });
+}
+
+/** testenv installs CRDs without `x-kubernetes-preserve-unknown-fields` (see agent-process.test.ts). */
+async function repairCrds(kubeConfig: KubeConfig): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const file of (await readdir(CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
+    const wanted = loadYaml<V1CustomResourceDefinition>(await readFile(join(CRD_DIR, file), 'utf8'));
+    const name = wanted.metadata?.name ?? '';
+    const current = await api.readCustomResourceDefinition({ name });
+    await api.replaceCustomResourceDefinition({
+      name,
+      body: {
+        ...wanted,
+        metadata: { ...wanted.metadata, resourceVersion: current.metadata?.resourceVersion },
+      },
+    });
+  }
+}
+
+describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma', function () {
+  this.timeout(240_000);
+  const namespace = 'agent-events';
+  let env: Environment;
+  let kcp: KubeConfig;
+  let dir: string;
+  let ca: TestCa;
+  let agent: ChildProcess | undefined;
+  let output = '';
+  let listenerPort = 0;
+  let metricsPort = 0;
+
+  const moduleConfigOf = async (skr: string): Promise<ModuleConfig | undefined> => {
+    const list = (await kcp.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.moduleConfig.version,
+      plural: KINDS.moduleConfig.plural,
+      namespace,
+      labelSelector: `${LABELS.kymaName}=${skr}`,
+    })) as { items: ModuleConfig[] };
+    return list.items.find((c) => c.spec.module === 'sample');
+  };
+  const identity = (commonName: string, issuer: TestCa) => {
+    const leaf = issueTestLeaf(issuer, { commonName, dnsNames: [`${commonName}.local`] });
+    return tlsAgent({ caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem });
+  };
+
+  before(async () => {
+    env = await startEnvironment({ planes: ['kcp', ...SKRS] });
+    kcp = env.plane('kcp').kubeConfig();
+    await Promise.all(env.planes.map((plane) => repairCrds(plane.kubeConfig())));
+    const core = kcp.makeApiClient(CoreV1Api);
+    const api = kcp.makeApiClient(CustomObjectsApi);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    for (const file of ['moduletemplate-sample-1.0.0.yaml', 'modulereleasemeta-sample.yaml']) {
+      const body = parseYaml(await readFile(join(SAMPLES, file), 'utf8')) as {
+        kind: string;
+        metadata: { namespace: string };
+      };
+      body.metadata.namespace = namespace;
+      const kind = body.kind === 'ModuleTemplate' ? KINDS.moduleTemplate : KINDS.moduleReleaseMeta;
+      await api.createNamespacedCustomObject({
+        group: GROUP,
+        version: kind.version,
+        plural: kind.plural,
+        namespace,
+        body,
+      });
+    }
+    for (const skr of SKRS) {
+      await core.createNamespacedSecret({
+        namespace,
+        body: {
+          metadata: { name: `kubeconfig-${skr}`, namespace, labels: { [LABELS.kymaName]: skr } },
+          stringData: { config: await readFile(env.plane(skr).kubeconfigPath, 'utf8') },
+        },
+      });
+      await api.createNamespacedCustomObject({
+        group: GROUP,
+        version: KINDS.kyma.version,
+        plural: KINDS.kyma.plural,
+        namespace,
+        body: {
+          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+          kind: 'Kyma',
+          metadata: { name: skr, namespace, labels: { [LABELS.runtimeId]: skr } },
+          spec: { channel: 'regular', modules: [{ name: 'sample' }] },
+        },
+      });
+    }
+
+    dir = await mkdtemp(join(tmpdir(), 'agent-events-'));
+    ca = createTestCa('kcp-test-ca');
+    const serving = issueListenerServingCert(ca);
+    await writeFile(join(dir, 'tls.crt'), serving.certPem);
+    await writeFile(join(dir, 'tls.key'), serving.keyPem, { mode: 0o600 });
+    await writeFile(join(dir, 'ca.crt'), ca.certPem);
+    listenerPort = await freePort();
+    metricsPort = await freePort();
+    agent = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--conditions=source',
+        MAIN,
+        'run',
+        '--kubeconfig',
+        env.plane('kcp').kubeconfigPath,
+        '--namespace',
+        namespace,
+        '--listen-address',
+        `127.0.0.1:${listenerPort}`,
+        '--tls-cert',
+        join(dir, 'tls.crt'),
+        '--tls-key',
+        join(dir, 'tls.key'),
+        '--ca-bundle',
+        join(dir, 'ca.crt'),
+        '--metrics-address',
+        `127.0.0.1:${metricsPort}`,
+        '--requeue-ready',
+        '1h',
+        '--requeue-processing',
+        '1h',
+        '--requeue-warning',
+        '1h',
+        '--resync-interval',
+        '1h',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    agent.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    agent.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await waitUntil(
+      'the agent is ready',
+      async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200,
+      60_000,
+    ).catch((error: unknown) => {
+      throw new Error(`agent output:\n${output.slice(-4000)}`, { cause: error });
+    });
+    await waitUntil(
+      'both ModuleConfigs are mirrored',
+      async () => !!(await moduleConfigOf('skr1')) && !!(await moduleConfigOf('skr2')),
+      60_000,
+    );
+  });
+
+  after(async () => {
+    if (agent && agent.exitCode === null) {
+      const exited = new Promise((resolve) => agent?.once('exit', resolve));
+      agent.kill('SIGTERM');
+      await exited;
+    }
+    await env?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("an edit in SKR 1 reaches only SKR 1's ModuleConfig, and only after SKR 1's callback", async () => {
+    const before2 = await moduleConfigOf('skr2');
+    await env
+      .plane('skr1')
+      .kubeConfig()
+      .makeApiClient(CustomObjectsApi)
+      .patchNamespacedCustomObject({
+        ...SAMPLE,
+        body: [{ op: 'replace', path: '/spec/greeting', value: 'edited in skr1' }],
+      });
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect((await moduleConfigOf('skr1'))?.spec.resource.spec?.['greeting'], 'no trigger yet').to.not.equal(
+      'edited in skr1',
+    );
+    const answer = await sendCallback(listenerPort, identity('skr1', ca), { body: v2Body('sample') });
+    expect(answer.status).to.equal(200);
+    await waitUntil(
+      "SKR 1's ModuleConfig follows the edit",
+      async () => (await moduleConfigOf('skr1'))?.spec.resource.spec?.['greeting'] === 'edited in skr1',
+      30_000,
+    );
+    const after2 = await moduleConfigOf('skr2');
+    expect(after2?.metadata.resourceVersion, "SKR 2's ModuleConfig is untouched").to.equal(
+      before2?.metadata.resourceVersion,
+    );
+  });
+
+  it('refuses an identity without a Kyma (403) and a certificate from a foreign CA', async () => {
+    const unknown = await sendCallback(listenerPort, identity('skr-unknown', ca), { body: v2Body('sample') });
+    expect(unknown.status).to.equal(403);
+    const foreign = createTestCa('foreign-ca');
+    const refused = await sendCallback(listenerPort, identity('skr1', foreign), {
+      body: v2Body('sample'),
+    }).then(
+      (a) => a.status,
+      () => 'connection refused by TLS',
+    );
+    expect(refused).to.be.oneOf([401, 'connection refused by TLS']);
+  });
+
+  it('picks up a CA bundle changed on disk without a restart', async () => {
+    const next = createTestCa('kcp-next-ca');
+    const before = await sendCallback(listenerPort, identity('skr1', next), { body: v2Body('sample') }).then(
+      (a) => a.status,
+      () => 'refused',
+    );
+    expect(before).to.be.oneOf([401, 'refused']);
+    await writeFile(join(dir, 'ca.crt'), `${ca.certPem}${next.certPem}`);
+    await waitUntil(
+      'a certificate from the added CA is accepted',
+      async () =>
+        (await sendCallback(listenerPort, identity('skr1', next), { body: v2Body('sample') }).then(
+          (a) => a.status,
+          () => 0,
+        )) === 200,
+      30_000,
+    );
+    expect(output).to.include('listener TLS material reloaded');
+  });
+});
