@@ -660,9 +660,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(kyma.metadata.finalizers).to.include(KYMA_FINALIZER);
 
     now = Date.now() + 61_000;
-    expect(await reconciler.reconcile(`${ns}/kyma-u`)).to.deep.equal({
-      requeueAfterMs: REQUEUE_MS.Processing,
-    });
+    expect(await reconciler.reconcile(`${ns}/kyma-u`)).to.deep.equal({});
     expect(await kcpKyma(ns, 'kyma-u')).to.equal(undefined);
     const events = await kcpCore.listNamespacedEvent({ namespace: ns });
     expect(

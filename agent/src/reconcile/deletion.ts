@@ -1,7 +1,7 @@
 // Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
 // SyncResources, Module CRs, the SKR Kyma (SKR), then the finalizer. An SKR that stays unreachable (or has no
 // kubeconfig) for deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway.
-import { KYMA_FINALIZER, REQUEUE_MS, type Kyma } from '@skr-watcher/api';
+import { KYMA_FINALIZER, type Kyma } from '@skr-watcher/api';
 import {
   deleteCustomObjectIfExists,
   deleteIfExists,
@@ -100,7 +100,7 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
   await dropFinalizer(ctx, kymaRef, kyma.metadata);
   await ctx.skrClients.evict(kymaName);
   log.info({ skrCleanedUp: skrError === undefined }, 'Kyma deleted');
-  return { requeueAfterMs: skrError === undefined ? undefined : REQUEUE_MS.Processing };
+  return { requeueAfterMs: undefined };
 }
 
 function addRef(refs: Map<string, ObjectRef>, ref: ObjectRef): void {
