@@ -311,6 +311,84 @@ describe('skr-agent process on real planes', function () {
     expect(await agent.exited).to.equal(0);
   });
 
+  /** Runs skr-agent to completion; returns its exit code and output. */
+  async function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=source', MAIN, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    return { code, stdout, stderr };
+  }
+
+  it('reconcile --once exits 0 for a Kyma that ends Ready and 1 for one that cannot (no kubeconfig Secret)', async () => {
+    const kubeconfig = env.plane('kcp').kubeconfigPath;
+    const ready = await runCli([
+      'reconcile',
+      '--once',
+      '--kyma',
+      'skr1',
+      '--kubeconfig',
+      kubeconfig,
+      '--namespace',
+      namespace,
+    ]);
+    expect(ready.code, ready.stderr).to.equal(0);
+    expect(JSON.parse(ready.stdout.trim().split('\n').pop() ?? '{}')).to.include({
+      kyma: `${namespace}/skr1`,
+      state: 'Ready',
+    });
+
+    await kcp.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.kyma.version,
+      plural: KINDS.kyma.plural,
+      namespace,
+      body: {
+        apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+        kind: 'Kyma',
+        metadata: { name: 'orphan', namespace },
+        spec: { channel: 'regular', modules: [] },
+      },
+    });
+    const orphan = await runCli([
+      'reconcile',
+      '--once',
+      '--kyma',
+      'orphan',
+      '--kubeconfig',
+      kubeconfig,
+      '--namespace',
+      namespace,
+    ]);
+    expect(orphan.code).to.equal(1);
+    expect(JSON.parse(orphan.stdout.trim().split('\n').pop() ?? '{}').state).to.not.equal('Ready');
+    await kcp.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.kyma.version,
+      plural: KINDS.kyma.plural,
+      namespace,
+      name: 'orphan',
+    });
+  });
+
+  it('answers --help for every command and refuses bad flags with exit code 2 and a reason', async () => {
+    for (const args of [['--help'], ['run', '--help'], ['reconcile', '--help']]) {
+      const help = await runCli(args);
+      expect(help.code, args.join(' ')).to.equal(0);
+      expect(help.stdout).to.include('Usage: skr-agent');
+    }
+    const noTls = await runCli(['run', '--kubeconfig', env.plane('kcp').kubeconfigPath]);
+    expect(noTls.code).to.equal(2);
+    expect(noTls.stderr).to.include('--tls-cert');
+    const badDuration = await runCli(['run', '--no-listener', '--requeue-ready', 'soon']);
+    expect(badDuration.code).to.equal(2);
+    expect(badDuration.stderr).to.include('--requeue-ready');
+  });
+
   it('with --leader-elect, SIGTERM releases the Lease so that a standby leads at once', async () => {
     const leaseArgs = ['--leader-elect', '--lease-name', 'agent-process-test'];
     const first = startAgent([...leaseArgs, '--leader-identity', 'first']);
