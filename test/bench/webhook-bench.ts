@@ -121,11 +121,15 @@ function cpuMicros(server: Server): Promise<number> {
 }
 
 /** Peak RSS and CPU time of a server child, which then exits. */
-function finalUsage(server: Server): Promise<Usage> {
-  return new Promise((resolve) => {
+async function finalUsage(server: Server): Promise<Usage> {
+  const exited = new Promise((resolve) => server.child.once('exit', resolve));
+  const usage = await new Promise<Usage>((resolve) => {
     server.child.once('message', (message) => resolve(message as Usage));
     server.child.send('rss');
   });
+  // Let it finish exiting (and write a CPU profile, if asked for).
+  await exited;
+  return usage;
 }
 
 /** UPDATE reviews of Samples whose spec changes: every one is relevant. The uid goes between the parts. */
@@ -314,6 +318,8 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '10' },
       connections: { type: 'string', default: '200' },
       'saturation-seconds': { type: 'string', default: '5' },
+      /** Comma-separated subset of floor,up,down (for profiling one of them). */
+      servers: { type: 'string', default: 'floor,up,down' },
     },
   });
   if (values.role) return runRole(values.role as Role, values.dir ?? '', values.kcp ?? '');
@@ -332,11 +338,12 @@ async function main(): Promise<void> {
     // Imported here only: the server children need none of client-node.
     const { freePort } = await import('@skr-watcher/testenv');
     const deadKcp = `127.0.0.1:${await freePort()}`;
+    const wanted = new Set((values.servers ?? '').split(','));
     const servers = [
-      { label: 'floor (bare Node TLS responder)', role: 'floor' as const, kcpAddr: '' },
-      { label: 'skr-webhook, KCP up', role: 'webhook' as const, kcpAddr: `127.0.0.1:${kcp.port}` },
-      { label: 'skr-webhook, KCP down', role: 'webhook' as const, kcpAddr: deadKcp },
-    ];
+      { key: 'floor', label: 'floor (bare Node TLS responder)', role: 'floor' as const, kcpAddr: '' },
+      { key: 'up', label: 'skr-webhook, KCP up', role: 'webhook' as const, kcpAddr: `127.0.0.1:${kcp.port}` },
+      { key: 'down', label: 'skr-webhook, KCP down', role: 'webhook' as const, kcpAddr: deadKcp },
+    ].filter((server) => wanted.has(server.key));
     console.log(
       `open loop ${rate} req/s for ${seconds} s (interleaved 1 s slices, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
         `node ${process.version}, ${PARTS[0]?.[0].length ?? 0}+ byte UPDATE reviews, every one relevant`,
@@ -394,11 +401,13 @@ async function main(): Promise<void> {
     );
     for (const result of results)
       console.log(`  ${result.label.padEnd(32)} ${result.cpuMicrosPerRequest.toFixed(0)} µs`);
-    const floor = results[0]?.open.p99 ?? NaN;
-    console.log('');
-    console.log('open loop p99 ratio to the floor (bar: <= 1.5):');
-    for (const result of results.slice(1))
-      console.log(`  ${result.label.padEnd(32)} ${(result.open.p99 / floor).toFixed(2)}`);
+    const floor = results.find((result) => result.label.startsWith('floor'));
+    if (floor) {
+      console.log('');
+      console.log('open loop p99 ratio to the floor (bar: <= 1.5):');
+      for (const result of results.filter((r) => r !== floor))
+        console.log(`  ${result.label.padEnd(32)} ${(result.open.p99 / floor.open.p99).toFixed(2)}`);
+    }
     console.log('');
     console.log('summary (JSON):', JSON.stringify({ rate, seconds, connections, results }));
   } finally {

@@ -311,6 +311,7 @@ describe('skr-webhook on a real SKR API server', function () {
       max_age: 0,
       rejected: 0,
       shutdown: 0,
+      invalid: 0,
     });
   });
 

@@ -25,8 +25,14 @@ export type DeliveryOutcome =
 
 export type SendEvent = (manager: string, event: WatchEventV2) => Promise<DeliveryOutcome>;
 
-export type DropReason = 'queue_full' | 'max_age' | 'rejected' | 'shutdown';
-export const DROP_REASONS: readonly DropReason[] = ['queue_full', 'max_age', 'rejected', 'shutdown'];
+export type DropReason = 'queue_full' | 'max_age' | 'rejected' | 'shutdown' | 'invalid';
+export const DROP_REASONS: readonly DropReason[] = [
+  'queue_full',
+  'max_age',
+  'rejected',
+  'shutdown',
+  'invalid',
+];
 
 /** Hooks for metrics; every method is called synchronously and must be cheap. */
 export interface DispatchObserver {
@@ -53,6 +59,11 @@ export interface DispatcherOptions {
   clock?: Clock;
   /** Uniform in [0, 1); injectable for deterministic jitter. */
   random?: () => number;
+  /**
+   * Checks an event before it gets a queue entry; returns why it cannot be sent, or undefined.
+   * Runs only for objects not already queued, which keeps it off the path of repeated changes.
+   */
+  validate?: (event: WatchEventV2) => string | undefined;
 }
 
 export type EnqueueResult = 'enqueued' | 'coalesced' | 'dropped';
@@ -101,7 +112,7 @@ export class Dispatcher {
     enqueued: 0,
     coalesced: 0,
     delivered: 0,
-    dropped: { queue_full: 0, max_age: 0, rejected: 0, shutdown: 0 },
+    dropped: { queue_full: 0, max_age: 0, rejected: 0, shutdown: 0, invalid: 0 },
   };
   private readonly entries = new Map<string, Entry>();
   private ready: Entry[] = [];
@@ -110,8 +121,10 @@ export class Dispatcher {
   private pumpScheduled = false;
   private closed = false;
   private emptied: (() => void) | undefined;
-  private suppressedFullLogs = 0;
-  private lastFullLogAt = -Infinity;
+  private readonly throttled = {
+    queue_full: { lastAt: -Infinity, suppressed: 0 },
+    invalid: { lastAt: -Infinity, suppressed: 0 },
+  };
   private readonly clock: Clock;
   private readonly random: () => number;
 
@@ -144,6 +157,11 @@ export class Dispatcher {
       this.stats.coalesced++;
       this.options.observer?.coalesced();
       return 'coalesced';
+    }
+    const invalid = this.options.validate?.(event);
+    if (invalid !== undefined) {
+      this.drop(undefined, 'invalid', { manager, event, uid }, { why: invalid });
+      return 'dropped';
     }
     if (this.entries.size >= this.options.maxQueue) {
       this.drop(undefined, 'queue_full', { manager, event, uid });
@@ -318,19 +336,22 @@ export class Dispatcher {
       attempts: entry?.attempts ?? 0,
       ...extra,
     };
-    if (reason === 'queue_full') {
-      // A full queue sees every write; one line per second says enough.
+    if (reason === 'queue_full' || reason === 'invalid') {
+      // Both can happen on every write (a full queue, a client sending junk): one line per second
+      // per reason says enough; the counters have the totals.
       const now = this.clock.now();
-      if (now - this.lastFullLogAt < 1000) {
-        this.suppressedFullLogs++;
+      const throttle = this.throttled[reason];
+      if (now - throttle.lastAt < 1000) {
+        throttle.suppressed++;
         return;
       }
-      this.lastFullLogAt = now;
+      const suppressed = throttle.suppressed;
+      throttle.lastAt = now;
+      throttle.suppressed = 0;
       this.options.logger.warn(
-        { ...fields, suppressed: this.suppressedFullLogs, maxQueue: this.options.maxQueue },
-        'event dropped: dispatch queue full',
+        { ...fields, suppressed, maxQueue: this.options.maxQueue },
+        reason === 'invalid' ? 'event dropped: invalid' : 'event dropped: dispatch queue full',
       );
-      this.suppressedFullLogs = 0;
       return;
     }
     this.options.logger.warn(fields, `event dropped: ${reason.replace('_', ' ')}`);

@@ -7,6 +7,7 @@ import {
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
+import { parseWatchEvent } from '@skr-watcher/api';
 import { CONFIG_DEFAULTS, type WebhookConfig } from './config.js';
 import { Dispatcher, type Clock, type DispatchStats } from './dispatch.js';
 import { KcpClient, parseKcpAddress } from './kcp-client.js';
@@ -83,6 +84,10 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
     logger,
     observer: metrics.dispatch,
     clock: options.clock,
+    validate: (event) => {
+      const checked = parseWatchEvent('v2', event);
+      return checked.ok ? undefined : `not a valid v2 event: ${checked.error}`;
+    },
   });
 
   let admission: AdmissionServer | undefined;

@@ -9,8 +9,6 @@ export interface AdmissionMetrics {
   /** Called once per answered request. */
   answered(code: number, seconds: number): void;
   error(reason: AdmissionError): void;
-  /** A relevant change whose event failed the callback contract; nothing was sent. */
-  invalidEvent(): void;
 }
 
 export interface WebhookMetrics {
@@ -89,8 +87,8 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     return child;
   };
   for (const code of [200, 400, 404, 405, 413]) codeChild(code).inc(0);
-  const droppedBy = new Map<DropReason | 'invalid', Counter.Internal>();
-  for (const reason of [...DROP_REASONS, 'invalid' as const]) {
+  const droppedBy = new Map<DropReason, Counter.Internal>();
+  for (const reason of DROP_REASONS) {
     const child = dropped.labels(reason);
     child.inc(0);
     droppedBy.set(reason, child);
@@ -109,9 +107,6 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       },
       error(reason) {
         errors.labels(reason).inc();
-      },
-      invalidEvent() {
-        droppedBy.get('invalid')?.inc();
       },
     },
     dispatch: {

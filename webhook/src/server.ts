@@ -4,12 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import {
-  allowedResponse,
-  parseAdmissionReview,
-  watchEventV2Schema,
-  type WatchEventV2,
-} from '@skr-watcher/api';
+import { allowedResponse, parseAdmissionReview, type WatchEventV2 } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 import { isRelevantChange } from './admission.js';
 import type { AdmissionMetrics } from './metrics.js';
@@ -77,15 +72,6 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
 
     const event = isRelevantChange(parsed.value);
     if (!event) return;
-    const checked = watchEventV2Schema.safeParse(event);
-    if (!checked.success) {
-      metrics.invalidEvent();
-      logger.warn(
-        { uid, manager, kind: parsed.value.request.kind.kind, name: parsed.value.request.name },
-        'relevant change names an object the callback contract cannot carry; not sent',
-      );
-      return;
-    }
     if (debug) {
       logger.debug(
         {

@@ -201,6 +201,23 @@ describe('Dispatcher', () => {
     expect(kcp.inFlight).to.equal(1);
   });
 
+  it('validates only events that need a new entry, and drops invalid ones as invalid', async () => {
+    let validated = 0;
+    const { kcp, dispatcher } = setup({
+      workers: 1,
+      validate: (e) => (validated++, e.watched.Name.startsWith('bad') ? 'bad name' : undefined),
+    });
+    dispatcher.enqueue('m', event('busy'));
+    dispatcher.enqueue('m', event('x'));
+    dispatcher.enqueue('m', event('x'));
+    dispatcher.enqueue('m', event('x'));
+    expect(validated, 'repeats of a queued object are not validated again').to.equal(2);
+    expect(dispatcher.enqueue('m', event('bad-one'))).to.equal('dropped');
+    expect(dispatcher.stats.dropped.invalid).to.equal(1);
+    await settle();
+    expect(kcp.calls.map((c) => c.event.watched.Name)).to.deep.equal(['busy']);
+  });
+
   it('never runs more callbacks at once than it has workers', async () => {
     const { kcp, dispatcher } = setup({ workers: 3 });
     for (let i = 0; i < 10; i++) dispatcher.enqueue('m', event(`o${i}`));

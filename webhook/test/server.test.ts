@@ -71,6 +71,17 @@ describe('admission server', function () {
     expect(fx.webhook.dispatchStats.enqueued + fx.webhook.dispatchStats.coalesced).to.equal(before);
   });
 
+  it('answers a review naming an object the callback contract cannot carry, and sends nothing', async () => {
+    const before = fx.webhook.dispatchStats.dropped.invalid;
+    const answer = await call({ body: JSON.stringify(sampleReview('uid-bad-name', 'CREATE', 'Not_A_Name')) });
+    expect(answer.status).to.equal(200);
+    expect(fx.webhook.dispatchStats.dropped.invalid).to.equal(before + 1);
+    const metrics = await getMetricsPort(fx.webhook.metricsPort, '/metrics');
+    expect(metricValue(metrics.body, 'skr_webhook_events_dropped_total{reason="invalid"}')).to.equal(
+      before + 1,
+    );
+  });
+
   it('answers malformed JSON with 400 and a reason', async () => {
     const answer = await call({ body: '{"apiVersion":' });
     expect(answer.status).to.equal(400);
