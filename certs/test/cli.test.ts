@@ -71,7 +71,11 @@ describe('skr-certs journeys with files', function () {
     expect(table.stdout.split('\n')[0]).to.match(/^SOURCE\s+SUBJECT CN\s+ISSUER CN/);
     expect(table.stdout).to.contain('runtime-7');
 
-    for (const result of [ca, leaf, verified, table]) {
+    const keyFile = await skrCerts(['inspect', join(dir, 'leaf', 'tls.key')]);
+    expect(keyFile.code).to.equal(0);
+    expect(keyFile.stdout).to.match(/tls\.key\s+\(private key\)/);
+
+    for (const result of [ca, leaf, verified, table, keyFile]) {
       expect(result.stdout + result.stderr).to.not.match(/PRIVATE KEY|MII[A-Za-z0-9+/]{20}/);
     }
   });

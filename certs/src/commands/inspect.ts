@@ -23,10 +23,16 @@ export async function inspect(file: string | undefined, opts: InspectOptions): P
   }
   const entries: Entry[] = [];
   if (file !== undefined) {
-    entries.push({
-      source: file,
-      certificates: describeCertificates(readPemFile(file, 'certificate'), file),
-    });
+    const pem = readPemFile(file, 'certificate');
+    if (pem.includes('PRIVATE KEY-----') && !pem.includes('-----BEGIN CERTIFICATE-----')) {
+      entries.push({
+        source: file,
+        certificates: [],
+        privateKey: { present: true, matchesCertificate: undefined },
+      });
+    } else {
+      entries.push({ source: file, certificates: describeCertificates(pem, file) });
+    }
   } else {
     const match = /^([a-z0-9-]{1,63})\/([a-z0-9.-]{1,253})$/.exec(opts.secret as string);
     if (match === null) throw new UsageError('--secret must be <namespace>/<name>');

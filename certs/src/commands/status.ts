@@ -1,5 +1,6 @@
 // skr-certs status: one row per SKR certificate with what it needs now.
 import {
+  bundleContains,
   decideLeaf,
   describeCertificate,
   isSignedBy,
@@ -45,6 +46,9 @@ export async function status(opts: StatusOptions, now: Date): Promise<CommandRes
       isSignedBy(leaf.certPem, ca.current.certPem) ||
       (ca.pending !== undefined && isSignedBy(leaf.certPem, ca.pending.certPem));
     let decision = decideLeaf(info, { now, currentCaInBundleSince: caInBundleSince, signedByCurrentCa });
+    if (decision.action === 'none' && !safeBundleContains(leaf.caPem, ca.current.certPem)) {
+      decision = { action: 'reissue', reason: 'its ca.crt does not hold the signing CA' };
+    }
     if (!verdict.ok && verdict.reason !== 'expired' && decision.action === 'none') {
       decision = { action: 'reissue', reason: `does not verify against the bundle: ${verdict.message}` };
     }
@@ -73,4 +77,12 @@ export async function status(opts: StatusOptions, now: Date): Promise<CommandRes
     data: { ca: caInfo, rotation, bundleSize: (bundlePem.match(/BEGIN CERTIFICATE/g) ?? []).length, leaves },
     table: { lines: [...header, ...table.trimEnd().split('\n')] },
   };
+}
+
+function safeBundleContains(bundlePem: string, caPem: string): boolean {
+  try {
+    return bundleContains(bundlePem, caPem);
+  } catch {
+    return false;
+  }
 }
