@@ -70,9 +70,25 @@ export function isConflict(error: unknown): boolean {
   return apiErrorCode(error) === 409;
 }
 
-/** Timeouts, refused connections and other failures that never reached an API server's answer. */
+/**
+ * Timeouts, refused or reset connections, DNS and TLS failures: the request got no answer from an API server.
+ * Recognised by the error's name (TimeoutError, AbortError) or its string `code` (ECONNREFUSED, UND_ERR_*,
+ * ERR_TLS_*, …) anywhere in the cause chain; an HTTP answer (numeric code) is never "unreachable".
+ */
 export function isUnreachable(error: unknown): boolean {
-  return !(error instanceof KubeRequestError ? error.code !== undefined : apiErrorCode(error) !== undefined);
+  if (apiErrorCode(error) !== undefined) return false;
+  for (let current = error, depth = 0; current instanceof Error && depth < 8; depth++) {
+    if (current.name === 'TimeoutError' || current.name === 'AbortError') return true;
+    const code = (current as { code?: unknown }).code;
+    if (
+      typeof code === 'string' &&
+      /^(E[A-Z]+|UND_ERR_[A-Z_]+|ERR_TLS_[A-Z_]+|ERR_SSL_[A-Z_]+|[A-Z_]*CERT[A-Z_]*)$/.test(code)
+    ) {
+      return true;
+    }
+    current = current.cause;
+  }
+  return false;
 }
 
 function statusOf(error: unknown): { message?: string; reason?: string } | undefined {

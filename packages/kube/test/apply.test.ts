@@ -217,6 +217,8 @@ describe('server-side apply helpers (real API server)', function () {
       expect(failure).to.be.instanceOf(Error);
       expect(isUnreachable(failure)).to.equal(true);
       expect(apiErrorCode(failure)).to.equal(undefined);
+      // A bug is not an outage.
+      expect(isUnreachable(new TypeError('x is not a function'))).to.equal(false);
     } finally {
       await down.close();
     }
