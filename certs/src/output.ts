@@ -46,8 +46,3 @@ export function certificateRow(info: CertificateInfo): string[] {
 }
 
 export const CERTIFICATE_COLUMNS = ['SUBJECT CN', 'ISSUER CN', 'TYPE', 'NOT AFTER', 'SANS', 'SERIAL'];
-
-/** The JSON shape of a certificate description (no key material exists in it to leak). */
-export function certificateData(info: CertificateInfo): Record<string, unknown> {
-  return { ...info };
-}

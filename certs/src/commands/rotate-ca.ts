@@ -1,7 +1,7 @@
 // skr-certs rotate-ca: run or resume the phased CA rotation (DESIGN 4.5) against the KCP Secrets.
 import type { RsaKeyBits } from '@skr-watcher/pki';
 import { KcpPkiSecrets } from '../kcp-secrets.js';
-import type { CommandResult } from '../output.js';
+import { formatTable, type CommandResult } from '../output.js';
 import { rotateCa } from '../rotation.js';
 
 export interface RotateCaCommandOptions {
@@ -45,16 +45,11 @@ export async function rotateCaCommand(
     table:
       rows.length === 0
         ? { lines }
-        : { lines: [...formatRows(['TIME', 'STEP', 'PHASE', 'DETAIL'], rows), ...lines] },
+        : {
+            lines: [
+              ...formatTable(['TIME', 'STEP', 'PHASE', 'DETAIL'], rows).trimEnd().split('\n'),
+              ...lines,
+            ],
+          },
   };
-}
-
-function formatRows(columns: string[], rows: string[][]): string[] {
-  const widths = columns.map((c, i) => Math.max(c.length, ...rows.map((r) => (r[i] ?? '').length)));
-  return [columns, ...rows].map((cells) =>
-    cells
-      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
-      .join('   ')
-      .trimEnd(),
-  );
 }
