@@ -520,11 +520,11 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect((await skrConfigMap(planes.skr1, 'cm-synced'))?.data).to.deep.equal({ a: '1' });
     expect((await skrConfigMap(planes.skr1, 'cm-ignored'))?.data).to.deep.equal({ a: '2' });
 
-    // Dropping an item removes its object from the SKR.
+    // Dropping an item removes its object from the SKR; renaming an item keeps its object.
     await kcpCustom.patchNamespacedCustomObject(
       {
         ...syncRef(ns, 'sync-s'),
-        body: { spec: { items: [configMapItem('ignored', 'CreateAndIgnore', 'cm-ignored', { a: '1' })] } },
+        body: { spec: { items: [configMapItem('renamed', 'CreateAndIgnore', 'cm-ignored', { a: '1' })] } },
       },
       mergePatch,
     );
@@ -534,7 +534,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     const after = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-s'))) as {
       status: { items: Json[] };
     };
-    expect(after.status.items.map((item) => item['name'])).to.deep.equal(['ignored']);
+    expect(after.status.items.map((item) => item['name'])).to.deep.equal(['renamed']);
 
     // Deleting the SyncResource removes what it applied, then lets it go.
     await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-s'));

@@ -74,6 +74,24 @@ function identityOf(resource: {
   };
 }
 
+/** Identities (as JSON) of the objects the current well-formed items create or sync. */
+function currentIdentities(sync: RawSyncResource): Set<string> {
+  const identities = new Set<string>();
+  for (const raw of sync.spec.items) {
+    try {
+      const item = parseSyncItem(raw, 'item');
+      if (item.strategy !== 'Delete') identities.add(identityKey(identityOf(item.resource)));
+    } catch (error) {
+      if (!(error instanceof ShapeError)) throw error;
+    }
+  }
+  return identities;
+}
+
+function identityKey(applied: Applied): string {
+  return [applied.apiVersion, applied.kind, applied.namespace ?? '', applied.name].join('\0');
+}
+
 function objectRef(applied: Applied): ObjectRef {
   return applied;
 }
@@ -99,6 +117,8 @@ export async function reconcileSyncResource(
   const previous = new Map((sync.status?.items ?? []).map((item) => [item.name, item]));
   const statuses: SyncItemStatus[] = [];
   const seen = new Set<string>();
+  // Objects the current items create or sync; an old record naming one of them must not delete it.
+  const wanted = currentIdentities(sync);
   for (const [index, raw] of sync.spec.items.entries()) {
     const itemWhat = `SyncResource ${ctx.namespace}/${syncName} spec.items[${index}]`;
     let item;
@@ -106,19 +126,23 @@ export async function reconcileSyncResource(
       item = parseSyncItem(raw, itemWhat);
     } catch (error) {
       if (!(error instanceof ShapeError)) throw error;
-      const name = (raw as { name?: unknown } | null)?.name;
-      statuses.push({
-        name: typeof name === 'string' ? name : `#${index}`,
-        state: 'Error',
-        message: error.message,
-      });
+      const rawName = (raw as { name?: unknown } | null)?.name;
+      const name = typeof rawName === 'string' ? rawName : `#${index}`;
+      // A malformed item is not a dropped one: what it applied before stays until it is fixed or removed.
+      seen.add(name);
+      const applied = previous.get(name)?.applied;
+      statuses.push({ name, state: 'Error', message: error.message, ...(applied ? { applied } : {}) });
       continue;
     }
     seen.add(item.name);
     const identity = identityOf(item.resource);
     const before = previous.get(item.name);
     // The item now names another object: the one applied before is no longer wanted.
-    if (before?.applied && !isDeepStrictEqual(before.applied, identity)) {
+    if (
+      before?.applied &&
+      !isDeepStrictEqual(before.applied, identity) &&
+      !wanted.has(identityKey(before.applied))
+    ) {
       const removal = await removeApplied(skr, before.applied);
       if (removal) {
         statuses.push({ ...before, name: item.name, state: 'Error', message: removal });
@@ -129,7 +153,7 @@ export async function reconcileSyncResource(
   }
   // Items dropped from the spec: remove what they applied; keep them in status until that succeeds.
   for (const [name, before] of previous) {
-    if (seen.has(name) || !before.applied) continue;
+    if (seen.has(name) || !before.applied || wanted.has(identityKey(before.applied))) continue;
     const removal = await removeApplied(skr, before.applied);
     if (removal) statuses.push({ ...before, state: 'Error', message: `removing dropped item: ${removal}` });
   }
@@ -225,13 +249,13 @@ export async function removeAppliedObjects(
 ): Promise<void> {
   const targets = new Map<string, Applied>();
   for (const item of sync.status?.items ?? [])
-    if (item.applied) targets.set(JSON.stringify(item.applied), item.applied);
+    if (item.applied) targets.set(identityKey(item.applied), item.applied);
   for (const raw of sync.spec.items) {
     try {
       const item = parseSyncItem(raw, 'item');
       if (item.strategy !== 'Delete') {
         const identity = identityOf(item.resource);
-        targets.set(JSON.stringify(identity), identity);
+        targets.set(identityKey(identity), identity);
       }
     } catch (error) {
       if (!(error instanceof ShapeError)) throw error;
