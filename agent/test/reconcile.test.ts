@@ -800,4 +800,44 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       await getOrUndefined(() => custom(planes.skr2).getNamespacedCustomObject(skrKymaRef)),
     ).to.not.equal(undefined);
   });
+
+  it("leaves another controller's Kyma condition alone and does not rewrite status for it", async function () {
+    await createKyma(ns, 'kyma-f', 'skr1', []);
+    await reconciler.reconcile(`${ns}/kyma-f`);
+    await kcpCustom.patchNamespacedCustomObjectStatus(
+      {
+        ...kymaRef(ns, 'kyma-f'),
+        body: {
+          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+          kind: KINDS.kyma.kind,
+          metadata: { name: 'kyma-f', namespace: ns },
+          status: {
+            conditions: [
+              {
+                type: 'Foo',
+                status: 'True',
+                reason: 'Other',
+                message: 'x',
+                lastTransitionTime: new Date().toISOString(),
+              },
+            ],
+          },
+        },
+        fieldManager: 'other-controller',
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+    );
+    const before = (await kcpKyma(ns, 'kyma-f')) as { metadata: { resourceVersion: string } };
+    await reconciler.reconcile(`${ns}/kyma-f`);
+    const after = (await kcpKyma(ns, 'kyma-f')) as {
+      metadata: { resourceVersion: string };
+      status: { conditions: Json[] };
+    };
+    expect(after.metadata.resourceVersion).to.equal(before.metadata.resourceVersion);
+    expect(after.status.conditions.map((c) => c['type'])).to.include.members([
+      'Foo',
+      'SKRConnected',
+      'ModulesReady',
+    ]);
+  });
 });

@@ -222,7 +222,11 @@ export function kymaStatus(
 ): KymaStatus {
   const now = ctx.clock();
   // Conditions not given this time (e.g. ModulesReady when the SKR was unreachable) keep their last value.
-  const kept = (previous?.conditions ?? []).filter((c) => !conditions.some((input) => input.type === c.type));
+  // Only our own condition types: applying another controller's condition would make us co-own it.
+  const ours = new Set<string>(Object.values(CONDITIONS));
+  const kept = (previous?.conditions ?? []).filter(
+    (c) => ours.has(c.type) && !conditions.some((input) => input.type === c.type),
+  );
   return {
     state,
     modules,

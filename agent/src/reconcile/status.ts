@@ -32,6 +32,8 @@ export const CONDITIONS = {
   syncResourcesApplied: 'SyncResourcesApplied',
 } as const;
 
+const OWN_CONDITIONS = new Set<string>(Object.values(CONDITIONS));
+
 export interface ConditionInput {
   type: string;
   ok: boolean;
@@ -58,17 +60,20 @@ export function conditionsFor(
   });
 }
 
-/** True when `next` differs from `current` in anything but timestamps. */
+/** True when `next` differs from `current` in anything but timestamps and other controllers' conditions. */
 export function kymaStatusChanged(current: KymaStatus | undefined, next: KymaStatus): boolean {
   const comparable = (status: KymaStatus | undefined) => ({
     state: status?.state,
     modules: (status?.modules ?? []).map((module: KymaModuleStatus) => ({ ...module })),
-    conditions: (status?.conditions ?? []).map(({ type, status: value, reason, message }) => ({
-      type,
-      status: value,
-      reason,
-      message,
-    })),
+    conditions: (status?.conditions ?? [])
+      .filter((condition) => OWN_CONDITIONS.has(condition.type))
+      .sort((a, b) => a.type.localeCompare(b.type))
+      .map(({ type, status: value, reason, message }) => ({
+        type,
+        status: value,
+        reason,
+        message,
+      })),
   });
   return !isDeepStrictEqual(comparable(current), comparable(next));
 }
