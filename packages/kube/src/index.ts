@@ -3,3 +3,4 @@ export * from './informer.js';
 export * from './apply.js';
 export * from './skr-clients.js';
 export * from './leader-election.js';
+export * from './pki-secrets.js';

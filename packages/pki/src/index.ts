@@ -7,3 +7,4 @@ export * from './verify.js';
 export * from './policy.js';
 export * from './rotation.js';
 export * from './secrets.js';
+export * from './names.js';

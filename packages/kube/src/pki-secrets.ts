@@ -1,0 +1,303 @@
+// The KCP Secrets that hold the PKI (DESIGN 4.5), read and written through the Kubernetes API (CoreV1Api).
+// Shared by skr-certs (init, issue, rotation) and the agent (per-SKR certificates during registration).
+import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
+import { LABELS, MANAGED_BY } from '@skr-watcher/api';
+import {
+  rotationStateFromAnnotations,
+  CA_BUNDLE_SECRET_NAME,
+  CA_SECRET_NAME,
+  SECRET_KEYS,
+  kymaNameOfWebhookTlsSecret,
+  webhookTlsSecretName,
+  type CertificateAndKey,
+  type RotationState,
+} from '@skr-watcher/pki';
+import { isConflict, isNotFound } from './apply.js';
+
+export interface CaSecret {
+  current: CertificateAndKey;
+  /** The CA a rotation is introducing (phase new-ca-pending .. leaves-reissued). */
+  pending?: CertificateAndKey;
+  /** The CA a rotation replaced (phase signing-switched), certificate only. */
+  previousCertPem?: string;
+  annotations: Record<string, string>;
+  secret: V1Secret;
+}
+
+export interface LeafSecret {
+  name: string;
+  kymaName: string;
+  certPem: string;
+  /** The trust bundle handed to the SKR with this leaf. */
+  caPem: string;
+  secret: V1Secret;
+}
+
+/** The HTTP status of a client-node ApiException (numeric `code`), undefined for other errors. */
+function httpStatus(error: unknown): number | undefined {
+  const code: unknown = error instanceof Error ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'number' ? code : undefined;
+}
+
+function decode(secret: V1Secret, key: string): string | undefined {
+  const value = secret.data?.[key];
+  return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+}
+
+function required(secret: V1Secret, key: string): string {
+  const value = decode(secret, key);
+  if (value === undefined || value.trim() === '') {
+    throw new Error(`Secret ${secret.metadata?.namespace}/${secret.metadata?.name} has no ${key}`);
+  }
+  return value;
+}
+
+function encode(data: Record<string, string | undefined>): Record<string, string> {
+  const encoded: Record<string, string> = {};
+  for (const [key, value] of Object.entries(data)) {
+    if (value !== undefined) encoded[key] = Buffer.from(value, 'utf8').toString('base64');
+  }
+  return encoded;
+}
+
+export class KcpPkiSecrets {
+  constructor(
+    private readonly api: CoreV1Api,
+    readonly namespace: string,
+  ) {}
+
+  /** Loads client-node on demand: it takes a second to import, and the file commands never need it. */
+  static async fromKubeconfig(kubeconfigPath: string, namespace: string): Promise<KcpPkiSecrets> {
+    const { CoreV1Api, KubeConfig } = await import('@kubernetes/client-node');
+    const kubeConfig = new KubeConfig();
+    try {
+      kubeConfig.loadFromFile(kubeconfigPath);
+    } catch (cause) {
+      throw new Error(`read kubeconfig ${kubeconfigPath}`, { cause });
+    }
+    return new KcpPkiSecrets(kubeConfig.makeApiClient(CoreV1Api), namespace);
+  }
+
+  private where(name: string): string {
+    return `Secret ${this.namespace}/${name}`;
+  }
+
+  async read(name: string): Promise<V1Secret | undefined> {
+    try {
+      return await this.api.readNamespacedSecret({ name, namespace: this.namespace });
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw new Error(`read ${this.where(name)}`, { cause: error });
+    }
+  }
+
+  async readCa(): Promise<CaSecret | undefined> {
+    const secret = await this.read(CA_SECRET_NAME);
+    if (secret === undefined) return undefined;
+    const pendingCert = decode(secret, SECRET_KEYS.pendingCert);
+    const pendingKey = decode(secret, SECRET_KEYS.pendingKey);
+    return {
+      current: { certPem: required(secret, SECRET_KEYS.cert), keyPem: required(secret, SECRET_KEYS.key) },
+      pending: pendingCert && pendingKey ? { certPem: pendingCert, keyPem: pendingKey } : undefined,
+      previousCertPem: decode(secret, SECRET_KEYS.previousCert),
+      annotations: secret.metadata?.annotations ?? {},
+      secret,
+    };
+  }
+
+  /** Creates the CA Secret; fails when it exists (a CA is replaced by rotation, never overwritten). */
+  async createCa(ca: CertificateAndKey, annotations: Record<string, string>): Promise<void> {
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'kubernetes.io/tls',
+      metadata: {
+        name: CA_SECRET_NAME,
+        namespace: this.namespace,
+        labels: { [LABELS.managedBy]: MANAGED_BY },
+        annotations,
+      },
+      data: encode({ [SECRET_KEYS.cert]: ca.certPem, [SECRET_KEYS.key]: ca.keyPem }),
+    };
+    try {
+      await this.api.createNamespacedSecret({ namespace: this.namespace, body });
+    } catch (error) {
+      if (isConflict(error)) {
+        throw new Error(`${this.where(CA_SECRET_NAME)} already exists; replace a CA with rotate-ca`, {
+          cause: error,
+        });
+      }
+      throw new Error(`create ${this.where(CA_SECRET_NAME)}`, { cause: error });
+    }
+  }
+
+  /**
+   * Replaces the CA Secret's data and annotations, guarded by the resourceVersion it was read at, so two
+   * rotations running at once cannot both write (the second gets a conflict).
+   */
+  async writeCa(
+    read: CaSecret,
+    next: { current: CertificateAndKey; pending?: CertificateAndKey; previousCertPem?: string },
+    annotations: Record<string, string | null>,
+  ): Promise<void> {
+    const merged: Record<string, string> = { ...read.annotations };
+    for (const [key, value] of Object.entries(annotations)) {
+      if (value === null) delete merged[key];
+      else merged[key] = value;
+    }
+    const body: V1Secret = {
+      ...read.secret,
+      metadata: { ...read.secret.metadata, annotations: merged },
+      data: encode({
+        [SECRET_KEYS.cert]: next.current.certPem,
+        [SECRET_KEYS.key]: next.current.keyPem,
+        [SECRET_KEYS.pendingCert]: next.pending?.certPem,
+        [SECRET_KEYS.pendingKey]: next.pending?.keyPem,
+        [SECRET_KEYS.previousCert]: next.previousCertPem,
+      }),
+    };
+    try {
+      await this.api.replaceNamespacedSecret({ name: CA_SECRET_NAME, namespace: this.namespace, body });
+    } catch (error) {
+      if (isConflict(error)) {
+        throw new Error(`${this.where(CA_SECRET_NAME)} changed while rotating (another rotate-ca running?)`, {
+          cause: error,
+        });
+      }
+      throw new Error(`update ${this.where(CA_SECRET_NAME)}`, { cause: error });
+    }
+  }
+
+  async readBundle(): Promise<string | undefined> {
+    const secret = await this.read(CA_BUNDLE_SECRET_NAME);
+    return secret === undefined ? undefined : (decode(secret, SECRET_KEYS.bundle) ?? '');
+  }
+
+  async writeBundle(bundlePem: string): Promise<void> {
+    const data = encode({ [SECRET_KEYS.bundle]: bundlePem });
+    const existing = await this.read(CA_BUNDLE_SECRET_NAME);
+    try {
+      if (existing === undefined) {
+        await this.api.createNamespacedSecret({
+          namespace: this.namespace,
+          body: {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            type: 'Opaque',
+            metadata: {
+              name: CA_BUNDLE_SECRET_NAME,
+              namespace: this.namespace,
+              labels: { [LABELS.managedBy]: MANAGED_BY },
+            },
+            data,
+          },
+        });
+      } else {
+        await this.api.replaceNamespacedSecret({
+          name: CA_BUNDLE_SECRET_NAME,
+          namespace: this.namespace,
+          body: { ...existing, data },
+        });
+      }
+    } catch (error) {
+      throw new Error(`write ${this.where(CA_BUNDLE_SECRET_NAME)}`, { cause: error });
+    }
+  }
+
+  /** The certificate, key and bundle of one SKR's `<kyma>-webhook-tls`, or undefined when it has none. */
+  async readLeaf(kymaName: string): Promise<{ certPem: string; keyPem: string; caPem: string } | undefined> {
+    const secret = await this.read(webhookTlsSecretName(kymaName));
+    const certPem = secret && decode(secret, SECRET_KEYS.cert);
+    const keyPem = secret && decode(secret, SECRET_KEYS.key);
+    if (!secret || !certPem || !keyPem) return undefined;
+    return { certPem, keyPem, caPem: decode(secret, SECRET_KEYS.ca) ?? '' };
+  }
+
+  /** Every `<kyma>-webhook-tls` Secret of the namespace that holds a certificate. */
+  async listLeaves(): Promise<LeafSecret[]> {
+    const leaves: LeafSecret[] = [];
+    let continueToken: string | undefined;
+    do {
+      let page;
+      try {
+        page = await this.api.listNamespacedSecret({
+          namespace: this.namespace,
+          limit: 500,
+          _continue: continueToken,
+        });
+      } catch (error) {
+        throw new Error(`list Secrets in namespace ${this.namespace}`, { cause: error });
+      }
+      for (const secret of page.items) {
+        const name = secret.metadata?.name ?? '';
+        const kymaName = kymaNameOfWebhookTlsSecret(name);
+        const certPem = decode(secret, SECRET_KEYS.cert);
+        if (kymaName === undefined || certPem === undefined) continue;
+        leaves.push({ name, kymaName, certPem, caPem: decode(secret, SECRET_KEYS.ca) ?? '', secret });
+      }
+      continueToken = page.metadata?._continue || undefined;
+    } while (continueToken !== undefined);
+    return leaves.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Writes `<kyma>-webhook-tls`, keeping the labels and annotations of an existing Secret. */
+  async writeLeaf(kymaName: string, leaf: CertificateAndKey, bundlePem: string): Promise<void> {
+    const name = webhookTlsSecretName(kymaName);
+    const data = encode({
+      [SECRET_KEYS.ca]: bundlePem,
+      [SECRET_KEYS.cert]: leaf.certPem,
+      [SECRET_KEYS.key]: leaf.keyPem,
+    });
+    const existing = await this.read(name);
+    try {
+      if (existing === undefined) {
+        await this.api.createNamespacedSecret({
+          namespace: this.namespace,
+          body: {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            type: 'kubernetes.io/tls',
+            metadata: {
+              name,
+              namespace: this.namespace,
+              labels: { [LABELS.kymaName]: kymaName, [LABELS.managedBy]: MANAGED_BY },
+            },
+            data,
+          },
+        });
+      } else {
+        await this.api.replaceNamespacedSecret({
+          name,
+          namespace: this.namespace,
+          body: { ...existing, data },
+        });
+      }
+    } catch (error) {
+      throw new Error(`write ${this.where(name)}`, { cause: error });
+    }
+  }
+
+  /** Replaces only `ca.crt` of a leaf Secret (after the old CA left the bundle). */
+  async writeLeafBundle(leaf: LeafSecret, bundlePem: string): Promise<void> {
+    const data = { ...leaf.secret.data, ...encode({ [SECRET_KEYS.ca]: bundlePem }) };
+    try {
+      await this.api.replaceNamespacedSecret({
+        name: leaf.name,
+        namespace: this.namespace,
+        body: { ...leaf.secret, data },
+      });
+    } catch (error) {
+      throw new Error(`update ca.crt of ${this.where(leaf.name)}`, { cause: error });
+    }
+  }
+}
+
+/** The CA that signs leaves at this rotation phase: the pending one until signing switches, then the current. */
+export function signingCaFor(
+  ca: CaSecret,
+  state: RotationState = rotationStateFromAnnotations(ca.annotations),
+): CertificateAndKey {
+  if ((state.phase === 'new-ca-trusted' || state.phase === 'leaves-reissued') && ca.pending)
+    return ca.pending;
+  return ca.current;
+}

@@ -1,0 +1,241 @@
+// Automatic webhook registration against real API servers: certificate, SKR Secret, webhook configuration.
+import { expect } from 'chai';
+import { CoreV1Api, CustomObjectsApi, AdmissionregistrationV1Api, AppsV1Api } from '@kubernetes/client-node';
+import { ANNOTATIONS, GROUP, KINDS, LABELS, type Kyma, type Watcher } from '@skr-watcher/api';
+import {
+  createClusterClient,
+  KcpPkiSecrets,
+  mergePatchCustomObject,
+  type ClusterClient,
+} from '@skr-watcher/kube';
+import { createCa, describeCertificate, isSignedBy } from '@skr-watcher/pki';
+import { startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { registerSkrWebhook, unregisterSkrWebhook } from '../../agent/src/registration/index.js';
+
+const NS = 'kcp-system';
+const DAY = 24 * 3600_000;
+
+function kyma(urlMode: boolean): Kyma {
+  return {
+    apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+    kind: 'Kyma',
+    metadata: {
+      name: 'kyma-reg',
+      namespace: NS,
+      labels: { [LABELS.runtimeId]: 'runtime-reg' },
+      annotations: {
+        [ANNOTATIONS.skrDomain]: 'reg.example.com',
+        ...(urlMode ? { [ANNOTATIONS.skrWebhookUrl]: 'https://127.0.0.1:9443' } : {}),
+      },
+    },
+    spec: { channel: 'regular', modules: [{ name: 'sample' }] },
+  };
+}
+
+function watcher(name: string, field: 'spec' | 'status'): Watcher {
+  return {
+    apiVersion: `${GROUP}/${KINDS.watcher.version}`,
+    kind: 'Watcher',
+    metadata: { name, namespace: NS },
+    spec: {
+      manager: 'lifecycle-manager',
+      labelsToWatch: { [LABELS.watchedBy]: 'lifecycle-manager' },
+      resourceToWatch: { group: GROUP, version: 'v1beta2', resource: 'kymas' },
+      field,
+    },
+  };
+}
+
+describe('automatic webhook registration (real KCP and SKR)', function () {
+  this.timeout(120_000);
+  let env: Environment;
+  let kcp: ClusterClient;
+  let skr: ClusterClient;
+  let caPem: string;
+  const options = { image: 'example/skr-webhook:test', kcpAddress: 'kcp.example.com:8082' };
+
+  before(async () => {
+    env = await startEnvironment({ planes: ['kcp', 'skr'] });
+    kcp = await createClusterClient(env.plane('kcp').kubeConfig());
+    skr = await createClusterClient(env.plane('skr').kubeConfig());
+    const core = env.plane('kcp').kubeConfig().makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: NS } } });
+    await env
+      .plane('skr')
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: 'kyma-system' } } });
+    const ca = createCa({ commonName: 'reg-test-ca', keyBits: 2048 });
+    caPem = ca.certPem;
+    const secrets = new KcpPkiSecrets(core, NS);
+    await secrets.createCa(ca, {});
+    await secrets.writeBundle(ca.certPem);
+    const custom = env.plane('kcp').kubeConfig().makeApiClient(CustomObjectsApi);
+    await custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.watcher.version,
+      namespace: NS,
+      plural: KINDS.watcher.plural,
+      body: watcher('kyma-watcher', 'spec'),
+    });
+  });
+  after(async () => {
+    await kcp?.close();
+    await skr?.close();
+    await env?.stop();
+  });
+
+  const register = (k: Kyma, now = new Date()) =>
+    registerSkrWebhook({
+      kcp,
+      namespace: NS,
+      kyma: k,
+      skr,
+      moduleKinds: [{ apiVersion: `${GROUP}/v1alpha1`, kind: 'Sample' }],
+      options,
+      now,
+    });
+
+  it('issues the SKR certificate, copies it to the SKR and writes the webhook configuration (URL mode)', async () => {
+    const result = await register(kyma(true));
+    expect(result).to.include({ ok: true, reason: 'Installed', issued: 'no certificate yet' });
+
+    const kcpCore = env.plane('kcp').kubeConfig().makeApiClient(CoreV1Api);
+    const leafSecret = await kcpCore.readNamespacedSecret({ name: 'kyma-reg-webhook-tls', namespace: NS });
+    const certPem = Buffer.from(leafSecret.data?.['tls.crt'] ?? '', 'base64').toString();
+    const info = describeCertificate(certPem);
+    expect(info.commonName).to.equal('runtime-reg');
+    expect(info.dnsNames).to.include.members(['reg.example.com', 'skr-webhook.kyma-system.svc']);
+    expect(info.ipAddresses).to.deep.equal(['127.0.0.1']);
+    expect(isSignedBy(certPem, caPem)).to.equal(true);
+
+    const skrSecret = await env
+      .plane('skr')
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .readNamespacedSecret({ name: 'skr-webhook-tls', namespace: 'kyma-system' });
+    expect(Buffer.from(skrSecret.data?.['tls.crt'] ?? '', 'base64').toString()).to.equal(certPem);
+    expect(Buffer.from(skrSecret.data?.['ca.crt'] ?? '', 'base64').toString()).to.equal(caPem);
+
+    const vwc = await env
+      .plane('skr')
+      .kubeConfig()
+      .makeApiClient(AdmissionregistrationV1Api)
+      .readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    expect(vwc.webhooks?.map((w) => w.name)).to.deep.equal([
+      'kyma-watcher.operator.kyma-project.io',
+      'modules.skr-webhook.operator.kyma-project.io',
+    ]);
+    expect(vwc.webhooks?.[0]?.clientConfig.url).to.equal('https://127.0.0.1:9443/validate/lifecycle-manager');
+    expect(vwc.webhooks?.[1]?.rules?.[0]?.resources).to.deep.equal(['samples']);
+
+    // A second pass changes nothing and issues nothing.
+    const again = await register(kyma(true));
+    expect(again.issued).to.equal(undefined);
+    const unchanged = await kcpCore.readNamespacedSecret({ name: 'kyma-reg-webhook-tls', namespace: NS });
+    expect(unchanged.metadata?.resourceVersion).to.equal(leafSecret.metadata?.resourceVersion);
+  });
+
+  it('follows Watcher CRs: added, changed and deleted Watchers show in the webhook configuration', async () => {
+    const custom = env.plane('kcp').kubeConfig().makeApiClient(CustomObjectsApi);
+    const admission = env.plane('skr').kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+    const params = {
+      group: GROUP,
+      version: KINDS.watcher.version,
+      namespace: NS,
+      plural: KINDS.watcher.plural,
+    };
+    await custom.createNamespacedCustomObject({ ...params, body: watcher('status-watcher', 'status') });
+    await register(kyma(true));
+    let vwc = await admission.readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    const statusHook = vwc.webhooks?.find((w) => w.name === 'status-watcher.operator.kyma-project.io');
+    expect(statusHook?.rules?.[0]?.resources).to.deep.equal(['kymas/status']);
+
+    await mergePatchCustomObject(
+      kcp.custom,
+      { ...params, name: 'status-watcher' },
+      { spec: { labelsToWatch: { team: 'blue' } } },
+    );
+    await register(kyma(true));
+    vwc = await admission.readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    expect(
+      vwc.webhooks?.find((w) => w.name === 'status-watcher.operator.kyma-project.io')?.objectSelector
+        ?.matchLabels,
+    ).to.deep.equal({
+      [LABELS.watchedBy]: 'lifecycle-manager',
+      team: 'blue',
+    });
+
+    await custom.deleteNamespacedCustomObject({ ...params, name: 'status-watcher' });
+    await register(kyma(true));
+    vwc = await admission.readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    expect(vwc.webhooks?.map((w) => w.name)).to.not.include('status-watcher.operator.kyma-project.io');
+  });
+
+  it('renews the SKR certificate once 30 days or less are left', async () => {
+    const renewed = await register(kyma(true), new Date(Date.now() + 31 * DAY));
+    expect(renewed.issued).to.match(/days left/);
+    const secrets = new KcpPkiSecrets(env.plane('kcp').kubeConfig().makeApiClient(CoreV1Api), NS);
+    const leaf = await secrets.readLeaf('kyma-reg');
+    expect(describeCertificate(leaf?.certPem ?? '').notBefore.getTime()).to.be.greaterThan(
+      Date.now() + 30 * DAY,
+    );
+  });
+
+  it('installs the in-cluster webhook (ServiceAccount, Deployment, Service, NetworkPolicy) and removes everything on unregister', async () => {
+    // Back to a certificate valid now: a pass at the real time re-issues because the names changed (no IP SAN).
+    const result = await register(kyma(false));
+    expect(result.ok).to.equal(true);
+    expect(result.issued).to.equal('names changed');
+    const apps = env.plane('skr').kubeConfig().makeApiClient(AppsV1Api);
+    const deployment = await apps.readNamespacedDeployment({ name: 'skr-webhook', namespace: 'kyma-system' });
+    const env0 = deployment.spec?.template.spec?.containers[0]?.env ?? [];
+    expect(env0.find((e) => e.name === 'KCP_ADDR')?.value).to.equal('kcp.example.com:8082');
+    expect(deployment.spec?.template.spec?.containers[0]?.image).to.equal('example/skr-webhook:test');
+    const vwc = await env
+      .plane('skr')
+      .kubeConfig()
+      .makeApiClient(AdmissionregistrationV1Api)
+      .readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    expect(vwc.webhooks?.[0]?.clientConfig.service).to.deep.include({
+      name: 'skr-webhook',
+      namespace: 'kyma-system',
+    });
+
+    await unregisterSkrWebhook({ kcp, namespace: NS, kymaName: 'kyma-reg', skr });
+    await unregisterSkrWebhook({ kcp, namespace: NS, kymaName: 'kyma-reg', skr }); // idempotent
+    const gone = async (read: () => Promise<unknown>) =>
+      read().then(
+        () => false,
+        (e: { code?: number }) => e.code === 404,
+      );
+    const skrCore = env.plane('skr').kubeConfig().makeApiClient(CoreV1Api);
+    expect(
+      await gone(() => apps.readNamespacedDeployment({ name: 'skr-webhook', namespace: 'kyma-system' })),
+    ).to.equal(true);
+    expect(
+      await gone(() => skrCore.readNamespacedSecret({ name: 'skr-webhook-tls', namespace: 'kyma-system' })),
+    ).to.equal(true);
+    expect(
+      await gone(() => skrCore.readNamespacedService({ name: 'skr-webhook', namespace: 'kyma-system' })),
+    ).to.equal(true);
+    expect(
+      await gone(() =>
+        env
+          .plane('skr')
+          .kubeConfig()
+          .makeApiClient(AdmissionregistrationV1Api)
+          .readValidatingWebhookConfiguration({ name: 'skr-webhook' }),
+      ),
+    ).to.equal(true);
+    expect(
+      await gone(() =>
+        env
+          .plane('kcp')
+          .kubeConfig()
+          .makeApiClient(CoreV1Api)
+          .readNamespacedSecret({ name: 'kyma-reg-webhook-tls', namespace: NS }),
+      ),
+    ).to.equal(true);
+  });
+});
