@@ -33,12 +33,6 @@ export interface LeafSecret {
   secret: V1Secret;
 }
 
-/** The HTTP status of a client-node ApiException (numeric `code`), undefined for other errors. */
-function httpStatus(error: unknown): number | undefined {
-  const code: unknown = error instanceof Error ? (error as { code?: unknown }).code : undefined;
-  return typeof code === 'number' ? code : undefined;
-}
-
 function decode(secret: V1Secret, key: string): string | undefined {
   const value = secret.data?.[key];
   return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
