@@ -205,8 +205,14 @@ interface RunResult {
   seconds: number;
 }
 
-async function openLoop(port: number, caPem: string, rate: number, seconds: number): Promise<RunResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+/** `agent` is kept by the caller across slices, so connections (and their handshakes) are reused. */
+async function openLoop(
+  agent: Agent,
+  port: number,
+  caPem: string,
+  rate: number,
+  seconds: number,
+): Promise<RunResult> {
   const total = Math.round(rate * seconds);
   const interval = 1000 / rate;
   const latencies: number[] = [];
@@ -230,7 +236,6 @@ async function openLoop(port: number, caPem: string, rate: number, seconds: numb
     };
     setTimeout(tick, 0);
   });
-  agent.destroy();
   return {
     latenciesMs: latencies,
     completed: latencies.length,
@@ -318,6 +323,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '10' },
       connections: { type: 'string', default: '200' },
       'saturation-seconds': { type: 'string', default: '5' },
+      'slice-ms': { type: 'string', default: '250' },
       /** Comma-separated subset of floor,up,down (for profiling one of them). */
       servers: { type: 'string', default: 'floor,up,down' },
     },
@@ -328,6 +334,7 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds);
   const connections = Number(values.connections);
   const saturationSeconds = Number(values['saturation-seconds']);
+  const sliceSeconds = Number(values['slice-ms']) / 1000;
   const pki = testPki('skr-webhook-bench-ca');
   const volume = await SecretVolume.create(secretFiles(pki.leaf('skr-bench'), pki.ca.certPem));
   const caPem = pki.ca.certPem;
@@ -345,24 +352,31 @@ async function main(): Promise<void> {
       { key: 'down', label: 'skr-webhook, KCP down', role: 'webhook' as const, kcpAddr: deadKcp },
     ].filter((server) => wanted.has(server.key));
     console.log(
-      `open loop ${rate} req/s for ${seconds} s (interleaved 1 s slices, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
-        `node ${process.version}, ${PARTS[0]?.[0].length ?? 0}+ byte UPDATE reviews, every one relevant`,
+      `open loop ${rate} req/s for ${seconds} s (interleaved ${sliceSeconds * 1000} ms slices in random order, kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
+        `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
     const started: Server[] = [];
+    const agents: Agent[] = [];
     for (const spec of servers) {
       const server = await startChild(spec.label, spec.role, volume.dir, spec.kcpAddr);
       children.push(server);
       started.push(server);
-      await openLoop(server.port, caPem, rate, 2);
+      const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+      agents.push(agent);
+      await openLoop(agent, server.port, caPem, rate, 2);
     }
-    // Interleaved one-second slices: the load other tenants put on this shared machine hits every
+    // Interleaved short slices: the load other tenants put on this shared machine hits every
     // server alike, which keeps the ratio meaningful even when absolute figures are noisy.
     const open = started.map((): RunResult => ({ latenciesMs: [], completed: 0, failed: 0, seconds: 0 }));
     const openCpuMicros = started.map(() => 0);
-    for (let slice = 0; slice < seconds; slice++) {
-      for (const [i, server] of started.entries()) {
+    const slices = Math.max(1, Math.round(seconds / sliceSeconds));
+    for (let slice = 0; slice < slices; slice++) {
+      // A different order each round, so no server always follows the same one.
+      const order = [...started.keys()].sort(() => Math.random() - 0.5);
+      for (const i of order) {
+        const server = started[i] as Server;
         const cpuBefore = await cpuMicros(server);
-        const run = await openLoop(server.port, caPem, rate, 1);
+        const run = await openLoop(agents[i] as Agent, server.port, caPem, rate, sliceSeconds);
         // Callbacks still in flight at the end of a slice are billed to the next one: it evens out.
         openCpuMicros[i] = (openCpuMicros[i] ?? 0) + (await cpuMicros(server)) - cpuBefore;
         const into = open[i] as RunResult;
@@ -372,6 +386,7 @@ async function main(): Promise<void> {
         into.seconds += run.seconds;
       }
     }
+    for (const agent of agents) agent.destroy();
     const results: {
       label: string;
       open: Summary;
