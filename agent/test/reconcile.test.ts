@@ -471,6 +471,15 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(
       events.items.some((e) => e.reason === 'KubeconfigMissing' && e.involvedObject.name === 'kyma-n'),
     ).to.equal(true);
+
+    // Deleting it does not wait for an SKR nobody can reach: the SKR side is skipped, with an Event.
+    await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-n'));
+    expect(await reconciler.reconcile(`${ns}/kyma-n`)).to.deep.equal({});
+    expect(await kcpKyma(ns, 'kyma-n')).to.equal(undefined);
+    const after = await kcpCore.listNamespacedEvent({ namespace: ns });
+    expect(
+      after.items.some((e) => e.reason === 'SKRCleanupSkipped' && e.involvedObject.name === 'kyma-n'),
+    ).to.equal(true);
   });
 
   it('applies SyncResource items by strategy: drift reverted for CreateAndSync, kept for CreateAndIgnore, dropped items removed', async function () {

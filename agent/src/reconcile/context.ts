@@ -3,6 +3,7 @@ import { GROUP, KINDS } from '@skr-watcher/api';
 import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { EventRecorder } from './events.js';
+import type { RegistrationSettings } from './registration.js';
 
 export interface ReconcileContext {
   kcp: ClusterClient;
@@ -14,6 +15,8 @@ export interface ReconcileContext {
   skrClients: SkrClients;
   deletionTimeoutMs: number;
   crdDir: string;
+  /** SKR webhook registration and broken-watcher detection; off when undefined. */
+  registration?: RegistrationSettings;
 }
 
 type KindName = keyof typeof KINDS;

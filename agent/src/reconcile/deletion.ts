@@ -1,7 +1,8 @@
 // Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
-// SyncResources, Module CRs, the SKR Kyma (SKR), then the finalizer. An SKR that stays unreachable (or has no
-// kubeconfig) for deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway.
-import { KYMA_FINALIZER, type Kyma } from '@skr-watcher/api';
+// SyncResources, Module CRs, the SKR Kyma (SKR), then the finalizer. An SKR that stays unreachable for
+// deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway. Without a
+// kubeconfig Secret there is nothing to wait for: the SKR side is skipped at once, with an Event.
+import { KYMA_FINALIZER, LABELS, type Kyma } from '@skr-watcher/api';
 import {
   deleteCustomObjectIfExists,
   deleteIfExists,
@@ -65,9 +66,14 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
   // 2.-4. The SKR side.
   const syncs = await syncResourcesOf(ctx, kymaName);
   let skrError: unknown;
+  // Without credentials there is nothing to wait for (deprovisioning often deletes the Secret first).
+  let noCredentials = false;
   try {
     const lookup = await ctx.skrClients.forKyma(kymaName);
-    if (!lookup) throw new Error(`no kubeconfig Secret for Kyma ${kymaName}`);
+    if (!lookup) {
+      noCredentials = true;
+      throw new Error(`no kubeconfig Secret labelled ${LABELS.kymaName}=${kymaName} in ${ctx.namespace}`);
+    }
     await cleanUpSkr(ctx, lookup.client, kyma, syncs, [...moduleCrs.values()]);
   } catch (error) {
     skrError = error;
@@ -77,7 +83,7 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     const message = skrError instanceof Error ? skrError.message : String(skrError);
     const since = Date.parse(kyma.metadata.deletionTimestamp ?? '');
     const waited = Number.isNaN(since) ? 0 : ctx.clock().getTime() - since;
-    if (waited < ctx.deletionTimeoutMs) {
+    if (!noCredentials && waited < ctx.deletionTimeoutMs) {
       const status = kymaStatus(ctx, kyma.status, 'Deleting', kyma.status?.modules ?? [], [
         { type: CONDITIONS.skrConnected, ok: false, reason: 'SKRCleanupFailed', message },
       ]);
@@ -88,8 +94,10 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     }
     await ctx.events.warning(
       eventTarget(ctx, kyma),
-      'SKRCleanupAbandoned',
-      `SKR cleanup gave up after ${Math.round(waited / 1000)} s; objects may remain in the SKR: ${message}`,
+      noCredentials ? 'SKRCleanupSkipped' : 'SKRCleanupAbandoned',
+      noCredentials
+        ? `SKR cleanup skipped; objects may remain in the SKR: ${message}`
+        : `SKR cleanup gave up after ${Math.round(waited / 1000)} s; objects may remain in the SKR: ${message}`,
     );
     log.warn({ err: skrError, waitedMs: waited }, 'SKR cleanup abandoned; removing the finalizer anyway');
     // Our finalizers on the SyncResources must not outlive the Kyma.

@@ -47,10 +47,12 @@ import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
+import type { RegistrationSettings } from './registration.js';
 import { parseKyma } from './shapes.js';
 
 export { moduleConfigName } from './module-config.js';
 export { CONDITIONS } from './status.js';
+export { SKR_WEBHOOK_CONDITION, type RegistrationSettings } from './registration.js';
 
 export interface ReconcilerOptions {
   /** KCP access (@kubernetes/client-node). */
@@ -69,6 +71,8 @@ export interface ReconcilerOptions {
   kcpTimeoutMs?: number;
   /** Directory of the CRD manifests installed in SKRs that lack them (default: this repository's manifests/crds). */
   crdDir?: string;
+  /** Install and watch the webhook in every SKR (issue 6); off when undefined. */
+  registration?: RegistrationSettings;
 }
 
 /** Per-state requeue of DESIGN 4.4 (REQUEUE_MS in @skr-watcher/api); undefined: wait for the next trigger. */
@@ -144,6 +148,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       skrClients,
       deletionTimeoutMs: options.deletionTimeoutMs ?? DEFAULT_DELETION_TIMEOUT_MS,
       crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
+      ...(options.registration ? { registration: options.registration } : {}),
     };
     return { kcp, skrClients, ctx };
   })();

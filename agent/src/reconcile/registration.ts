@@ -1,0 +1,111 @@
+// The SKR webhook as part of a Kyma's reconcile: registration (certificate, Secret, webhook configuration) and
+// broken-watcher detection, reported as the Kyma's SKRWebhook condition.
+import { ANNOTATIONS, LABELS, type Kyma, type KymaModuleStatus, type ResourceState } from '@skr-watcher/api';
+import { mergePatchCustomObject, type ClusterClient } from '@skr-watcher/kube';
+import {
+  registerSkrWebhook,
+  unregisterSkrWebhook,
+  type RegistrationOptions,
+  type WatcherHealth,
+} from '../registration/index.js';
+import type { ReconcileContext } from './context.js';
+import type { ConditionInput } from './status.js';
+
+export const SKR_WEBHOOK_CONDITION = 'SKRWebhook';
+
+export interface RegistrationSettings {
+  options: RegistrationOptions;
+  /** Broken-watcher detection; without it the webhook is installed but never probed. */
+  health?: WatcherHealth;
+}
+
+export interface SkrWebhookOutcome {
+  condition: ConditionInput;
+  /** Warning when the webhook is missing or broken; Ready otherwise. */
+  state: ResourceState;
+  /** Look again this soon (a probe is out). */
+  requeueAfterMs?: number;
+}
+
+export async function reconcileSkrWebhook(
+  ctx: ReconcileContext,
+  settings: RegistrationSettings,
+  kyma: Kyma,
+  skr: ClusterClient,
+  skrKymaRef: Parameters<typeof mergePatchCustomObject>[1],
+  modules: KymaModuleStatus[],
+): Promise<SkrWebhookOutcome> {
+  const now = ctx.clock();
+  const moduleKinds = modules.flatMap((module) =>
+    module.resource?.kind
+      ? [
+          {
+            apiVersion: module.resource.group
+              ? `${module.resource.group}/${module.resource.version}`
+              : module.resource.version,
+            kind: module.resource.kind,
+          },
+        ]
+      : [],
+  );
+  const result = await registerSkrWebhook({
+    kcp: ctx.kcp,
+    namespace: ctx.namespace,
+    kyma,
+    skr,
+    moduleKinds,
+    options: settings.options,
+    now,
+  });
+  if (result.issued) {
+    ctx.logger.info({ kyma: kyma.metadata.name, reason: result.issued }, 'issued the SKR webhook certificate');
+  }
+  if (!result.ok) {
+    return {
+      condition: { type: SKR_WEBHOOK_CONDITION, ok: false, reason: result.reason, message: result.message },
+      state: 'Warning',
+    };
+  }
+
+  const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId] ?? '';
+  const verdict = settings.health?.assess(runtimeId, now) ?? { kind: 'healthy' as const };
+  const installed = { type: SKR_WEBHOOK_CONDITION, ok: true, reason: result.reason, message: result.message };
+  switch (verdict.kind) {
+    case 'healthy':
+      return { condition: installed, state: 'Ready' };
+    case 'waiting':
+      return { condition: installed, state: 'Ready', requeueAfterMs: verdict.afterMs };
+    case 'probe':
+    case 'broken': {
+      // A harmless write the webhook must turn into an event: an annotation on the SKR Kyma.
+      await mergePatchCustomObject(skr.custom, skrKymaRef, {
+        metadata: { annotations: { [ANNOTATIONS.watcherProbe]: now.toISOString() } },
+      });
+      settings.health?.recordProbe(runtimeId, now);
+      if (verdict.kind === 'probe') return { condition: installed, state: 'Ready', requeueAfterMs: verdict.timeoutMs };
+      return {
+        condition: { type: SKR_WEBHOOK_CONDITION, ok: false, reason: 'NoEventFromWebhook', message: verdict.message },
+        state: 'Warning',
+        requeueAfterMs: verdict.timeoutMs,
+      };
+    }
+  }
+}
+
+/** Deletion: the webhook, its Secret and deployment in the SKR, and the certificate Secret in KCP. */
+export async function removeSkrWebhook(
+  ctx: ReconcileContext,
+  settings: RegistrationSettings,
+  kyma: Kyma,
+  skr: ClusterClient | undefined,
+): Promise<void> {
+  await unregisterSkrWebhook({
+    kcp: ctx.kcp,
+    namespace: ctx.namespace,
+    kymaName: kyma.metadata.name,
+    skr,
+    skrNamespace: settings.options.skrNamespace,
+  });
+  const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
+  if (runtimeId) settings.health?.forget(runtimeId);
+}
