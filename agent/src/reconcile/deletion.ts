@@ -1,5 +1,5 @@
 // Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
-// SyncResources, Module CRs, the SKR Kyma (SKR), then the finalizer. An SKR that stays unreachable for
+// SyncResources, Module CRs, the SKR Kyma, the SKR webhook (when registration is on), then the finalizer. An SKR that stays unreachable for
 // deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway. Without a
 // kubeconfig Secret there is nothing to wait for: the SKR side is skipped at once, with an Event.
 import { KYMA_FINALIZER, LABELS, type Kyma } from '@skr-watcher/api';
@@ -14,6 +14,7 @@ import { dropFinalizer } from './finalizers.js';
 import { eventTarget, kymaStatus, skrKymaRef, writeKymaStatus } from './kyma.js';
 import { moduleConfigsOf } from './module-config.js';
 import { CONDITIONS, kymaStatusChanged } from './status.js';
+import { removeSkrWebhook } from './registration.js';
 import { removeAppliedObjects, removeFinalizer, syncResourcesOf } from './sync-resource.js';
 
 export interface DeletionOutcome {
@@ -102,9 +103,11 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     log.warn({ err: skrError, waitedMs: waited }, 'SKR cleanup abandoned; removing the finalizer anyway');
     // Our finalizers on the SyncResources must not outlive the Kyma.
     for (const sync of syncs) await removeFinalizer(ctx, sync);
+    // The certificate in KCP goes even when the SKR cannot be cleaned.
+    if (ctx.registration) await removeSkrWebhook(ctx, ctx.registration, kyma, undefined);
   }
 
-  // 5. The finalizer, last; the API server then removes the Kyma.
+  // 6. The finalizer, last; the API server then removes the Kyma.
   await dropFinalizer(ctx, kymaRef, kyma.metadata);
   await ctx.skrClients.evict(kymaName);
   log.info({ skrCleanedUp: skrError === undefined }, 'Kyma deleted');
@@ -132,4 +135,6 @@ async function cleanUpSkr(
   // 4. The SKR Kyma.
   const skrKyma = skrKymaRef(kyma);
   await deleteCustomObjectIfExists(skr.custom, skrKyma);
+  // 5. The webhook, its Secret and deployment, and the certificate in KCP.
+  if (ctx.registration) await removeSkrWebhook(ctx, ctx.registration, kyma, skr);
 }

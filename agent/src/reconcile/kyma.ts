@@ -37,6 +37,7 @@ import { addFinalizer } from './finalizers.js';
 import { isModuleFailure, resolveModule } from './modules.js';
 import { deleteModuleConfig, mirrorModuleCr, moduleConfigsOf } from './module-config.js';
 import { parseKyma } from './shapes.js';
+import { reconcileSkrWebhook, type SkrWebhookOutcome } from './registration.js';
 import {
   CONDITIONS,
   conditionsFor,
@@ -115,6 +116,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   let skrKyma: Kyma;
   let modules: KymaModuleStatus[];
   const syncOutcomes: SyncResourceOutcome[] = [];
+  let webhook: SkrWebhookOutcome | undefined;
   try {
     try {
       const installed = await ensureSkrCrds(skr, ctx.crdDir);
@@ -130,6 +132,9 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     for (const sync of await syncsRead) {
       syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync));
     }
+    if (ctx.registration) {
+      webhook = await reconcileSkrWebhook(ctx, ctx.registration, kyma, skr, skrKymaRef(kyma), modules);
+    }
   } catch (error) {
     if (error instanceof SkrFailure) return failSkr(error);
     // Only SKR calls get as far as timing out here in practice; a KCP that stopped answering fails the status write too.
@@ -140,7 +145,11 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
 
   const moduleFailures = modules.filter((module) => module.state !== 'Ready');
   const syncFailures = syncOutcomes.flatMap((outcome) => outcome.failures);
-  const state = worstState([...modules.map((m) => m.state), ...syncOutcomes.map((o) => o.state)]);
+  const state = worstState([
+    ...modules.map((m) => m.state),
+    ...syncOutcomes.map((o) => o.state),
+    ...(webhook ? [webhook.state] : []),
+  ]);
   const status = kymaStatus(ctx, kyma.status, state, modules, [
     { type: CONDITIONS.skrConnected, ok: true, reason: 'Connected', message: `SKR API server ${skr.server}` },
     moduleFailures.length === 0
@@ -169,6 +178,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
           reason: 'ItemsFailed',
           message: summarize(syncFailures),
         },
+    ...(webhook ? [webhook.condition] : []),
   ]);
   if (kymaStatusChanged(kyma.status, status)) {
     await writeKymaStatus(ctx, ctx.kcp, refOfKyma(ctx, kyma), status);
@@ -186,7 +196,9 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       log.warn({ err: error }, 'could not write the SKR Kyma status');
     }
   }
-  return { state, requeueAfterMs: REQUEUE_MS[state === 'Deleting' ? 'Processing' : state] };
+  const requeueAfterMs = REQUEUE_MS[state === 'Deleting' ? 'Processing' : state];
+  // A webhook probe that is out is looked at again when its answer is due.
+  return { state, requeueAfterMs: Math.min(requeueAfterMs, webhook?.requeueAfterMs ?? Infinity) };
 }
 
 /** Like Promise.all, but waits for every promise, so no work of this pass runs on after it has failed. */

@@ -9,9 +9,9 @@ import {
   type WatcherHealth,
 } from '../registration/index.js';
 import type { ReconcileContext } from './context.js';
-import type { ConditionInput } from './status.js';
+import { CONDITIONS, type ConditionInput } from './status.js';
 
-export const SKR_WEBHOOK_CONDITION = 'SKRWebhook';
+export const SKR_WEBHOOK_CONDITION = CONDITIONS.skrWebhook;
 
 export interface RegistrationSettings {
   options: RegistrationOptions;
@@ -58,7 +58,10 @@ export async function reconcileSkrWebhook(
     now,
   });
   if (result.issued) {
-    ctx.logger.info({ kyma: kyma.metadata.name, reason: result.issued }, 'issued the SKR webhook certificate');
+    ctx.logger.info(
+      { kyma: kyma.metadata.name, reason: result.issued },
+      'issued the SKR webhook certificate',
+    );
   }
   if (!result.ok) {
     return {
@@ -82,9 +85,15 @@ export async function reconcileSkrWebhook(
         metadata: { annotations: { [ANNOTATIONS.watcherProbe]: now.toISOString() } },
       });
       settings.health?.recordProbe(runtimeId, now);
-      if (verdict.kind === 'probe') return { condition: installed, state: 'Ready', requeueAfterMs: verdict.timeoutMs };
+      if (verdict.kind === 'probe')
+        return { condition: installed, state: 'Ready', requeueAfterMs: verdict.timeoutMs };
       return {
-        condition: { type: SKR_WEBHOOK_CONDITION, ok: false, reason: 'NoEventFromWebhook', message: verdict.message },
+        condition: {
+          type: SKR_WEBHOOK_CONDITION,
+          ok: false,
+          reason: 'NoEventFromWebhook',
+          message: verdict.message,
+        },
         state: 'Warning',
         requeueAfterMs: verdict.timeoutMs,
       };

@@ -30,6 +30,8 @@ export const CONDITIONS = {
   modulesReady: 'ModulesReady',
   /** Every item of every SyncResource of this Kyma is applied. */
   syncResourcesApplied: 'SyncResourcesApplied',
+  /** The SKR webhook is installed and its events arrive (set only when registration is on). */
+  skrWebhook: 'SKRWebhook',
 } as const;
 
 const OWN_CONDITIONS = new Set<string>(Object.values(CONDITIONS));
