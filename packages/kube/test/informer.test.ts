@@ -99,9 +99,10 @@ describe('ResilientInformer on a real API server', function () {
       source: customResourceSource<Kyma>(kubeConfig, { ...KYMA, namespace }),
       pageSize: 1, // forces paging through continue tokens
     });
-    informer.addIndex('runtime-id', (k) =>
-      k.metadata.labels?.[LABELS.runtimeId] ? [k.metadata.labels[LABELS.runtimeId]] : [],
-    );
+    informer.addIndex('runtime-id', (k) => {
+      const runtimeId = k.metadata.labels?.[LABELS.runtimeId];
+      return runtimeId ? [runtimeId] : [];
+    });
     const seen: string[] = [];
     informer.addHandler({
       onAdd: (k) => seen.push(`add ${k.metadata.name}`),

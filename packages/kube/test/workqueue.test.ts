@@ -51,6 +51,8 @@ function deferred<T = void>() {
   return { promise, resolve, reject };
 }
 
+type Gate = ReturnType<typeof deferred<void>>;
+
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('WorkQueue', () => {
@@ -67,7 +69,7 @@ describe('WorkQueue', () => {
   });
 
   it('never processes one key twice at once, and re-runs a key added during its run once afterwards', async () => {
-    const gates: ReturnType<typeof deferred>[] = [];
+    const gates: Gate[] = [];
     let concurrent = 0;
     let maxConcurrent = 0;
     const queue = new WorkQueue({
@@ -76,7 +78,7 @@ describe('WorkQueue', () => {
       process: async () => {
         concurrent++;
         maxConcurrent = Math.max(maxConcurrent, concurrent);
-        const gate = deferred();
+        const gate = deferred<void>();
         gates.push(gate);
         await gate.promise;
         concurrent--;
@@ -102,12 +104,12 @@ describe('WorkQueue', () => {
   });
 
   it('runs different keys in parallel up to the number of workers', async () => {
-    const gates: ReturnType<typeof deferred>[] = [];
+    const gates: Gate[] = [];
     const queue = new WorkQueue({
       name: 'test',
       workers: 3,
       process: async () => {
-        const gate = deferred();
+        const gate = deferred<void>();
         gates.push(gate);
         await gate.promise;
       },
@@ -204,7 +206,7 @@ describe('WorkQueue', () => {
   it('stop() lets the keys in flight finish, drops queued ones and cancels delayed ones', async () => {
     const clock = new ManualClock();
     const finished: string[] = [];
-    const gate = deferred();
+    const gate = deferred<void>();
     const queue = new WorkQueue({
       name: 'test',
       workers: 1,
