@@ -1,0 +1,96 @@
+// The demo's child processes (skr-agent, one skr-webhook per SKR): run from source through tsx, output to a
+// log file, killed with the demo even if the demo itself is killed.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+
+/** The entry points of the two binaries, from source: a fresh clone runs the demo without a build. */
+export const ENTRY_POINTS = {
+  agent: `${REPO}agent/src/main.ts`,
+  webhook: `${REPO}webhook/src/main.ts`,
+} as const;
+
+/** `setpriv --pdeathsig` makes the kernel kill a child when the demo dies, even by SIGKILL. */
+const hasSetpriv = spawnSync('setpriv', ['--help'], { stdio: 'ignore' }).status === 0;
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+export interface ChildOptions {
+  /** Names the child in messages, e.g. `skr-agent` or `skr-webhook (skr1)`. */
+  name: string;
+  entry: string;
+  args?: string[];
+  env?: Record<string, string>;
+  /** stdout and stderr are appended here. */
+  logFile: string;
+  /** Called for every stdout line (JSON logs), e.g. to pick timestamps out of debug lines. */
+  onLine?: (line: string) => void;
+}
+
+export interface Child {
+  readonly name: string;
+  readonly pid: number;
+  readonly logFile: string;
+  /** Resolves with the exit code (or the signal name) once the process is gone. */
+  readonly exited: Promise<number | string>;
+  isRunning(): boolean;
+  /** SIGTERM, SIGKILL after `graceMs`; resolves when the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export function startChild(options: ChildOptions): Child {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    // 'exit' handlers run synchronously: whatever is still alive is killed outright.
+    process.on('exit', () => {
+      for (const child of live) child.kill('SIGKILL');
+    });
+  }
+  const nodeArgs = ['--import', 'tsx', '--conditions=source', options.entry, ...(options.args ?? [])];
+  const [command, argv] = hasSetpriv
+    ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', process.execPath, ...nodeArgs]]
+    : [process.execPath, nodeArgs];
+  const child = spawn(command, argv, {
+    cwd: REPO,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (child.pid === undefined) throw new Error(`start ${options.name}: no process was created`);
+  live.add(child);
+  const log = createWriteStream(options.logFile, { flags: 'a' });
+  child.stderr?.pipe(log, { end: false });
+  if (child.stdout) {
+    const lines = createInterface({ input: child.stdout, crlfDelay: Infinity });
+    lines.on('line', (line) => {
+      log.write(`${line}\n`);
+      options.onLine?.(line);
+    });
+  }
+  let running = true;
+  const exited = new Promise<number | string>((resolve) => {
+    child.once('exit', (code, signal) => {
+      running = false;
+      live.delete(child);
+      // Let the last output reach the file before it is closed.
+      setImmediate(() => log.end());
+      resolve(code ?? signal ?? 'unknown');
+    });
+  });
+  return {
+    name: options.name,
+    pid: child.pid,
+    logFile: options.logFile,
+    exited,
+    isRunning: () => running,
+    async stop(graceMs = 10_000) {
+      if (!running) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

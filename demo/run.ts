@@ -1,0 +1,202 @@
+// `npm run demo`: the whole path on this machine. A KCP and two SKR control planes, the agent, one webhook
+// per SKR registered by the agent; then a scripted Module CR edit in SKR 1 with its measured timeline, and
+// (without --once) live events and kubectl commands to try until Ctrl-C.
+import { resolve } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
+import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from './system.js';
+import { EdgeObservations, formatTimeline, timeEdit } from './timeline.js';
+
+interface DemoOptions {
+  once: boolean;
+  dir: string;
+  timeout: number;
+  editTimeout: number;
+}
+
+/** Lets the API servers' webhook informers pick up the configuration the agent wrote. */
+const WEBHOOK_SETTLE_MS = 1_000;
+
+function seconds(raw: string): number {
+  const match = /^(\d+)(s|m)?$/.exec(raw.trim());
+  if (!match)
+    throw new InvalidArgumentError(`expected seconds such as 90, 90s or 3m, got ${JSON.stringify(raw)}`);
+  return Number(match[1]) * (match[2] === 'm' ? 60_000 : 1_000);
+}
+
+const print = (line = '') => process.stdout.write(`${line}\n`);
+
+function tryThis(system: LocalSystem): string[] {
+  const [skr1, skr2] = system.skrs;
+  const kcp = `kubectl --kubeconfig ${system.kcpKubeconfigPath}`;
+  const skr = (s: typeof skr1) => `kubectl --kubeconfig ${s?.kubeconfigPath}`;
+  const lines = [
+    'Try (live events appear below as the callbacks arrive):',
+    `  # edit the Module CR in ${skr1?.name}; its ModuleConfig in KCP follows within milliseconds`,
+    `  ${skr(skr1)} -n ${SAMPLE_MODULE.namespace} patch ${SAMPLE_MODULE.plural}.${SAMPLE_MODULE.group} ${SAMPLE_MODULE.name} --type merge -p '{"spec":{"greeting":"hi from kubectl"}}'`,
+    `  ${kcp} -n ${system.namespace} get moduleconfigs -o custom-columns=NAME:.metadata.name,KYMA:.spec.kyma,GREETING:.spec.resource.spec.greeting`,
+    '  # what the agent registered in the SKR, and the Kymas with their state',
+    `  ${skr(skr1)} get validatingwebhookconfiguration skr-webhook -o yaml`,
+    `  ${kcp} -n ${system.namespace} get kymas`,
+  ];
+  if (skr2) {
+    lines.push(
+      `  # the same in ${skr2.name}: only its own ModuleConfig changes`,
+      `  ${skr(skr2)} -n ${SAMPLE_MODULE.namespace} patch ${SAMPLE_MODULE.plural}.${SAMPLE_MODULE.group} ${SAMPLE_MODULE.name} --type merge -p '{"spec":{"replicas":3}}'`,
+    );
+  }
+  lines.push(
+    '  # metrics',
+    `  curl -s http://127.0.0.1:${system.agentMetricsPort}/metrics | grep ^skr_agent_`,
+    ...system.skrs.map(
+      (s) => `  curl -s http://127.0.0.1:${s.webhookMetricsPort}/metrics | grep ^skr_webhook_events`,
+    ),
+    `Logs: ${system.agent.logFile}, ${system.skrs.map((s) => s.webhook.logFile).join(', ')}`,
+    `Event stream: ${system.eventsUrl}`,
+  );
+  return lines;
+}
+
+async function demo(options: DemoOptions): Promise<number> {
+  const started = Date.now();
+  const elapsed = () => `[${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s]`;
+  const observations = new EdgeObservations();
+  let system: LocalSystem | undefined;
+  let live: LiveEvents | undefined;
+  let streaming = false;
+  let interrupted: (() => void) | undefined;
+  const interruption = new Promise<void>((resolve) => (interrupted = resolve));
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals += 1;
+    if (signals > 1 || !system) {
+      // Nothing to tidy gracefully yet (or asked twice): children die with us, planes by testenv's hook.
+      print(`\n${signal}: exiting now`);
+      process.exit(130);
+    }
+    print(`\n${signal}: stopping the agent, the webhooks and the control planes...`);
+    interrupted?.();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const stopAll = async () => {
+    await live?.close();
+    await system?.stop();
+  };
+  try {
+    system = await startLocalSystem({
+      dir: options.dir,
+      startupTimeoutMs: options.timeout,
+      progress: (line) => print(`${elapsed()} ${line}`),
+      onAdmission: (seen) => observations.admission(seen),
+    });
+    live = connectLiveEvents(
+      system.eventsUrl,
+      (event) => {
+        observations.event(event);
+        if (streaming) print(`event  ${formatLiveEvent(event)}`);
+      },
+      (reason) => print(`event stream: skipped an invalid message: ${reason}`),
+    );
+    await live.opened;
+    print(`${elapsed()} ready: the agent and ${system.skrs.length} webhooks are running`);
+    await new Promise((resolve) => setTimeout(resolve, WEBHOOK_SETTLE_MS));
+
+    const skr = system.skrs[0]?.name ?? 'skr1';
+    const greeting = `hello from the demo at ${new Date().toISOString()}`;
+    print();
+    print(
+      `Scripted edit: Sample ${SAMPLE_MODULE.namespace}/${SAMPLE_MODULE.name} in ${skr}, spec.greeting = "${greeting}"`,
+    );
+    const timeline = await timeEdit(system, observations, skr, greeting, options.editTimeout);
+    print('Timeline:');
+    for (const line of formatTimeline(timeline)) print(line);
+    if (timeline.moduleConfigAtMs === undefined || timeline.callbackAtMs === undefined) {
+      const missing =
+        timeline.callbackAtMs === undefined
+          ? 'no callback reached the listener'
+          : 'the ModuleConfig did not follow';
+      process.stderr.write(
+        `demo failed: ${missing} within ${options.editTimeout / 1000} s of the edit.\n` +
+          `Logs: ${system.agent.logFile}, ${system.skrs.map((s) => s.webhook.logFile).join(', ')} (kept)\n`,
+      );
+      await live.close();
+      await system.stop({ keepDir: true });
+      return 1;
+    }
+    print(
+      `End to end (edit sent → ModuleConfig updated in KCP): ${timeline.moduleConfigAtMs - timeline.sentAtMs} ms`,
+    );
+    print();
+
+    if (options.once) {
+      print(`${elapsed()} --once: cleaning up`);
+      await stopAll();
+      print(`${elapsed()} done`);
+      return 0;
+    }
+    for (const line of tryThis(system)) print(line);
+    print();
+    print('Live events (time, runtime-id, kind, namespace/name); Ctrl-C stops everything and cleans up:');
+    streaming = true;
+    const agentExit = system.agent.exited.then(
+      (code) => `the agent exited (${code}); see ${system?.agent.logFile}`,
+    );
+    const streamEnd = live.closed.then(() => 'the event stream closed');
+    const reason = await Promise.race([interruption.then(() => undefined), agentExit, streamEnd]);
+    await stopAll();
+    if (reason) {
+      process.stderr.write(`demo stopped: ${reason}\n`);
+      return 1;
+    }
+    print(`${elapsed()} stopped and cleaned up`);
+    return 0;
+  } catch (error) {
+    process.stderr.write(`demo failed: ${describe(error)}\n`);
+    await live?.close().catch(() => {});
+    if (system) await system.stop({ keepDir: true }).catch(() => {});
+    process.stderr.write(`Logs and planes' data kept in ${options.dir}\n`);
+    return 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+function describe(error: unknown): string {
+  const parts: string[] = [];
+  for (let current: unknown = error; current !== undefined && parts.length < 6;) {
+    parts.push(current instanceof Error ? current.message : String(current));
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return parts.join('\n  caused by: ');
+}
+
+const command = new Command('demo')
+  .description(
+    'Runs skr-watcher on this machine: a KCP and two SKR control planes (real kube-apiservers), skr-agent, and one ' +
+      'skr-webhook per SKR registered by the agent; times a scripted Module CR edit in skr1 from the SKR to KCP; ' +
+      'then streams live events until Ctrl-C.',
+  )
+  .option(
+    '--once',
+    'exit after the scripted edit (0 when its ModuleConfig followed through a callback)',
+    false,
+  )
+  .option('--dir <path>', 'scratch directory for planes, certificates and logs (emptied first)', '.skr-demo')
+  .option('--timeout <seconds>', 'bound of the startup', seconds, 240_000)
+  .option('--edit-timeout <seconds>', 'how long the scripted edit may take to reach KCP', seconds, 30_000)
+  .showHelpAfterError()
+  .action(async (flags: DemoOptions) => {
+    process.exitCode = await demo({ ...flags, dir: resolve(flags.dir) });
+  });
+
+command
+  .parseAsync(process.argv)
+  .catch((error: unknown) => {
+    process.stderr.write(`demo: ${describe(error)}\n`);
+    process.exitCode = 1;
+  })
+  // Everything was stopped; do not wait for idle keep-alive sockets of the Kubernetes clients.
+  .finally(() => process.exit(process.exitCode ?? 0));

@@ -1,0 +1,432 @@
+// A whole skr-watcher system on this machine: a KCP and SKR control planes (real kube-apiservers from
+// testenv), the skr-agent with its mTLS listener, and one skr-webhook process per SKR that the agent
+// registers in URL mode. Shared by the demo (demo/run.ts) and the end-to-end benchmark.
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  AdmissionregistrationV1Api,
+  ApiextensionsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  loadYaml,
+  type KubeConfig,
+  type V1CustomResourceDefinition,
+} from '@kubernetes/client-node';
+import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
+import { DEFAULT_CRD_DIR, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { ENTRY_POINTS, startChild, type Child } from './children.js';
+import { initKcpPki } from './kcp-pki.js';
+import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
+import { applySamples } from './samples.js';
+import { syncSecretToFiles, type SecretFiles } from './secret-files.js';
+
+/** What the agent writes into every SKR (registration): the webhook's certificate and its configuration. */
+export const SKR_WEBHOOK_TLS_SECRET = 'skr-webhook-tls';
+export const SKR_WEBHOOK_CONFIGURATION = 'skr-webhook';
+const SKR_TLS_KEYS = ['ca.crt', 'tls.crt', 'tls.key'];
+
+/** The sample module's Module CR in every SKR (from ModuleTemplate sample-1.0.0). */
+export const SAMPLE_MODULE = {
+  module: 'sample',
+  group: GROUP,
+  version: KINDS.sample.version,
+  plural: KINDS.sample.plural,
+  namespace: DEFAULTS.skrNamespace,
+  name: 'sample',
+} as const;
+
+/** A relevant change the webhook logged (debug level): when admission saw it. */
+export interface AdmissionSeen {
+  skr: string;
+  atMs: number;
+  kind: string;
+  namespace: string;
+  name: string;
+  operation: string;
+}
+
+export interface LocalSystemOptions {
+  /** Scratch directory: planes, certificates, logs. Emptied first. */
+  dir: string;
+  skrs?: string[];
+  /** One line per startup step, for people watching. */
+  progress?: (line: string) => void;
+  /** Runs the webhooks at debug level and reports each relevant change they log. */
+  onAdmission?: (seen: AdmissionSeen) => void;
+  /** Extra flags for `skr-agent run`. */
+  agentArgs?: string[];
+  /** Bound of the whole startup. Default 240 s. */
+  startupTimeoutMs?: number;
+}
+
+export interface LocalSkr {
+  name: string;
+  kubeconfigPath: string;
+  kubeConfig(): KubeConfig;
+  webhookPort: number;
+  webhookMetricsPort: number;
+  webhook: Child;
+  /** The SKR Secret skr-webhook-tls mirrored to files, as a Secret volume would be. */
+  certificates: SecretFiles;
+}
+
+export interface LocalSystem {
+  dir: string;
+  namespace: string;
+  kcpKubeconfigPath: string;
+  kcp: KubeConfig;
+  skrs: LocalSkr[];
+  skr(name: string): LocalSkr;
+  agent: Child;
+  listenerPort: number;
+  agentMetricsPort: number;
+  /** ws:// URL of the agent's live stream of accepted callbacks. */
+  eventsUrl: string;
+  moduleConfigs: ModuleConfigWatch;
+  /** Stops every process and plane; removes `dir` unless `keepDir`. Safe to call twice. */
+  stop(options?: { keepDir?: boolean }): Promise<void>;
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, deadline: number): Promise<void> {
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`timed out waiting for ${what}`, lastError ? { cause: lastError } : undefined);
+}
+
+/** The last lines of a child's log, for error messages. */
+export async function tailOf(file: string, lines = 15): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  return text.trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+/**
+ * testenv creates CRDs from plain YAML through client-node's typed API, which drops
+ * `x-kubernetes-preserve-unknown-fields` (it expects the camelCase property), so Module CR specs would be
+ * pruned. Re-create them through client-node's own YAML loader, which maps the field.
+ */
+async function restoreCrdSchemas(kubeConfig: KubeConfig): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const file of (await readdir(DEFAULT_CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
+    const wanted = loadYaml<V1CustomResourceDefinition>(await readFile(join(DEFAULT_CRD_DIR, file), 'utf8'));
+    const name = wanted.metadata?.name ?? '';
+    const current = await api.readCustomResourceDefinition({ name });
+    await api.replaceCustomResourceDefinition({
+      name,
+      body: {
+        ...wanted,
+        metadata: { ...wanted.metadata, resourceVersion: current.metadata?.resourceVersion },
+      },
+    });
+  }
+}
+
+async function ensureNamespace(kubeConfig: KubeConfig, name: string): Promise<void> {
+  await kubeConfig
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name } } })
+    .catch((error: unknown) => {
+      if ((error as { code?: unknown }).code !== 409)
+        throw new Error(`create namespace ${name}`, { cause: error });
+    });
+}
+
+function readyz(port: number): Promise<boolean> {
+  return fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) }).then(
+    (res) => res.status === 200,
+    () => false,
+  );
+}
+
+/** The webhook's debug line for a relevant change, or undefined for any other line. */
+function admissionOf(skr: string, line: string): AdmissionSeen | undefined {
+  if (!line.includes('"relevant change"')) return undefined;
+  try {
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    const atMs = Date.parse(String(entry['time']));
+    if (entry['msg'] !== 'relevant change' || Number.isNaN(atMs)) return undefined;
+    return {
+      skr,
+      atMs,
+      kind:
+        String(entry['gvk'] ?? '')
+          .split('/')
+          .pop() ?? '',
+      namespace: String(entry['namespace'] ?? ''),
+      name: String(entry['name'] ?? ''),
+      operation: String(entry['operation'] ?? ''),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+const SCRATCH_MARKER = '.skr-watcher-local-system';
+
+/** Empties `dir` for a new run, but only if it is empty, absent, or a scratch directory of an earlier run. */
+async function claimScratchDir(dir: string): Promise<void> {
+  const entries: string[] = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [];
+    throw new Error(`read scratch directory ${dir}`, { cause: error });
+  });
+  if (entries.length > 0 && !entries.includes(SCRATCH_MARKER)) {
+    throw new Error(`${dir} is not empty and was not made by an earlier run; choose another directory`);
+  }
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  await writeFile(
+    join(dir, SCRATCH_MARKER),
+    'scratch directory of a local skr-watcher system; emptied on each run\n',
+  );
+}
+
+export async function startLocalSystem(options: LocalSystemOptions): Promise<LocalSystem> {
+  const skrNames = options.skrs ?? ['skr1', 'skr2'];
+  const progress = options.progress ?? (() => {});
+  const deadline = Date.now() + (options.startupTimeoutMs ?? 240_000);
+  const namespace = DEFAULTS.kcpNamespace;
+  const { dir } = options;
+  await claimScratchDir(dir);
+
+  // Undone in reverse order, on failure during startup and by stop().
+  const cleanups: { name: string; run: () => Promise<void> }[] = [];
+  const cleanUp = async () => {
+    for (const step of cleanups.splice(0).reverse()) {
+      await step
+        .run()
+        .catch((error: unknown) => progress(`cleanup of ${step.name} failed: ${String(error)}`));
+    }
+  };
+
+  try {
+    progress(`starting control planes kcp, ${skrNames.join(', ')} (real kube-apiserver + etcd)`);
+    const env: Environment = await startEnvironment({
+      planes: ['kcp', ...skrNames],
+      dir: join(dir, 'planes'),
+    });
+    cleanups.push({ name: 'control planes', run: () => env.stop() });
+    const kcpPlane = env.plane('kcp');
+    const kcp = kcpPlane.kubeConfig();
+    await Promise.all(env.planes.map((plane) => restoreCrdSchemas(plane.kubeConfig())));
+    await ensureNamespace(kcp, namespace);
+    await Promise.all(
+      skrNames.map((skr) => ensureNamespace(env.plane(skr).kubeConfig(), DEFAULTS.skrNamespace)),
+    );
+
+    progress(
+      'creating the KCP CA (Secrets skr-watcher-ca, skr-watcher-ca-bundle) and the listener certificate',
+    );
+    const listenerTls = await initKcpPki(kcp, namespace, join(dir, 'listener'));
+    // The listener trusts what the KCP bundle Secret says, and follows it through rotations.
+    const listenerBundle = syncSecretToFiles({
+      kubeConfig: kcp,
+      namespace,
+      name: 'skr-watcher-ca-bundle',
+      keys: ['ca-bundle.crt'],
+      dir: join(dir, 'listener', 'ca-bundle'),
+      onError: (error) => progress(`listener CA bundle: ${error.message}`),
+    });
+    cleanups.push({ name: 'listener CA bundle sync', run: () => listenerBundle.stop() });
+    await listenerBundle.firstWrite(Math.max(1_000, deadline - Date.now()));
+
+    const listenerPort = await freePort();
+    const agentMetricsPort = await freePort();
+    const ports = new Map<string, { webhook: number; metrics: number }>();
+    for (const skr of skrNames) ports.set(skr, { webhook: await freePort(), metrics: await freePort() });
+
+    progress(
+      'applying the samples: ModuleTemplates, ModuleReleaseMeta, Watcher, a Kyma and kubeconfig Secret per SKR',
+    );
+    await applySamples(
+      kcp,
+      await Promise.all(
+        skrNames.map(async (skr) => ({
+          name: skr,
+          kubeconfig: await readFile(env.plane(skr).kubeconfigPath, 'utf8'),
+          webhookUrl: `https://127.0.0.1:${ports.get(skr)?.webhook}`,
+        })),
+      ),
+      namespace,
+    );
+
+    progress(
+      `starting skr-agent (listener 127.0.0.1:${listenerPort}, metrics and events 127.0.0.1:${agentMetricsPort})`,
+    );
+    const agent = startChild({
+      name: 'skr-agent',
+      entry: ENTRY_POINTS.agent,
+      logFile: join(dir, 'skr-agent.log'),
+      args: [
+        'run',
+        '--kubeconfig',
+        kcpPlane.kubeconfigPath,
+        '--namespace',
+        namespace,
+        '--listen-address',
+        `127.0.0.1:${listenerPort}`,
+        '--tls-cert',
+        listenerTls.certFile,
+        '--tls-key',
+        listenerTls.keyFile,
+        '--ca-bundle',
+        listenerBundle.path('ca-bundle.crt'),
+        '--metrics-address',
+        `127.0.0.1:${agentMetricsPort}`,
+        // Periodic work far apart: within a demo run only a callback explains a ModuleConfig update.
+        '--requeue-ready',
+        '1h',
+        '--requeue-warning',
+        '1h',
+        '--resync-interval',
+        '1h',
+        ...(options.agentArgs ?? []),
+      ],
+    });
+    cleanups.push({ name: 'skr-agent', run: () => agent.stop() });
+    const agentAlive = () => {
+      if (!agent.isRunning()) throw new Error(`skr-agent exited; see ${agent.logFile}`);
+    };
+    await waitFor(
+      'skr-agent to be ready',
+      async () => {
+        agentAlive();
+        return readyz(agentMetricsPort);
+      },
+      deadline,
+    ).catch(async (error: unknown) => {
+      throw new Error(
+        `${(error as Error).message}\n--- ${agent.logFile} ---\n${await tailOf(agent.logFile)}`,
+        {
+          cause: error,
+        },
+      );
+    });
+
+    const skrs: LocalSkr[] = [];
+    for (const skr of skrNames) {
+      const plane = env.plane(skr);
+      const skrPorts = ports.get(skr) as { webhook: number; metrics: number };
+      progress(
+        `${skr}: waiting for the agent to register the webhook (Secret ${DEFAULTS.skrNamespace}/${SKR_WEBHOOK_TLS_SECRET})`,
+      );
+      const certificates = syncSecretToFiles({
+        kubeConfig: plane.kubeConfig(),
+        namespace: DEFAULTS.skrNamespace,
+        name: SKR_WEBHOOK_TLS_SECRET,
+        keys: SKR_TLS_KEYS,
+        dir: join(dir, skr, 'webhook-tls'),
+        onError: (error) => progress(`${skr}: ${error.message}`),
+      });
+      cleanups.push({ name: `${skr} certificate sync`, run: () => certificates.stop() });
+      await certificates.firstWrite(Math.max(1_000, deadline - Date.now())).catch(async (error: unknown) => {
+        agentAlive();
+        throw new Error(
+          `${(error as Error).message}: the agent did not register the webhook in ${skr}\n--- ${agent.logFile} ---\n${await tailOf(agent.logFile)}`,
+          { cause: error },
+        );
+      });
+      progress(
+        `${skr}: starting skr-webhook on https://127.0.0.1:${skrPorts.webhook} (metrics :${skrPorts.metrics})`,
+      );
+      const onAdmission = options.onAdmission;
+      const webhook = startChild({
+        name: `skr-webhook (${skr})`,
+        entry: ENTRY_POINTS.webhook,
+        logFile: join(dir, skr, 'skr-webhook.log'),
+        env: {
+          WEBHOOK_HOST: '127.0.0.1',
+          WEBHOOK_PORT: String(skrPorts.webhook),
+          METRICS_PORT: String(skrPorts.metrics),
+          TLS_CERT: certificates.path('tls.crt'),
+          TLS_KEY: certificates.path('tls.key'),
+          CA_CERT: certificates.path('ca.crt'),
+          KCP_ADDR: `127.0.0.1:${listenerPort}`,
+          SHUTDOWN_DRAIN_MS: '2000',
+          LOG_LEVEL: onAdmission ? 'debug' : 'info',
+        },
+        onLine: onAdmission
+          ? (line) => {
+              const seen = admissionOf(skr, line);
+              if (seen) onAdmission(seen);
+            }
+          : undefined,
+      });
+      cleanups.push({ name: `skr-webhook (${skr})`, run: () => webhook.stop() });
+      skrs.push({
+        name: skr,
+        kubeconfigPath: plane.kubeconfigPath,
+        kubeConfig: () => plane.kubeConfig(),
+        webhookPort: skrPorts.webhook,
+        webhookMetricsPort: skrPorts.metrics,
+        webhook,
+        certificates,
+      });
+    }
+
+    const moduleConfigs = watchModuleConfigs(kcp, namespace);
+    cleanups.push({ name: 'ModuleConfig watch', run: () => moduleConfigs.stop() });
+    for (const skr of skrs) {
+      progress(`${skr.name}: waiting for the webhook, its registration and the sample module`);
+      const api = skr.kubeConfig().makeApiClient(CustomObjectsApi);
+      const admission = skr.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+      await waitFor(
+        `${skr.name}: skr-webhook ready, ValidatingWebhookConfiguration ${SKR_WEBHOOK_CONFIGURATION}, Module CR ${SAMPLE_MODULE.namespace}/${SAMPLE_MODULE.name}, its ModuleConfig in KCP`,
+        async () => {
+          agentAlive();
+          if (!skr.webhook.isRunning()) throw new Error(`skr-webhook exited; see ${skr.webhook.logFile}`);
+          if (!(await readyz(skr.webhookMetricsPort))) return false;
+          const configuration = await admission.readValidatingWebhookConfiguration({
+            name: SKR_WEBHOOK_CONFIGURATION,
+          });
+          if (
+            !configuration.webhooks?.some((hook) => hook.clientConfig.url?.includes(`:${skr.webhookPort}/`))
+          )
+            return false;
+          await api.getNamespacedCustomObject(SAMPLE_MODULE);
+          return moduleConfigs.current(skr.name, SAMPLE_MODULE.module) !== undefined;
+        },
+        deadline,
+      ).catch(async (error: unknown) => {
+        throw new Error(
+          `${(error as Error).message}\n--- ${agent.logFile} ---\n${await tailOf(agent.logFile)}\n--- ${skr.webhook.logFile} ---\n${await tailOf(skr.webhook.logFile)}`,
+          { cause: error },
+        );
+      });
+    }
+
+    let stopping: Promise<void> | undefined;
+    return {
+      dir,
+      namespace,
+      kcpKubeconfigPath: kcpPlane.kubeconfigPath,
+      kcp,
+      skrs,
+      skr(name) {
+        const found = skrs.find((s) => s.name === name);
+        if (!found) throw new Error(`no SKR named ${name} (have ${skrNames.join(', ')})`);
+        return found;
+      },
+      agent,
+      listenerPort,
+      agentMetricsPort,
+      eventsUrl: `ws://127.0.0.1:${agentMetricsPort}/events`,
+      moduleConfigs,
+      stop(stopOptions = {}) {
+        stopping ??= (async () => {
+          await cleanUp();
+          if (!stopOptions.keepDir) await rm(dir, { recursive: true, force: true });
+        })();
+        return stopping;
+      },
+    };
+  } catch (error) {
+    await cleanUp();
+    throw error;
+  }
+}
