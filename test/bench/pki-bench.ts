@@ -32,7 +32,7 @@ function percentile(sorted: number[], p: number): number {
 function report(label: string, totalMs: number, samples: number[]): void {
   const sorted = [...samples].sort((a, b) => a - b);
   console.log(
-    `${label.padEnd(34)} total ${(totalMs / 1000).toFixed(2).padStart(7)} s   ` +
+    `${label.padEnd(40)} total ${(totalMs / 1000).toFixed(2).padStart(7)} s   ` +
       `${(samples.length / (totalMs / 1000)).toFixed(1).padStart(7)}/s   ` +
       `p50 ${percentile(sorted, 50).toFixed(2)} ms   p99 ${percentile(sorted, 99).toFixed(2)} ms`,
   );

@@ -142,6 +142,21 @@ describe('pki: interoperability with openssl and Node TLS', function () {
     expect(result).to.include({ ok: true, body: 'hello runtime-42', accepted: 1 });
   });
 
+  it('during a rotation, peers with leaves of the old and of the new CA complete mutual TLS both ways', async function () {
+    const nextCa = createCa({ commonName: 'skr-watcher-ca-next', keyBits: 2048 });
+    const bundle = addToBundle(addToBundle('', ca.certPem), nextCa.certPem);
+    const oldLeaf = (id: string) =>
+      issueLeaf({ ca, runtimeId: id, dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+    const newLeaf = (id: string) =>
+      issueLeaf({ ca: nextCa, runtimeId: id, dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+    expect(await mutualTls(newLeaf('listener'), oldLeaf('runtime-old'), bundle)).to.include({
+      body: 'hello runtime-old',
+    });
+    expect(await mutualTls(oldLeaf('listener'), newLeaf('runtime-new'), bundle)).to.include({
+      body: 'hello runtime-new',
+    });
+  });
+
   it('the server refuses a client certificate from a foreign CA with the same name', async function () {
     const server = issueLeaf({
       ca,
