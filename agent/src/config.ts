@@ -40,6 +40,14 @@ export interface AgentConfig {
   /** Full relist of every watched kind; every Kyma is reconciled then. */
   resyncMs: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Automatic webhook registration in every SKR; undefined when off. */
+  registration?: {
+    image: string;
+    kcpAddress: string;
+    skrNamespace: string;
+    probeAfterMs: number;
+    probeTimeoutMs: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -110,6 +118,12 @@ export interface RunFlags {
   requeueError: string;
   resyncInterval: string;
   logLevel: string;
+  registerSkrWebhook?: boolean;
+  skrWebhookImage: string;
+  skrWebhookKcpAddress?: string;
+  skrWebhookNamespace: string;
+  watcherProbeAfter: string;
+  watcherProbeTimeout: string;
 }
 
 export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -166,6 +180,23 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     },
     resyncMs: parseDuration('--resync-interval', flags.resyncInterval),
     logLevel: parseLogLevel(flags.logLevel),
+    registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
+  };
+}
+
+function registrationFromFlags(flags: RunFlags): NonNullable<AgentConfig['registration']> {
+  if (!flags.skrWebhookKcpAddress) {
+    throw new ConfigError(
+      '--register-skr-webhook needs --skr-webhook-kcp-address (host:port of this listener as SKR webhooks reach it)',
+    );
+  }
+  parseAddress('--skr-webhook-kcp-address', flags.skrWebhookKcpAddress);
+  return {
+    image: flags.skrWebhookImage,
+    kcpAddress: flags.skrWebhookKcpAddress,
+    skrNamespace: flags.skrWebhookNamespace || DEFAULTS.skrNamespace,
+    probeAfterMs: parseDuration('--watcher-probe-after', flags.watcherProbeAfter),
+    probeTimeoutMs: parseDuration('--watcher-probe-timeout', flags.watcherProbeTimeout),
   };
 }
 

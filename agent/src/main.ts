@@ -23,6 +23,7 @@ import {
   ConfigError,
   agentConfigFromFlags,
   loadKcpKubeConfig,
+  parseAddress,
   parseDuration,
   parseLogLevel,
   readListenerTls,
@@ -31,9 +32,16 @@ import {
   type RunFlags,
 } from './config.js';
 import { createController, type Controller } from './controller.js';
-import { createEventStream, type EventStream } from './event-stream.js';
+import {
+  createEventStream,
+  EVENT_STREAM_PATH,
+  formatStreamedEvent,
+  tailEvents,
+  type EventStream,
+} from './event-stream.js';
 import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler } from './reconcile/index.js';
+import { createWatcherHealth } from './registration/index.js';
 
 const TLS_POLL_MS = 5_000;
 
@@ -51,7 +59,31 @@ async function startWork(
   pool: PooledKubeConfig,
 ): Promise<Running> {
   // The reconciler keeps its own pooled KCP client; the watches share `pool`.
-  const reconciler = createReconciler({ kcp, namespace: config.namespace, logger, registry });
+  // Broken-watcher detection needs to know when each SKR last called back: the listener tells it.
+  const watcherHealth = config.registration
+    ? createWatcherHealth({
+        quietAfterMs: config.registration.probeAfterMs,
+        probeTimeoutMs: config.registration.probeTimeoutMs,
+      })
+    : undefined;
+  const reconciler = createReconciler({
+    kcp,
+    namespace: config.namespace,
+    logger,
+    registry,
+    ...(config.registration
+      ? {
+          registration: {
+            options: {
+              image: config.registration.image,
+              kcpAddress: config.registration.kcpAddress,
+              skrNamespace: config.registration.skrNamespace,
+            },
+            health: watcherHealth,
+          },
+        }
+      : {}),
+  });
   let controller: Controller | undefined;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
@@ -75,7 +107,17 @@ async function startWork(
     });
     await controller.start();
     if (config.listener) {
-      const started = await startConfiguredListener(config.listener, controller, logger, registry, events);
+      const onAccepted = (event: AcceptedEvent) => {
+        watcherHealth?.recordEvent(event.runtimeId, event.receivedAt);
+        events.publish(event);
+      };
+      const started = await startConfiguredListener(
+        config.listener,
+        controller,
+        logger,
+        registry,
+        onAccepted,
+      );
       listener = started.listener;
       stopTlsWatch = started.stopTlsWatch;
     }
@@ -91,7 +133,7 @@ async function startConfiguredListener(
   controller: Controller,
   logger: Logger,
   registry: Registry,
-  events: EventStream,
+  onAccepted: (event: AcceptedEvent) => void,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
@@ -99,7 +141,7 @@ async function startConfiguredListener(
     resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
     enqueue: (kymaKey: string) => controller.enqueue(kymaKey),
     // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
-    onAccepted: (event: AcceptedEvent) => events.publish(event),
+    onAccepted,
     logger,
     registry,
   };
@@ -297,6 +339,19 @@ function program(): Command {
     .option('--requeue-warning <duration>', 'requeue of a Kyma in Warning', '30s')
     .option('--requeue-error <duration>', 'requeue of a Kyma in Error (failures back off 5 s to 30 s)', '2s')
     .option('--resync-interval <duration>', 'full relist of every watched kind; reconciles every Kyma', '10m')
+    .option(
+      '--register-skr-webhook',
+      'install and maintain the webhook in every SKR (certificate, Secret, configuration, Deployment)',
+    )
+    .option(
+      '--skr-webhook-image <image>',
+      'image of the in-cluster SKR webhook',
+      'ghcr.io/example/skr-watcher:0.1.0',
+    )
+    .option('--skr-webhook-kcp-address <host:port>', 'address of this listener as SKR webhooks reach it')
+    .option('--skr-webhook-namespace <ns>', 'namespace of the webhook in every SKR', DEFAULTS.skrNamespace)
+    .option('--watcher-probe-after <duration>', 'probe an SKR whose webhook has been quiet this long', '5m')
+    .option('--watcher-probe-timeout <duration>', 'a probe must come back as an event within this', '30s')
     .addOption(
       new Option('--log-level <level>', 'log level')
         .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
@@ -321,6 +376,29 @@ function program(): Command {
     )
     .action(async (flags: Parameters<typeof reconcileOnce>[0]) => {
       process.exitCode = await reconcileOnce(flags);
+    });
+  cli
+    .command('events')
+    .description('tail the callbacks the agent accepts: time, runtime-id, kind, namespace/name')
+    .option('--address <host:port>', "the agent's metrics address", '127.0.0.1:8080')
+    .option('-o, --output <format>', 'text or json (one object per line)', 'text')
+    .action(async (flags: { address: string; output: string }) => {
+      if (flags.output !== 'text' && flags.output !== 'json') {
+        throw new ConfigError(`--output: expected text or json, got ${JSON.stringify(flags.output)}`);
+      }
+      const address = parseAddress('--address', flags.address);
+      const url = `ws://${address.host ?? '127.0.0.1'}:${address.port}${EVENT_STREAM_PATH}`;
+      const abort = new AbortController();
+      process.once('SIGINT', () => abort.abort());
+      process.once('SIGTERM', () => abort.abort());
+      await tailEvents(
+        url,
+        (event) =>
+          process.stdout.write(
+            `${flags.output === 'json' ? JSON.stringify(event) : formatStreamedEvent(event)}\n`,
+          ),
+        { signal: abort.signal, onOpen: () => process.stderr.write(`watching ${url} (Ctrl-C stops)\n`) },
+      );
     });
   return cli;
 }
