@@ -3,7 +3,7 @@
 // Secret and its own SKR Kyma namespace, spread over two SKR API servers (N SKR API servers do not fit on
 // this machine; every Kyma still gets its own SKR client and connection pool in the agent, as with N SKRs).
 //
-//   npx tsx --conditions=source test/bench/agent-bench.ts [--kymas 1000] [--workers 8] [--resync 60s] [--source]
+//   npx tsx --conditions=source test/bench/agent-bench.ts [--kymas 1000] [--workers 8] [--resync 60s] [--source] [--paused]
 //
 // The agent runs from agent/dist (npm run build first) so its memory is that of the shipped binary;
 // --source runs agent/src through tsx instead (adds the TypeScript loader's own memory).
@@ -31,6 +31,8 @@ const RESYNC = flag('resync', '60s');
 const NAMESPACE = 'kcp-bench';
 const SKRS = ['skr1', 'skr2'];
 const FROM_SOURCE = process.argv.includes('--source');
+/** Kymas labelled skip-reconciliation: measures the runtime (watches, caches, queue) without SKR clients. */
+const PAUSED = process.argv.includes('--paused');
 
 /** Runs `task` for 0..count-1 with at most `limit` in flight. */
 async function inParallel(
@@ -92,7 +94,14 @@ async function main(): Promise<void> {
         body: {
           apiVersion: `${GROUP}/${KINDS.kyma.version}`,
           kind: 'Kyma',
-          metadata: { name, namespace: NAMESPACE, labels: { [LABELS.runtimeId]: `runtime-${i}` } },
+          metadata: {
+            name,
+            namespace: NAMESPACE,
+            labels: {
+              [LABELS.runtimeId]: `runtime-${i}`,
+              ...(PAUSED ? { [LABELS.skipReconciliation]: 'true' } : {}),
+            },
+          },
           spec: { channel: 'regular', modules: [], sync: { namespace: `bench-${i}` } },
         },
       });
@@ -180,14 +189,18 @@ async function main(): Promise<void> {
       return list.items.filter((k) => k.status?.state === 'Ready').length;
     };
     for (;;) {
-      const ready = await readyCount();
+      const ready = PAUSED
+        ? sumOf(await scrape(), 'skr_agent_reconcile_total{result="paused"}')
+        : await readyCount();
       if (ready >= KYMAS) break;
       if (Date.now() - started > 15 * 60_000) throw new Error(`only ${ready}/${KYMAS} Ready after 15 min`);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
     }
     const initialMs = Date.now() - started;
     const afterInitial = await scrape();
-    console.log(`initial: all ${KYMAS} Kymas Ready ${initialMs} ms after the agent started`);
+    console.log(
+      `initial: all ${KYMAS} Kymas ${PAUSED ? 'reconciled (paused)' : 'Ready'} ${initialMs} ms after the agent started`,
+    );
 
     // Phase 2: a full resync (the Kyma relist enqueues every Kyma) until the queue is idle again.
     const resyncsBefore = sumOf(afterInitial, 'skr_agent_triggers_total{source="resync"}');
