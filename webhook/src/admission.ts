@@ -1,5 +1,6 @@
 // Which admitted writes KCP must hear about (DESIGN 4.1), and the v2 event that tells it.
 import {
+  ANNOTATIONS,
   watchEventFor,
   type AdmissionReview,
   type EmbeddedObject,
@@ -13,7 +14,8 @@ const VOLATILE_METADATA = new Set(['resourceVersion', 'managedFields', 'generati
  * The v2 event for a relevant change, or undefined when KCP need not hear about it:
  * CREATE and DELETE always; UPDATE of the status subresource when status differs; other UPDATEs when
  * spec differs (or the object has no spec and anything but volatile metadata differs), or when
- * deletionTimestamp was just set. CONNECT, dry runs and no-op updates never.
+ * deletionTimestamp was just set, or the KCP agent's watcher-probe annotation changed. CONNECT, dry runs and
+ * no-op updates never.
  */
 export function isRelevantChange(review: AdmissionReview): WatchEventV2 | undefined {
   const request = review.request;
@@ -48,10 +50,19 @@ function isRelevantUpdate(
   // Without both sides there is nothing to compare: tell KCP rather than risk losing a change.
   if (!object || !oldObject) return true;
   if (object.metadata?.deletionTimestamp && !oldObject.metadata?.deletionTimestamp) return true;
+  // The KCP agent probes a quiet SKR with this annotation; the probe must come back as an event.
+  if (probeOf(object) !== probeOf(oldObject)) return true;
   if (subResource === 'status') return !sameJson(object['status'], oldObject['status']);
   const hasSpec = object['spec'] !== undefined || oldObject['spec'] !== undefined;
   if (hasSpec) return !sameJson(object['spec'], oldObject['spec']);
   return !sameObjectWithoutSpec(object, oldObject);
+}
+
+function probeOf(object: EmbeddedObject): unknown {
+  const annotations = object.metadata?.['annotations'];
+  return typeof annotations === 'object' && annotations !== null
+    ? (annotations as Record<string, unknown>)[ANNOTATIONS.watcherProbe]
+    : undefined;
 }
 
 /** Objects without spec: everything but status and volatile metadata counts as user intent. */
