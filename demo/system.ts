@@ -278,6 +278,10 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
         listenerBundle.path('ca-bundle.crt'),
         '--metrics-address',
         `127.0.0.1:${agentMetricsPort}`,
+        // The agent installs the webhook in every SKR; URL mode comes from the Kymas' skr-webhook-url annotation.
+        '--register-skr-webhook',
+        '--skr-webhook-kcp-address',
+        `127.0.0.1:${listenerPort}`,
         // Periodic work far apart: within a demo run only a callback explains a ModuleConfig update.
         '--requeue-ready',
         '1h',
