@@ -4,7 +4,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { allowedResponse, parseAdmissionReview, type WatchEventV2 } from '@skr-watcher/api';
+import {
+  ADMISSION_API_VERSION,
+  allowedResponse,
+  parseAdmissionReview,
+  type WatchEventV2,
+} from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 import { isRelevantChange } from './admission.js';
 import type { AdmissionMetrics } from './metrics.js';
@@ -64,7 +69,7 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
     const parsed = parseAdmissionReview(decoded);
     if (!parsed.ok) {
       metrics.error('invalid_review');
-      refuse(res, started, 400, `not an ${'admission.k8s.io/v1'} AdmissionReview: ${parsed.error}`);
+      refuse(res, started, 400, `not an ${ADMISSION_API_VERSION} AdmissionReview: ${parsed.error}`);
       return;
     }
     const uid = parsed.value.request.uid;

@@ -65,6 +65,8 @@ export class CertificateWatcher {
   private reloading: Promise<boolean> | undefined;
   private pendingReload = false;
   private closed = false;
+  /** Failed reloads in a row; retries back off so a broken Secret does not flood the log. */
+  private failures = 0;
   /** Reloads that produced new material. */
   reloads = 0;
 
@@ -128,9 +130,11 @@ export class CertificateWatcher {
       // Mid-update (key written, certificate not yet) or removed: keep serving with what we have.
       this.options.logger.warn({ err: error }, 'certificate reload failed; keeping the current certificates');
       this.options.onFailure?.(error as Error);
+      this.failures++;
       this.scheduleRetry();
       return false;
     }
+    this.failures = 0;
     if (next.cert === this.current.cert && next.key === this.current.key && next.ca === this.current.ca) {
       return false;
     }
@@ -144,7 +148,8 @@ export class CertificateWatcher {
   private scheduleRetry(): void {
     if (this.closed) return;
     clearTimeout(this.settleTimer);
-    this.settleTimer = setTimeout(() => void this.reload(), 1000);
+    const delay = Math.min(this.options.pollMs, 1000 * 2 ** Math.min(this.failures - 1, 10));
+    this.settleTimer = setTimeout(() => void this.reload(), delay);
     this.settleTimer.unref();
   }
 }
