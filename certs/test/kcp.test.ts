@@ -165,6 +165,7 @@ describe('skr-certs against a real KCP plane', function () {
     };
     const oldLeaf = issueLeaf({ ca: oldCa, runtimeId: 'old-runtime', dnsNames: ['old.example'] });
 
+    const caVersionBeforePlan = (await read(namespace, CA_SECRET_NAME)).metadata?.resourceVersion;
     const plan = await skrCerts([
       'rotate-ca',
       '--kubeconfig',
@@ -179,6 +180,10 @@ describe('skr-certs against a real KCP plane', function () {
     expect(plan.stdout).to.match(/start[\s\S]*trust-new-ca[\s\S]*reissue-leaves[\s\S]*switch-signing/);
     expect(plan.stdout).to.contain('dry run, nothing written');
     expect(await rotationPhase(namespace)).to.equal('none');
+    expect((await read(namespace, CA_SECRET_NAME)).metadata?.resourceVersion).to.equal(
+      caVersionBeforePlan,
+      'a dry run wrote the CA Secret',
+    );
 
     const phases: string[] = [];
     for (let step = 0; step < 10; step++) {
