@@ -233,6 +233,31 @@ describe('skr-webhook on a real SKR API server', function () {
     });
   }
 
+  it('deleting an object with a finalizer sends one event for the DELETE, none when the finalizer goes', async () => {
+    const name = 'with-finalizer';
+    const admitted = async () =>
+      metricValue(
+        (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body,
+        'skr_webhook_admission_requests_total{code="200"}',
+      ) ?? 0;
+    const object = body('samples', name, labelled(), { replicas: 1 });
+    object.metadata['finalizers'] = ['webhook-it.kyma-project.io/hold'];
+    await create('samples', object);
+    await remove('samples', name);
+    await fx.kcp.waitFor(
+      (r) => eventsFor(r, 'samples', namespace, name).length >= 2,
+      10_000,
+      'create and delete',
+    );
+    const terminating = await read('samples', name);
+    expect(terminating.metadata['deletionTimestamp']).to.be.a('string');
+    const before = await admitted();
+    await replace('samples', { ...terminating, metadata: { ...terminating.metadata, finalizers: [] } });
+    expect((await admitted()) - before, 'the finalizer removal was reviewed').to.equal(1);
+    await sleep(500);
+    expect(eventsFor(fx.kcp.received, 'samples', namespace, name)).to.have.length(2);
+  });
+
   it('objects outside the label selector send nothing', async () => {
     await create('samples', body('samples', 'unlabelled', {}, { replicas: 1 }));
     await create(
