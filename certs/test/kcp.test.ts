@@ -331,6 +331,28 @@ describe('skr-certs against a real KCP plane', function () {
     ).to.have.length(1);
   });
 
+  it('with --wait sleeps through the grace period and completes in one run', async function () {
+    const namespace = await freshNamespace();
+    await bootstrap(namespace, ['wait']);
+    const started = Date.now();
+    const result = await skrCerts([
+      'rotate-ca',
+      '--kubeconfig',
+      kubeconfig,
+      '-n',
+      namespace,
+      '--grace-period',
+      '2s',
+      '--wait',
+      '--key-bits',
+      '2048',
+    ]);
+    expect(result.code, result.stderr).to.equal(0);
+    expect(result.stderr).to.match(/waiting for the grace period until/);
+    expect(await rotationPhase(namespace)).to.equal('complete');
+    expect(Date.now() - started).to.be.at.least(2000);
+  });
+
   it('a rotate-ca killed in the middle resumes where it stopped and completes when run again', async function () {
     const namespace = await freshNamespace();
     const kymas = Array.from({ length: 8 }, (_, i) => `k${i}`);

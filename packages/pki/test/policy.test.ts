@@ -11,6 +11,7 @@ import {
   rotationStateToAnnotations,
   RENEW_BEFORE_MS,
   ROTATION_ANNOTATIONS,
+  ROTATION_PHASES,
   type RotationState,
 } from '../src/index.js';
 
@@ -117,6 +118,37 @@ describe('pki: CA rotation state machine', function () {
             }
             state = next;
           }
+        },
+      ),
+    );
+  });
+
+  it('round-trips any state through annotations', function () {
+    const instant = fc.date({
+      min: new Date('2000-01-01T00:00:00Z'),
+      max: new Date('2100-01-01T00:00:00Z'),
+      noInvalidDate: true,
+    });
+    fc.assert(
+      fc.property(
+        fc.record(
+          {
+            phase: fc.constantFrom(...ROTATION_PHASES),
+            startedAt: instant,
+            trustedAt: instant,
+            reissuedAt: instant,
+            switchedAt: instant,
+            completedAt: instant,
+          },
+          { requiredKeys: ['phase'] },
+        ),
+        (state) => {
+          const annotations = Object.fromEntries(
+            Object.entries(rotationStateToAnnotations(state)).filter(
+              (e): e is [string, string] => e[1] !== null,
+            ),
+          );
+          expect(rotationStateFromAnnotations(annotations)).to.deep.equal(state);
         },
       ),
     );
