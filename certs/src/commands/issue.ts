@@ -1,6 +1,11 @@
 // skr-certs issue: one SKR leaf (DESIGN 4.5 SANs), from CA files into files, or from the KCP CA into its Secret.
-import { DEFAULTS } from '@skr-watcher/api';
-import { describeCertificate, issueLeaf, type CertificateAndKey, type RsaKeyBits } from '@skr-watcher/pki';
+import {
+  describeCertificate,
+  issueLeaf,
+  webhookDnsNames,
+  type CertificateAndKey,
+  type RsaKeyBits,
+} from '@skr-watcher/pki';
 import { readPemFile, writeOutputFiles } from '../files.js';
 import { KcpPkiSecrets } from '../kcp-secrets.js';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
@@ -20,12 +25,6 @@ export interface IssueOptions {
   kubeconfig?: string;
   kyma?: string;
   namespace: string;
-}
-
-/** The webhook's in-cluster Service names: the SKR API server calls it through them. */
-export function webhookDnsNames(domains: string[]): string[] {
-  const service = `skr-webhook.${DEFAULTS.skrNamespace}.svc`;
-  return [...new Set([...domains.map((d) => d.toLowerCase()), service, `${service}.cluster.local`])];
 }
 
 export async function issue(opts: IssueOptions, now: Date): Promise<CommandResult> {
