@@ -65,7 +65,9 @@ export interface LocalSkr {
   kubeConfig(): KubeConfig;
   webhookPort: number;
   webhookMetricsPort: number;
-  webhook: Child;
+  readonly webhook: Child;
+  /** Stops the webhook process (if it runs) and starts it again on the same ports and files. */
+  restartWebhook(): Promise<void>;
   /** The SKR Secret skr-webhook-tls mirrored to files, as a Secret volume would be. */
   certificates: SecretFiles;
 }
@@ -339,28 +341,30 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
         `${skr}: starting skr-webhook on https://127.0.0.1:${skrPorts.webhook} (metrics :${skrPorts.metrics})`,
       );
       const onAdmission = options.onAdmission;
-      const webhook = startChild({
-        name: `skr-webhook (${skr})`,
-        entry: ENTRY_POINTS.webhook,
-        logFile: join(dir, skr, 'skr-webhook.log'),
-        env: {
-          WEBHOOK_HOST: '127.0.0.1',
-          WEBHOOK_PORT: String(skrPorts.webhook),
-          METRICS_PORT: String(skrPorts.metrics),
-          TLS_CERT: certificates.path('tls.crt'),
-          TLS_KEY: certificates.path('tls.key'),
-          CA_CERT: certificates.path('ca.crt'),
-          KCP_ADDR: `127.0.0.1:${listenerPort}`,
-          SHUTDOWN_DRAIN_MS: '2000',
-          LOG_LEVEL: onAdmission ? 'debug' : 'info',
-        },
-        onLine: onAdmission
-          ? (line) => {
-              const seen = admissionOf(skr, line);
-              if (seen) onAdmission(seen);
-            }
-          : undefined,
-      });
+      const launchWebhook = () =>
+        startChild({
+          name: `skr-webhook (${skr})`,
+          entry: ENTRY_POINTS.webhook,
+          logFile: join(dir, skr, 'skr-webhook.log'),
+          env: {
+            WEBHOOK_HOST: '127.0.0.1',
+            WEBHOOK_PORT: String(skrPorts.webhook),
+            METRICS_PORT: String(skrPorts.metrics),
+            TLS_CERT: certificates.path('tls.crt'),
+            TLS_KEY: certificates.path('tls.key'),
+            CA_CERT: certificates.path('ca.crt'),
+            KCP_ADDR: `127.0.0.1:${listenerPort}`,
+            SHUTDOWN_DRAIN_MS: '2000',
+            LOG_LEVEL: onAdmission ? 'debug' : 'info',
+          },
+          onLine: onAdmission
+            ? (line) => {
+                const seen = admissionOf(skr, line);
+                if (seen) onAdmission(seen);
+              }
+            : undefined,
+        });
+      let webhook = launchWebhook();
       cleanups.push({ name: `skr-webhook (${skr})`, run: () => webhook.stop() });
       skrs.push({
         name: skr,
@@ -368,7 +372,14 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
         kubeConfig: () => plane.kubeConfig(),
         webhookPort: skrPorts.webhook,
         webhookMetricsPort: skrPorts.metrics,
-        webhook,
+        get webhook() {
+          return webhook;
+        },
+        async restartWebhook() {
+          await webhook.stop();
+          webhook = launchWebhook();
+          await waitFor('skr-webhook to be ready again', () => readyz(skrPorts.metrics), Date.now() + 30_000);
+        },
         certificates,
       });
     }
