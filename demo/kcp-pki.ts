@@ -22,7 +22,8 @@ export async function initKcpPki(
   dir: string,
 ): Promise<ListenerCertificateFiles> {
   const now = new Date();
-  const ca = createCa({ commonName: 'skr-watcher local CA', keyBits: 2048, validityDays: 30, now });
+  // A year: the agent renews leaves with 30 days left, and a leaf cannot outlive its CA.
+  const ca = createCa({ commonName: 'skr-watcher local CA', keyBits: 2048, validityDays: 365, now });
   const secrets = new KcpPkiSecrets(kcp.makeApiClient(CoreV1Api), namespace);
   await secrets.createCa(ca, { [CA_IN_BUNDLE_SINCE_ANNOTATION]: now.toISOString() });
   await secrets.writeBundle(addToBundle('', ca.certPem));

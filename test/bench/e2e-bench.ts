@@ -178,11 +178,13 @@ async function main(): Promise<void> {
           `dropped ${delta('skr_webhook_events_dropped_total')}`,
       );
     });
-    const agentDelta = (prefix: string) => sumOf(agentAfter, prefix) - sumOf(agentBefore, prefix);
-    const agentSeries = [...new Set([...agentAfter.keys()].map((key) => key.split('{')[0] as string))]
-      .filter((name) => /^skr_agent_.*(reconciles|triggers|callbacks|events).*_total$/.test(name))
-      .map((name) => `${name} +${agentDelta(name)}`);
-    if (agentSeries.length > 0) console.log(`agent: ${agentSeries.join(', ')}`);
+    // Per labelled series: triggers by source, reconciles by result.
+    const agentSeries = [...agentAfter.keys()]
+      .filter((key) => /^skr_agent_(triggers|reconcile)_total\{/.test(key))
+      .map((key) => [key, (agentAfter.get(key) ?? 0) - (agentBefore.get(key) ?? 0)] as const)
+      .filter(([, delta]) => delta > 0)
+      .map(([key, delta]) => `${key} +${delta}`);
+    console.log(`agent during the run: ${agentSeries.join(', ') || 'nothing'}`);
   } finally {
     await system.stop();
     await rm(parent, { recursive: true, force: true });
