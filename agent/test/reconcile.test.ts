@@ -124,14 +124,31 @@ async function kcpNamespace(): Promise<string> {
   return namespace;
 }
 
+/**
+ * The reconciler learns which Secrets and SyncResources exist from the API server's watch cache (as an informer
+ * would); a test that creates one and reconciles at once waits until the cache has it, as a watch trigger would.
+ */
+async function untilInWatchCache(
+  list: () => Promise<{ items: { metadata?: { name?: string } }[] }>,
+  name: string,
+): Promise<void> {
+  for (let attempt = 0; attempt < 250; attempt++) {
+    if ((await list()).items.some((item) => item.metadata?.name === name)) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`${name} never reached the watch cache`);
+}
+
 async function kubeconfigSecret(namespace: string, kyma: string, kubeconfig: string): Promise<void> {
+  const name = `kubeconfig-${kyma}`;
   await kcpCore.createNamespacedSecret({
     namespace,
     body: {
-      metadata: { name: `kubeconfig-${kyma}`, namespace, labels: { [LABELS.kymaName]: kyma } },
+      metadata: { name, namespace, labels: { [LABELS.kymaName]: kyma } },
       data: { config: Buffer.from(kubeconfig).toString('base64') },
     },
   });
+  await untilInWatchCache(() => kcpCore.listNamespacedSecret({ namespace, resourceVersion: '0' }), name);
 }
 
 async function createKyma(
@@ -227,6 +244,20 @@ async function createSyncResource(
       spec: { kyma, items },
     },
   });
+  const { group, version, plural } = syncRef(namespace, name);
+  await untilInWatchCache(
+    async () =>
+      (await kcpCustom.listNamespacedCustomObject({
+        group,
+        version,
+        plural,
+        namespace,
+        resourceVersion: '0',
+      })) as {
+        items: { metadata?: { name?: string } }[];
+      },
+    name,
+  );
 }
 
 async function skrConfigMap(kc: KubeConfig, name: string) {

@@ -35,7 +35,7 @@ import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
 import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
 import { addFinalizer } from './finalizers.js';
 import { isModuleFailure, resolveModule } from './modules.js';
-import { deleteModuleConfig, mirrorModuleCr, moduleConfigsOf } from './module-config.js';
+import { deleteModuleConfig, mirrorModuleCr, moduleConfigsOf, readModuleConfig } from './module-config.js';
 import { parseKyma } from './shapes.js';
 import { reconcileSkrWebhook, type SkrWebhookOutcome } from './registration.js';
 import {
@@ -363,9 +363,7 @@ async function reconcileModules(
   const skrNamespace = skrKymaRef(kyma).namespace;
   // Modules are independent of each other: one round trip of latency for all of them, not one each.
   const statuses = await settleAll(
-    wanted.map((module) =>
-      reconcileModule(ctx, kymaName, module, channel, skrNamespace, skr, configs.get(module.name)),
-    ),
+    wanted.map((module) => reconcileModule(ctx, kymaName, module, channel, skrNamespace, skr)),
   );
 
   // Modules no longer wanted: their ModuleConfig goes, and a Module CR the agent created goes with it.
@@ -382,7 +380,7 @@ async function reconcileModules(
       if (current?.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY)
         await deleteIfExists(skr.objects, moduleCr);
     }
-    if (config) await deleteModuleConfig(ctx, config);
+    await deleteModuleConfig(ctx, kymaName, name, config);
     ctx.logger.info({ kyma: kymaName, module: name }, 'module disabled; ModuleConfig removed');
   }
   return statuses;
@@ -395,8 +393,10 @@ async function reconcileModule(
   kymaChannel: string | undefined,
   skrNamespace: string,
   skr: ClusterClient,
-  config: ModuleConfig | undefined,
 ): Promise<KymaModuleStatus> {
+  // Read fresh (not from a list that may lag our own last write): whether to write depends on it.
+  const configRead = readModuleConfig(ctx, kyma, module.name);
+  configRead.catch(() => undefined);
   const resolved = await resolveModule(ctx, module, kymaChannel, skrNamespace);
   if (isModuleFailure(resolved)) {
     // The mirror of an existing Module CR stays: a catalog problem in KCP is no reason to lose user data.
@@ -423,7 +423,7 @@ async function reconcileModule(
       (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
     if (!moduleCr) {
       if ((module.customResourcePolicy ?? 'CreateAndDelete') === 'Ignore') {
-        if (config) await deleteModuleConfig(ctx, config);
+        if (await configRead) await deleteModuleConfig(ctx, kyma, module.name);
         return {
           ...base,
           state: 'Warning',
@@ -457,6 +457,6 @@ async function reconcileModule(
   }
   const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
   const state: ResourceState = isResourceState(crState) ? crState : 'Ready';
-  await mirrorModuleCr(ctx, kyma, module.name, moduleCr, state, config);
+  await mirrorModuleCr(ctx, kyma, module.name, moduleCr, state, await configRead);
   return { ...base, state, ...(state !== 'Ready' ? { message: `Module CR state ${state}` } : {}) };
 }

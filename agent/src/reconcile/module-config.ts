@@ -16,6 +16,7 @@ import {
   applyCustomObject,
   applyCustomStatus,
   deleteCustomObjectIfExists,
+  getCustomObject,
   withContext,
 } from '@skr-watcher/kube';
 import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
@@ -33,7 +34,13 @@ export function moduleConfigName(kyma: string, module: string): string {
   return `${readable}-${hash}`;
 }
 
-/** The ModuleConfigs of one Kyma, by module name. */
+/**
+ * The ModuleConfigs of one Kyma, by module name, from the API server's watch cache (`resourceVersion=0`): a
+ * consistent list waits for the cache to catch up with the writes of the previous pass, which costs tens of
+ * milliseconds per reconcile. The answer may be slightly stale, so it is only used to find ModuleConfigs of
+ * modules that are no longer wanted (deleting one twice is harmless); decisions about a wanted module read its
+ * ModuleConfig fresh (`readModuleConfig`).
+ */
 export async function moduleConfigsOf(
   ctx: ReconcileContext,
   kyma: string,
@@ -47,6 +54,7 @@ export async function moduleConfigsOf(
       plural,
       namespace: ctx.namespace,
       labelSelector,
+      resourceVersion: '0',
     }),
   );
   const byModule = new Map<string, ModuleConfig>();
@@ -55,6 +63,17 @@ export async function moduleConfigsOf(
     if (config.spec.kyma === kyma) byModule.set(config.spec.module, config);
   }
   return byModule;
+}
+
+/** The ModuleConfig of one Kyma and module, read from etcd (not the watch cache); undefined when absent. */
+export async function readModuleConfig(
+  ctx: ReconcileContext,
+  kyma: string,
+  module: string,
+): Promise<ModuleConfig | undefined> {
+  const name = moduleConfigName(kyma, module);
+  const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleConfig', ctx.namespace, name));
+  return raw === undefined ? undefined : parseModuleConfig(raw, `ModuleConfig ${ctx.namespace}/${name}`);
 }
 
 /** The part of a Module CR that is mirrored: identity and spec, nothing the SKR's API server owns. */
@@ -138,9 +157,18 @@ export async function mirrorModuleCr(
   return specChanged || statusChanged;
 }
 
-export async function deleteModuleConfig(ctx: ReconcileContext, config: ModuleConfig): Promise<boolean> {
-  return deleteCustomObjectIfExists(
-    ctx.kcp.custom,
-    refOf('moduleConfig', ctx.namespace, config.metadata.name),
-  );
+/** Deletes the ModuleConfig of a Kyma and module (by its deterministic name, and by `listed` if that differs). */
+export async function deleteModuleConfig(
+  ctx: ReconcileContext,
+  kyma: string,
+  module: string,
+  listed?: ModuleConfig,
+): Promise<boolean> {
+  const names = new Set([moduleConfigName(kyma, module), ...(listed ? [listed.metadata.name] : [])]);
+  let deleted = false;
+  for (const name of names) {
+    const ref = refOf('moduleConfig', ctx.namespace, name);
+    deleted = (await deleteCustomObjectIfExists(ctx.kcp.custom, ref)) || deleted;
+  }
+  return deleted;
 }

@@ -16,6 +16,7 @@ import {
   applyObject,
   createIfAbsent,
   deleteIfExists,
+  getCustomObject,
   isUnreachable,
   mirrorable,
   readObject,
@@ -37,27 +38,45 @@ export interface SyncResourceOutcome {
   failures: { name: string; message: string }[];
 }
 
-/** The SyncResources in the KCP namespace whose spec.kyma names this Kyma. */
+/**
+ * The SyncResources in the KCP namespace whose spec.kyma names this Kyma. Which ones exist comes from the API
+ * server's watch cache (`resourceVersion=0`: a consistent list would wait for the cache to catch up with our
+ * own writes, tens of milliseconds per reconcile); their content is then read fresh from etcd, because what to
+ * apply and what to remove depends on it. A SyncResource created a moment ago may be missed by one pass; its
+ * creation is itself a trigger (the runtime watches SyncResources), so the next pass sees it.
+ */
 export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Promise<RawSyncResource[]> {
   const { group, version, plural } = refOf('syncResource', ctx.namespace, '');
   const answer = await withContext(`list SyncResources ${ctx.namespace}`, () =>
-    ctx.kcp.custom.listNamespacedCustomObject({ group, version, plural, namespace: ctx.namespace }),
+    ctx.kcp.custom.listNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ctx.namespace,
+      resourceVersion: '0',
+    }),
   );
-  const mine: RawSyncResource[] = [];
+  const names: string[] = [];
   for (const item of listItems(answer, 'SyncResource list')) {
-    let parsed: RawSyncResource;
-    try {
-      parsed = parseSyncResource(item, 'SyncResource');
-    } catch (error) {
-      if (error instanceof ShapeError) {
-        ctx.logger.warn({ err: error }, 'skipping malformed SyncResource');
-        continue;
-      }
-      throw error;
-    }
-    if (parsed.spec.kyma === kyma) mine.push(parsed);
+    const parsed = parseOrWarn(ctx, item);
+    if (parsed?.spec.kyma === kyma) names.push(parsed.metadata.name);
   }
-  return mine;
+  const fresh = await Promise.all(
+    names.map((name) => getCustomObject(ctx.kcp.custom, refOf('syncResource', ctx.namespace, name))),
+  );
+  return fresh
+    .map((raw) => (raw === undefined ? undefined : parseOrWarn(ctx, raw)))
+    .filter((sync): sync is RawSyncResource => sync?.spec.kyma === kyma);
+}
+
+function parseOrWarn(ctx: ReconcileContext, raw: unknown): RawSyncResource | undefined {
+  try {
+    return parseSyncResource(raw, 'SyncResource');
+  } catch (error) {
+    if (!(error instanceof ShapeError)) throw error;
+    ctx.logger.warn({ err: error }, 'skipping malformed SyncResource');
+    return undefined;
+  }
 }
 
 function identityOf(resource: {

@@ -213,7 +213,9 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
     const labelSelector = `${LABELS.kymaName}=${kyma}`;
     let list;
     try {
-      list = await kcp.core.listNamespacedSecret({ namespace, labelSelector });
+      // From the watch cache: a consistent list would wait out our own recent writes; a Secret changed a
+      // moment ago is picked up by the next pass (the runtime watches Secrets).
+      list = await kcp.core.listNamespacedSecret({ namespace, labelSelector, resourceVersion: '0' });
     } catch (cause) {
       throw new KubeRequestError(`list Secrets ${namespace} -l ${labelSelector} in ${kcp.name}`, cause);
     }

@@ -101,12 +101,24 @@ current-context: x
       await kcp.core.createNamespace({ body: { metadata: { name: ns } } });
     });
 
+    /** The cache reads Secrets from the API server's watch cache; wait until a write has reached it. */
+    async function untilCached(name: string, resourceVersion: string | undefined): Promise<void> {
+      for (let attempt = 0; attempt < 250; attempt++) {
+        const list = await kcp.core.listNamespacedSecret({ namespace: ns, resourceVersion: '0' });
+        const found = list.items.find((secret) => secret.metadata?.name === name);
+        if (found?.metadata?.resourceVersion === resourceVersion) return;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      throw new Error(`Secret ${name} at ${resourceVersion ?? 'deleted'} never reached the watch cache`);
+    }
+
     async function writeSecret(plane: string, name = secretName): Promise<void> {
       const config = Buffer.from(await readFile(env.plane(plane).kubeconfigPath, 'utf8')).toString('base64');
-      await kcp.core.createNamespacedSecret({
+      const created = await kcp.core.createNamespacedSecret({
         namespace: ns,
         body: { metadata: { name, labels: { [LABELS.kymaName]: 'k1' } }, data: { config } },
       });
+      await untilCached(name, created.metadata?.resourceVersion);
     }
 
     it('has no client without a Secret, builds one from it, reuses it, and rebuilds it when the Secret changes', async function () {
@@ -126,10 +138,11 @@ current-context: x
         expect(b).to.equal(first);
 
         const skr2 = Buffer.from(await readFile(env.plane('skr2').kubeconfigPath, 'utf8')).toString('base64');
-        await kcp.core.patchNamespacedSecret(
+        const patched = await kcp.core.patchNamespacedSecret(
           { namespace: ns, name: secretName, body: { data: { config: skr2 } } },
           mergePatch,
         );
+        await untilCached(secretName, patched.metadata?.resourceVersion);
         const second = await skrs.forKyma('k1');
         expect(second).to.not.equal(first);
         expect(second?.client.server).to.equal(env.plane('skr2').url);
@@ -140,6 +153,7 @@ current-context: x
         expect(closed).to.be.instanceOf(Error);
 
         await kcp.core.deleteNamespacedSecret({ namespace: ns, name: secretName });
+        await untilCached(secretName, undefined);
         expect(await skrs.forKyma('k1')).to.equal(undefined);
         expect(skrs.size()).to.equal(0);
       } finally {
@@ -150,13 +164,14 @@ current-context: x
     it('reports a broken Secret and two Secrets for one Kyma as errors that name the Secrets', async function () {
       const skrs = createSkrClients({ kcp, namespace: ns });
       try {
-        await kcp.core.createNamespacedSecret({
+        const created = await kcp.core.createNamespacedSecret({
           namespace: ns,
           body: {
             metadata: { name: 'broken', labels: { [LABELS.kymaName]: 'k1' } },
             data: { config: Buffer.from('not: [a kubeconfig').toString('base64') },
           },
         });
+        await untilCached('broken', created.metadata?.resourceVersion);
         const broken = await skrs.forKyma('k1').catch((error: unknown) => error);
         expect(String(broken)).to.match(new RegExp(`Secret ${ns}/broken key config: not a kubeconfig`));
 
