@@ -64,12 +64,12 @@ export interface Controller {
 const RUNTIME_ID_INDEX = 'runtime-id';
 const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
 
+// Finalizers are left out: adding ours is the reconciler's own write, within a pass that carries on.
 function sameLabelsAndAnnotations(a: CachedObject & { metadata?: Kyma['metadata'] }, b: typeof a): boolean {
   const json = (v: unknown) => JSON.stringify(v ?? {});
   return (
     json(a.metadata?.labels) === json(b.metadata?.labels) &&
     json(a.metadata?.annotations) === json(b.metadata?.annotations) &&
-    json(a.metadata?.finalizers) === json(b.metadata?.finalizers) &&
     a.metadata?.deletionTimestamp === b.metadata?.deletionTimestamp
   );
 }

@@ -107,7 +107,7 @@ describe('controller triggers on a real KCP', function () {
     expect(controller.resolveKyma('runtime-gamma')).to.deep.equal({ namespace, name: 'gamma' });
   });
 
-  it('reconciles a Kyma on spec and label changes but not on status-only writes', async () => {
+  it('reconciles a Kyma on spec and label changes but not on status-only or finalizer-only writes', async () => {
     const specChange = await keysAfter(
       () =>
         api.patchNamespacedCustomObject({
@@ -126,6 +126,32 @@ describe('controller triggers on a real KCP', function () {
       }),
     );
     expect(statusOnly, 'a status write must not trigger a reconcile (it would loop)').to.deep.equal([]);
+    const finalizerOnly = await keysAfter(() =>
+      api.patchNamespacedCustomObject({
+        ...kind('kyma'),
+        name: 'alpha',
+        body: [{ op: 'add', path: '/metadata/finalizers', value: ['example.com/test'] }],
+      }),
+    );
+    expect(finalizerOnly, 'adding a finalizer (the reconciler does, mid-pass) is no trigger').to.deep.equal(
+      [],
+    );
+    const labelled = await keysAfter(
+      () =>
+        api.patchNamespacedCustomObject({
+          ...kind('kyma'),
+          name: 'alpha',
+          body: [
+            {
+              op: 'add',
+              path: `/metadata/labels/${LABELS.skipReconciliation.replace('/', '~1')}`,
+              value: 'false',
+            },
+          ],
+        }),
+      [`${namespace}/alpha`],
+    );
+    expect(labelled).to.deep.equal([`${namespace}/alpha`]);
   });
 
   it('maps a ModuleTemplate and a ModuleReleaseMeta to the Kymas that use the module', async () => {
