@@ -1,6 +1,7 @@
 // The relevance rules of DESIGN 4.1, driven by the shared worked examples plus cases of our own.
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { parseAdmissionReview, type AdmissionReview } from '@skr-watcher/api';
 import { isRelevantChange, sameJson } from '../src/admission.js';
 
@@ -146,5 +147,63 @@ describe('sameJson', () => {
     expect(sameJson({ a: 1 }, { a: 1, b: null })).to.equal(false);
     expect(sameJson({ a: [] }, { a: {} })).to.equal(false);
     expect(sameJson(null, {})).to.equal(false);
+  });
+});
+
+describe('relevance properties', () => {
+  /** The same JSON with object keys in another order. */
+  function reordered(value: unknown): unknown {
+    if (Array.isArray(value)) return value.map(reordered);
+    if (value === null || typeof value !== 'object') return value;
+    return Object.fromEntries(
+      Object.entries(value)
+        .reverse()
+        .map(([k, v]) => [k, reordered(v)]),
+    );
+  }
+  const spec = fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 6 });
+
+  it('an update whose spec is the same JSON in any key order is never relevant', () => {
+    fc.assert(
+      fc.property(spec, (s) => {
+        expect(
+          isRelevantChange(
+            sampleUpdate(
+              { metadata: { name: 's' }, spec: s },
+              { metadata: { name: 's' }, spec: reordered(s) as Record<string, unknown> },
+            ),
+          ),
+        ).to.equal(undefined);
+      }),
+    );
+  });
+
+  it('an update whose spec differs is always relevant, and names the object', () => {
+    fc.assert(
+      fc.property(spec, spec, (a, b) => {
+        fc.pre(!sameJson(a, b));
+        expect(
+          isRelevantChange(
+            sampleUpdate({ metadata: { name: 's' }, spec: a }, { metadata: { name: 's' }, spec: b }),
+          ),
+        ).to.deep.equal(SAMPLE_EVENT);
+      }),
+    );
+  });
+
+  it('sameJson is symmetric and agrees with JSON text equality after key sorting', () => {
+    const sortedText = (v: unknown): string =>
+      JSON.stringify(v, (_k, x: unknown) =>
+        x && typeof x === 'object' && !Array.isArray(x)
+          ? Object.fromEntries(Object.entries(x).sort(([p], [q]) => (p < q ? -1 : p > q ? 1 : 0)))
+          : x,
+      );
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 3 }), fc.jsonValue({ maxDepth: 3 }), (a, b) => {
+        expect(sameJson(a, b)).to.equal(sameJson(b, a));
+        expect(sameJson(a, b)).to.equal(sortedText(a) === sortedText(b));
+        expect(sameJson(a, reordered(a))).to.equal(true);
+      }),
+    );
   });
 });

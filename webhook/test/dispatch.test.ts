@@ -1,5 +1,6 @@
 // The dispatcher with an injected clock and a scripted KCP: coalescing, backoff, max age, bounds, drain.
 import { expect } from 'chai';
+import fc from 'fast-check';
 import type { WatchEventV2 } from '@skr-watcher/api';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { backoffDelay, dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
@@ -257,5 +258,74 @@ describe('Dispatcher', () => {
     expect(dispatcher.depth).to.equal(0);
     expect(dispatcher.stats.dropped.shutdown).to.equal(2);
     expect(clock.pendingTimers).to.equal(0);
+  });
+});
+
+describe('Dispatcher properties', () => {
+  it('never loses a change: every enqueue is followed by a delivered send of its object that started after it', async () => {
+    const step = fc.record({
+      key: fc.constantFrom('a', 'b', 'c', 'd'),
+      gapMs: fc.integer({ min: 0, max: 300 }),
+    });
+    const answer = fc.record({ delayMs: fc.integer({ min: 0, max: 200 }), fails: fc.boolean() });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 40 }),
+        fc.array(answer, { minLength: 1, maxLength: 20 }),
+        fc.integer({ min: 1, max: 3 }),
+        async (steps, answers, workers) => {
+          const clock = new ManualClock();
+          const sends: { name: string; startedAt: number; delivered: boolean }[] = [];
+          let inFlight = 0;
+          let maxInFlight = 0;
+          let call = 0;
+          const dispatcher = new Dispatcher({
+            send: (_manager, sent) => {
+              const script = answers[call++ % answers.length] as { delayMs: number; fails: boolean };
+              // Every third call succeeds whatever the script says, so delivery always ends.
+              const fails = script.fails && call % 3 !== 0;
+              const record = { name: sent.watched.Name, startedAt: clock.now(), delivered: false };
+              sends.push(record);
+              maxInFlight = Math.max(maxInFlight, ++inFlight);
+              return new Promise<DeliveryOutcome>((resolve) => {
+                clock.setTimeout(() => {
+                  inFlight--;
+                  record.delivered = !fails;
+                  resolve(fails ? UNAVAILABLE : DELIVERED);
+                }, script.delayMs);
+              });
+            },
+            workers,
+            maxQueue: 100,
+            backoffInitialMs: 10,
+            backoffMaxMs: 100,
+            maxAgeMs: 3_600_000,
+            logger: silentLogger(),
+            clock,
+            random: () => 0.5,
+          });
+          const changes: { name: string; at: number }[] = [];
+          for (const s of steps) {
+            await clock.advance(s.gapMs);
+            changes.push({ name: s.key, at: clock.now() });
+            dispatcher.enqueue('m', event(s.key));
+          }
+          await clock.advance(600_000);
+          expect(dispatcher.depth).to.equal(0);
+          expect(maxInFlight).to.be.at.most(workers);
+          for (const change of changes) {
+            const covered = sends.some(
+              (s) => s.name === change.name && s.delivered && s.startedAt >= change.at,
+            );
+            expect(
+              covered,
+              `change of ${change.name} at ${change.at} ms has a delivered send after it`,
+            ).to.equal(true);
+          }
+          expect(Object.values(dispatcher.stats.dropped).reduce((a, b) => a + b, 0)).to.equal(0);
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 });
