@@ -1,4 +1,5 @@
 // The admission endpoint over real TLS: answers, refusals, metrics, delivery to an mTLS KCP, fuzzing.
+import { connect } from 'node:tls';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import {
@@ -109,6 +110,27 @@ describe('admission server', function () {
     expect(declared.status).to.equal(413);
     const streamed = await call({ body: big, headers: { 'transfer-encoding': 'chunked' } });
     expect(streamed.status).to.equal(413);
+  });
+
+  it('refuses TLS below 1.2', async () => {
+    const outcome = await new Promise<string>((resolve) => {
+      const socket = connect({
+        host: '127.0.0.1',
+        port: fx.webhook.webhookPort,
+        ca: fx.pki.ca.certPem,
+        minVersion: 'TLSv1',
+        maxVersion: 'TLSv1.1',
+        ciphers: 'DEFAULT@SECLEVEL=0',
+      });
+      socket.once('secureConnect', () => {
+        socket.destroy();
+        resolve('connected');
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(outcome).to.not.equal('connected');
+    const modern = await call({ body: JSON.stringify(sampleReview('tls12', 'CREATE', 'tls12')) });
+    expect(modern.status).to.equal(200);
   });
 
   it('serves only /metrics, /healthz and /readyz on the plain metrics port, with the webhook metrics', async () => {
