@@ -23,6 +23,13 @@
  *   with kyma-name and module-name.
  * - SyncResources get our finalizer, so deleting one removes what it applied from the SKR first.
  * - `skip-reconciliation=true` pauses everything, deletion included, and returns no requeue.
+ * - Deletion: ModuleConfigs, objects applied from SyncResources, Module CRs, the SKR Kyma, then the finalizer.
+ *   An unreachable SKR is retried (the call throws) until `deletionTimeoutMs` after the deletionTimestamp, then
+ *   given up on with a `SKRCleanupAbandoned` Event; without a kubeconfig Secret the SKR side is skipped at once
+ *   (`SKRCleanupSkipped` Event). The SKR's namespace (kyma-system) stays.
+ * - Lists (Secrets, ModuleConfigs, SyncResources) are read from the API server's watch cache, like an informer;
+ *   an object created a moment before a reconcile may be missed by that pass, and its watch event triggers the
+ *   next one. Whatever decides a write is read fresh (docs/decisions/006-server-side-apply.md).
  * - The SKR client cache (keyed by the kubeconfig Secret's uid and resourceVersion) is the only state kept.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
