@@ -51,8 +51,11 @@ export interface RotationReport {
   waitingUntil?: Date;
 }
 
-/** The CA a leaf must be signed by at this phase: the pending one until signing switches, then the current. */
-function targetCa(ca: CaSecret, state: RotationState): CertificateAndKey {
+/**
+ * The CA that signs leaves at this phase: the pending one once it is trusted (so re-issued leaves already
+ * carry it), the current one otherwise. The agent follows the same rule (packages/kube signingCaFor).
+ */
+export function signingCaFor(ca: CaSecret, state: RotationState): CertificateAndKey {
   if ((state.phase === 'new-ca-trusted' || state.phase === 'leaves-reissued') && ca.pending)
     return ca.pending;
   return ca.current;
@@ -75,7 +78,7 @@ export async function rotateCa(secrets: KcpPkiSecrets, opts: RotateCaOptions): P
     const state = simulated ?? rotationStateFromAnnotations(ca.annotations);
     const bundlePem = (await secrets.readBundle()) ?? '';
     const leaves = await secrets.listLeaves();
-    const signer = targetCa(ca, state);
+    const signer = signingCaFor(ca, state);
     const stale = simulated ? [] : leaves.filter((leaf) => !isSignedBy(leaf.certPem, signer.certPem));
     const now = opts.now();
     const step = nextRotationStep(state, {

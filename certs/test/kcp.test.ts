@@ -217,6 +217,26 @@ describe('skr-certs against a real KCP plane', function () {
           : data(caSecret, SECRET_KEYS.key);
       const bundle = data(await read(namespace, CA_BUNDLE_SECRET_NAME), SECRET_KEYS.bundle);
       if (phase === 'new-ca-pending') continue; // the new CA exists but nobody trusts it yet
+      if (phase === 'new-ca-trusted') {
+        // An SKR that joins mid-rotation gets a leaf of the new CA right away, as the agent would issue it.
+        const joined = await skrCerts([
+          'issue',
+          '--kubeconfig',
+          kubeconfig,
+          '-n',
+          namespace,
+          '--kyma',
+          'four',
+          '--runtime-id',
+          'runtime-four',
+          '--domain',
+          'four.example',
+        ]);
+        expect(joined.code, joined.stderr).to.equal(0);
+        expect(
+          isSignedBy(data(await read(namespace, 'four-webhook-tls'), SECRET_KEYS.cert), newCaPem),
+        ).to.equal(true);
+      }
       const newLeaf = issueLeaf({
         ca: { certPem: newCaPem, keyPem: newCaKey },
         runtimeId: 'new-runtime',
@@ -247,7 +267,7 @@ describe('skr-certs against a real KCP plane', function () {
     const bundle = data(await read(namespace, CA_BUNDLE_SECRET_NAME), SECRET_KEYS.bundle);
     expect(bundleCertificates(bundle)).to.deep.equal([newCa]);
     const leaves = await leafSecrets(namespace);
-    expect(leaves).to.have.length(3);
+    expect(leaves).to.have.length(4);
     for (const leaf of leaves) {
       expect(isSignedBy(data(leaf, SECRET_KEYS.cert), newCa)).to.equal(true);
       expect(data(leaf, SECRET_KEYS.ca)).to.equal(bundle);
@@ -255,7 +275,7 @@ describe('skr-certs against a real KCP plane', function () {
     const status = JSON.parse(
       (await skrCerts(['status', '--kubeconfig', kubeconfig, '-n', namespace, '-o', 'json'])).stdout,
     ) as { leaves: { needs: string }[] };
-    expect(status.leaves.map((l) => l.needs)).to.deep.equal(['none', 'none', 'none']);
+    expect(status.leaves.map((l) => l.needs)).to.deep.equal(['none', 'none', 'none', 'none']);
 
     const idle = await skrCerts(['rotate-ca', '--kubeconfig', kubeconfig, '-n', namespace]);
     expect(idle.code).to.equal(0);

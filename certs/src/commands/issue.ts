@@ -2,12 +2,14 @@
 import {
   describeCertificate,
   issueLeaf,
+  rotationStateFromAnnotations,
   webhookDnsNames,
   type CertificateAndKey,
   type RsaKeyBits,
 } from '@skr-watcher/pki';
 import { readPemFile, writeOutputFiles } from '../files.js';
 import { KcpPkiSecrets } from '../kcp-secrets.js';
+import { signingCaFor } from '../rotation.js';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
 import { UsageError } from '../options.js';
 
@@ -54,7 +56,7 @@ export async function issue(opts: IssueOptions, now: Date): Promise<CommandResul
     const stored = await secrets.readCa();
     if (stored === undefined)
       throw new Error(`Secret ${opts.namespace}/skr-watcher-ca not found; run init-ca first`);
-    ca = stored.current;
+    ca = signingCaFor(stored, rotationStateFromAnnotations(stored.annotations));
     bundlePem = (await secrets.readBundle()) ?? ca.certPem;
   }
 

@@ -17,10 +17,15 @@ export function needsRenewal(leaf: Pick<LeafValidity, 'notAfter'>, now: Date): b
 
 /**
  * True when the leaf was issued before the current CA joined the trust bundle: its Secret's `ca.crt`
- * predates that CA, so the SKR would not trust a KCP certificate signed by it. Issued at that instant is fine.
+ * predates that CA, so the SKR would not trust a KCP certificate signed by it. Compared in whole seconds,
+ * the precision of notBefore: a leaf issued in the second the CA joined counts as issued after it.
  */
 export function needsReissue(leaf: Pick<LeafValidity, 'notBefore'>, currentCaInBundleSince: Date): boolean {
-  return leaf.notBefore.getTime() < currentCaInBundleSince.getTime();
+  return wholeSecond(leaf.notBefore) < wholeSecond(currentCaInBundleSince);
+}
+
+function wholeSecond(date: Date): number {
+  return Math.floor(date.getTime() / 1000);
 }
 
 export type LeafAction = 'none' | 'renew' | 'reissue';

@@ -32,6 +32,9 @@ describe('pki: renewal and re-issue policy', function () {
     expect(needsReissue({ notBefore: at(10 * DAY_MS - 1000) }, joined)).to.equal(true);
     expect(needsReissue({ notBefore: joined }, joined)).to.equal(false);
     expect(needsReissue({ notBefore: at(10 * DAY_MS + 1000) }, joined)).to.equal(false);
+    // notBefore has whole seconds: a leaf issued 400 ms after a join at .600 shows the join's second.
+    expect(needsReissue({ notBefore: at(10 * DAY_MS) }, at(10 * DAY_MS + 600))).to.equal(false);
+    expect(needsReissue({ notBefore: at(10 * DAY_MS - 1000) }, at(10 * DAY_MS + 600))).to.equal(true);
   });
 
   it('renewal is monotonic in time: once needed, needed at every later instant', function () {
