@@ -406,6 +406,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     const metrics = await registry.metrics();
     expect(metrics).to.match(/^skr_agent_reconcile_total\{result="ready"\} 4$/m);
     expect(metrics).to.match(/^skr_agent_reconcile_duration_seconds_count\{result="ready"\} 4$/m);
+    expect(metrics).to.match(/^skr_agent_skr_clients 2$/m);
   });
 
   it('disabling a module in the SKR Kyma removes its ModuleConfig and the Module CR the agent created', async function () {

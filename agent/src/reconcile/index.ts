@@ -43,6 +43,7 @@ import {
 } from '@skr-watcher/kube';
 import {
   Counter,
+  Gauge,
   Histogram,
   LATENCY_BUCKETS_SECONDS,
   silentLogger,
@@ -146,6 +147,16 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
       logger,
     });
+    if (options.registry && !options.registry.getSingleMetric('skr_agent_skr_clients')) {
+      new Gauge({
+        name: 'skr_agent_skr_clients',
+        help: 'SKR clients (one connection pool each) cached by the reconciler.',
+        registers: [options.registry],
+        collect() {
+          this.set(skrClients.size());
+        },
+      });
+    }
     const ctx: ReconcileContext = {
       kcp,
       namespace,
