@@ -2,9 +2,9 @@
 // per SKR registered by the agent; then a scripted Module CR edit in SKR 1 with its measured timeline, and
 // (without --once) live events and kubectl commands to try until Ctrl-C.
 import { resolve } from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
-import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from './system.js';
+import { SAMPLE_MODULE, ScratchDirError, startLocalSystem, type LocalSystem } from './system.js';
 import { EdgeObservations, formatTimeline, timeEdit } from './timeline.js';
 
 interface DemoOptions {
@@ -46,6 +46,8 @@ function tryThis(system: LocalSystem): string[] {
     );
   }
   lines.push(
+    '  # the live events in another terminal (from the repository root)',
+    `  npx tsx --conditions=source agent/src/main.ts events --address 127.0.0.1:${system.agentMetricsPort}`,
     '  # metrics',
     `  curl -s http://127.0.0.1:${system.agentMetricsPort}/metrics | grep ^skr_agent_`,
     ...system.skrs.map(
@@ -162,7 +164,7 @@ async function demo(options: DemoOptions): Promise<number> {
     process.stderr.write(`demo failed: ${describe(error)}\n`);
     await live?.close().catch(() => {});
     if (system) await system.stop({ keepDir: true }).catch(() => {});
-    process.stderr.write(`Logs and planes' data kept in ${options.dir}\n`);
+    if (!(error instanceof ScratchDirError)) process.stderr.write(`Logs kept in ${options.dir}\n`);
     return 1;
   } finally {
     process.off('SIGINT', onSignal);
@@ -179,7 +181,7 @@ function describe(error: unknown): string {
   return parts.join('\n  caused by: ');
 }
 
-const command = new Command('demo')
+const command = new Command('npm run demo --')
   .description(
     'Runs skr-watcher on this machine: a KCP and two SKR control planes (real kube-apiservers), skr-agent, and one ' +
       'skr-webhook per SKR registered by the agent; times a scripted Module CR edit in skr1 from the SKR to KCP; ' +
@@ -187,12 +189,18 @@ const command = new Command('demo')
   )
   .option(
     '--once',
-    'exit after the scripted edit (0 when its ModuleConfig followed through a callback)',
+    'exit after the scripted edits (0 when their ModuleConfig followed through a callback)',
     false,
   )
   .option('--dir <path>', 'scratch directory for planes, certificates and logs (emptied first)', '.skr-demo')
-  .option('--timeout <seconds>', 'bound of the startup', seconds, 240_000)
-  .option('--edit-timeout <seconds>', 'how long the scripted edit may take to reach KCP', seconds, 30_000)
+  .addOption(
+    new Option('--timeout <seconds>', 'bound of the startup').argParser(seconds).default(240_000, '240s'),
+  )
+  .addOption(
+    new Option('--edit-timeout <seconds>', 'how long a scripted edit may take to reach KCP')
+      .argParser(seconds)
+      .default(30_000, '30s'),
+  )
   .showHelpAfterError()
   .action(async (flags: DemoOptions) => {
     process.exitCode = await demo({ ...flags, dir: resolve(flags.dir) });

@@ -171,20 +171,46 @@ function admissionOf(skr: string, line: string): AdmissionSeen | undefined {
 
 const SCRATCH_MARKER = '.skr-watcher-local-system';
 
-/** Empties `dir` for a new run, but only if it is empty, absent, or a scratch directory of an earlier run. */
+/** The scratch directory cannot be used; nothing was started and nothing in it was touched. */
+export class ScratchDirError extends Error {}
+
+/** Whether the process that wrote a scratch marker is still alive (then its system is still running). */
+async function ownerAlive(marker: string): Promise<number | undefined> {
+  const pid = Number(/^pid (\d+)$/m.exec(await readFile(marker, 'utf8').catch(() => ''))?.[1]);
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Empties `dir` for a new run, but only if it is empty, absent, or the scratch directory of an earlier run that
+ * has ended: never a directory the user cares about, never the planes of a demo that is still running.
+ */
 async function claimScratchDir(dir: string): Promise<void> {
   const entries: string[] = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return [];
-    throw new Error(`read scratch directory ${dir}`, { cause: error });
+    throw new ScratchDirError(`read scratch directory ${dir}`, { cause: error });
   });
   if (entries.length > 0 && !entries.includes(SCRATCH_MARKER)) {
-    throw new Error(`${dir} is not empty and was not made by an earlier run; choose another directory`);
+    throw new ScratchDirError(
+      `${dir} is not empty and was not made by an earlier run; choose another directory`,
+    );
+  }
+  const owner = await ownerAlive(join(dir, SCRATCH_MARKER));
+  if (owner !== undefined) {
+    throw new ScratchDirError(
+      `${dir} belongs to a local system that is still running (pid ${owner}); stop it or choose another directory`,
+    );
   }
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
   await writeFile(
     join(dir, SCRATCH_MARKER),
-    'scratch directory of a local skr-watcher system; emptied on each run\n',
+    `scratch directory of a local skr-watcher system; emptied on each run\npid ${process.pid}\n`,
   );
 }
 
