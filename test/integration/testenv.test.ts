@@ -82,6 +82,37 @@ describe('testenv control planes', function () {
       .and.match(/should match/);
   });
 
+  it('install the CRDs with their schema extensions intact (preserve-unknown-fields keeps a Module CR spec)', async () => {
+    const env = await sharedEnvironment();
+    const api = env.plane('kcp').kubeConfig().makeApiClient(CustomObjectsApi);
+    const name = `mc-${Date.now()}`;
+    const spec = { replicas: 3, nested: { free: ['form'] } };
+    await api.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSIONS.moduleConfig,
+      namespace: 'default',
+      plural: 'moduleconfigs',
+      body: {
+        apiVersion: `${GROUP}/${VERSIONS.moduleConfig}`,
+        kind: 'ModuleConfig',
+        metadata: { name },
+        spec: {
+          kyma: 'k',
+          module: 'sample',
+          resource: { apiVersion: `${GROUP}/v1alpha1`, kind: 'Sample', metadata: { name: 's' }, spec },
+        },
+      },
+    });
+    const stored = (await api.getNamespacedCustomObject({
+      group: GROUP,
+      version: VERSIONS.moduleConfig,
+      namespace: 'default',
+      plural: 'moduleconfigs',
+      name,
+    })) as { spec: { resource: { spec: unknown } } };
+    expect(stored.spec.resource.spec).to.deep.equal(spec);
+  });
+
   for (const signal of ['SIGINT', 'SIGKILL'] as const) {
     it(`leave no kube-apiserver or etcd behind when skr-testenv up gets ${signal}`, async () => {
       const dir = await mkdtemp(join(tmpdir(), 'skr-testenv-cli-'));

@@ -4,8 +4,12 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ApiextensionsV1Api, KubeConfig, type V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
+import {
+  ApiextensionsV1Api,
+  KubeConfig,
+  loadYaml,
+  type V1CustomResourceDefinition,
+} from '@kubernetes/client-node';
 import { ensureBinaries, type Binaries } from './binaries.js';
 import { planeCertificates, type PlaneCertificates } from './pki.js';
 import { freePort } from './ports.js';
@@ -101,7 +105,8 @@ async function loadCrds(dirs: string[]): Promise<V1CustomResourceDefinition[]> {
   const crds: V1CustomResourceDefinition[] = [];
   for (const dir of dirs) {
     for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
-      crds.push(parseYaml(await readFile(join(dir, file), 'utf8')) as V1CustomResourceDefinition);
+      // loadYaml maps `x-kubernetes-*` keys onto client-node's model; a plain YAML parse loses them on the wire.
+      crds.push(loadYaml<V1CustomResourceDefinition>(await readFile(join(dir, file), 'utf8')));
     }
   }
   return crds;
