@@ -221,14 +221,11 @@ describe('end to end: registration, callbacks and broken-watcher detection (real
       ),
     ).to.equal(true);
     // skr1 keeps its webhook.
-    expect(
-      (
-        await system
-          .skr('skr1')
-          .kubeConfig()
-          .makeApiClient(AdmissionregistrationV1Api)
-          .readValidatingWebhookConfiguration({ name: 'skr-webhook' })
-      ).webhooks,
-    ).to.not.be.empty;
+    const kept = await system
+      .skr('skr1')
+      .kubeConfig()
+      .makeApiClient(AdmissionregistrationV1Api)
+      .readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    expect(kept.webhooks?.length ?? 0).to.be.greaterThan(0);
   });
 });
