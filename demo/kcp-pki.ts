@@ -1,10 +1,11 @@
 // The KCP side of the PKI for a local system: the CA and trust bundle Secrets the agent issues SKR
 // certificates from (the layout `skr-certs init-ca --kubeconfig` writes), and the listener's serving
-// certificate for 127.0.0.1, signed by that CA so the webhooks can verify the listener.
+// certificate for 127.0.0.1, signed by that CA so the webhooks can verify the listener. The Secrets go
+// through the same KcpPkiSecrets the agent reads them with.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { KcpPkiSecrets } from '@skr-watcher/certs';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { CA_IN_BUNDLE_SINCE_ANNOTATION, addToBundle, createCa, issueLeafAsync } from '@skr-watcher/pki';
 
 export interface ListenerCertificateFiles {
