@@ -1,5 +1,5 @@
 // The skr-certs command line: commands, exit codes (0 ok, 1 failure, 2 usage error) and output.
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS } from '@skr-watcher/pki';
 import { initCa } from './commands/init-ca.js';
 import { inspect } from './commands/inspect.js';
@@ -137,11 +137,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     )
     .requiredOption('--kubeconfig <path>', 'kubeconfig of the KCP')
     .addOption(namespaceOption())
-    .option(
-      '--grace-period <duration>',
-      'time between the last re-issue and dropping the old CA',
-      parseDuration,
-      3_600_000,
+    .addOption(
+      new Option(
+        '--grace-period <duration>',
+        'time between the last re-issue and dropping the old CA (90s, 15m, 24h, 7d)',
+      )
+        .argParser(parseDuration)
+        .default(3_600_000, '1h'),
     )
     .option('--dry-run', 'print the plan, write nothing')
     .option('--new', 'start another rotation even though the last one completed')
