@@ -881,4 +881,29 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       'ModulesReady',
     ]);
   });
+
+  it('takes the names of SyncResources from the caller when given (an informer index), reading each fresh', async function () {
+    await reconciler.close();
+    const asked: string[] = [];
+    reconciler = createReconciler({
+      kcp: planes.kcp,
+      namespace: ns,
+      syncResourceNames: (namespace, kyma) => {
+        asked.push(`${namespace}/${kyma}`);
+        return ['sync-h', 'sync-gone'];
+      },
+    });
+    await createKyma(ns, 'kyma-h', 'skr1', []);
+    await reconciler.reconcile(`${ns}/kyma-h`);
+    await createSyncResource(ns, 'sync-h', 'kyma-h', [
+      configMapItem('c', 'CreateAndSync', 'cm-h', { a: '1' }),
+    ]);
+    await createSyncResource(ns, 'sync-unindexed', 'kyma-h', [
+      configMapItem('c', 'CreateAndSync', 'cm-u', { a: '1' }),
+    ]);
+    await reconciler.reconcile(`${ns}/kyma-h`);
+    expect(asked).to.include(`${ns}/kyma-h`);
+    expect(await skrConfigMap(planes.skr1, 'cm-h')).to.not.equal(undefined);
+    expect(await skrConfigMap(planes.skr1, 'cm-u')).to.equal(undefined);
+  });
 });

@@ -15,6 +15,8 @@ export interface ReconcileContext {
   skrClients: SkrClients;
   deletionTimeoutMs: number;
   crdDir: string;
+  /** Names of the SyncResources of a Kyma from the caller's cache; a watch-cache list when undefined. */
+  syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
   /** SKR webhook registration and broken-watcher detection; off when undefined. */
   registration?: RegistrationSettings;
 }

@@ -81,6 +81,13 @@ export interface ReconcilerOptions {
   crdDir?: string;
   /** Install and watch the webhook in every SKR (issue 6); off when undefined. */
   registration?: RegistrationSettings;
+  /**
+   * Names of the SyncResources whose spec.kyma is `kyma`, e.g. from an informer's index. Without it every
+   * reconcile lists all SyncResources of the namespace (from the API server's watch cache), which grows with
+   * their number. Staleness is fine: each named SyncResource is read fresh, and a missing name is picked up
+   * on the next pass.
+   */
+  syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
 }
 
 /** Per-state requeue of DESIGN 4.4 (REQUEUE_MS in @skr-watcher/api); undefined: wait for the next trigger. */
@@ -167,6 +174,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       deletionTimeoutMs: options.deletionTimeoutMs ?? DEFAULT_DELETION_TIMEOUT_MS,
       crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
       ...(options.registration ? { registration: options.registration } : {}),
+      ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
     };
     return { kcp, skrClients, ctx };
   })();

@@ -46,6 +46,18 @@ export interface SyncResourceOutcome {
  * creation is itself a trigger (the runtime watches SyncResources), so the next pass sees it.
  */
 export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Promise<RawSyncResource[]> {
+  const names = ctx.syncResourceNames
+    ? await ctx.syncResourceNames(ctx.namespace, kyma)
+    : await listSyncResourceNames(ctx, kyma);
+  const fresh = await Promise.all(
+    names.map((name) => getCustomObject(ctx.kcp.custom, refOf('syncResource', ctx.namespace, name))),
+  );
+  return fresh
+    .map((raw) => (raw === undefined ? undefined : parseOrWarn(ctx, raw)))
+    .filter((sync): sync is RawSyncResource => sync?.spec.kyma === kyma);
+}
+
+async function listSyncResourceNames(ctx: ReconcileContext, kyma: string): Promise<string[]> {
   const { group, version, plural } = refOf('syncResource', ctx.namespace, '');
   const answer = await withContext(`list SyncResources ${ctx.namespace}`, () =>
     ctx.kcp.custom.listNamespacedCustomObject({
@@ -61,12 +73,7 @@ export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Prom
     const parsed = parseOrWarn(ctx, item);
     if (parsed?.spec.kyma === kyma) names.push(parsed.metadata.name);
   }
-  const fresh = await Promise.all(
-    names.map((name) => getCustomObject(ctx.kcp.custom, refOf('syncResource', ctx.namespace, name))),
-  );
-  return fresh
-    .map((raw) => (raw === undefined ? undefined : parseOrWarn(ctx, raw)))
-    .filter((sync): sync is RawSyncResource => sync?.spec.kyma === kyma);
+  return names;
 }
 
 function parseOrWarn(ctx: ReconcileContext, raw: unknown): RawSyncResource | undefined {
