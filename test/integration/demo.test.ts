@@ -1,11 +1,15 @@
 // Journey test of the one-command demo: `npm run demo -- --once` brings up planes, agent and webhooks, follows
 // a Module CR edit from SKR 1 through a callback into its ModuleConfig in KCP, exits 0 and leaves nothing behind.
+// Also the demo's kubelet-like Secret volume, on a real API server.
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, readFile, readdir, readlink, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { sharedEnvironment } from '@skr-watcher/testenv';
+import { syncSecretToFiles, type SecretFiles } from '../../demo/secret-files.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -59,5 +63,84 @@ describe('npm run demo -- --once', function () {
       await processesMentioning(dir),
       'agent, webhooks, kube-apiservers and etcd are gone',
     ).to.deep.equal([]);
+  });
+});
+
+describe('demo Secret volume (syncSecretToFiles)', function () {
+  this.timeout(120_000);
+  const namespace = `secret-files-${Date.now().toString(36)}`;
+  let core: CoreV1Api;
+  let dir: string;
+  let files: SecretFiles | undefined;
+
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  const until = async (what: string, check: () => boolean | Promise<boolean>) => {
+    const deadline = Date.now() + 20_000;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+
+  before(async () => {
+    const env = await sharedEnvironment();
+    core = env.plane('skr1').kubeConfig().makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    dir = await mkdtemp(join(tmpdir(), 'secret-files-'));
+  });
+
+  after(async () => {
+    await files?.stop();
+    await core?.deleteNamespace({ name: namespace }).catch(() => {});
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes every key once all are present, then swaps all of them at once on each change', async () => {
+    await core.createNamespacedSecret({
+      namespace,
+      body: { metadata: { name: 'tls', namespace }, data: { 'tls.crt': b64('cert 1') } },
+    });
+    files = syncSecretToFiles({
+      kubeConfig: (await sharedEnvironment()).plane('skr1').kubeConfig(),
+      namespace,
+      name: 'tls',
+      keys: ['tls.crt', 'tls.key'],
+      dir: join(dir, 'volume'),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(files.writes(), 'nothing is written while a key is missing').to.equal(0);
+
+    await core.replaceNamespacedSecret({
+      name: 'tls',
+      namespace,
+      body: {
+        metadata: { name: 'tls', namespace },
+        data: { 'tls.crt': b64('cert 1'), 'tls.key': b64('key 1') },
+      },
+    });
+    await files.firstWrite(20_000);
+    expect(await readFile(files.path('tls.crt'), 'utf8')).to.equal('cert 1');
+    expect(await readFile(files.path('tls.key'), 'utf8')).to.equal('key 1');
+    expect((await lstat(files.path('tls.key'))).isSymbolicLink(), 'stable paths are symlinks').to.equal(true);
+    expect((await stat(files.path('tls.key'))).mode & 0o777, 'owner-only files').to.equal(0o600);
+    const firstVersion = await readlink(join(dir, 'volume', '..data'));
+
+    await core.replaceNamespacedSecret({
+      name: 'tls',
+      namespace,
+      body: {
+        metadata: { name: 'tls', namespace },
+        data: { 'tls.crt': b64('cert 2'), 'tls.key': b64('key 2') },
+      },
+    });
+    await until('the second write', () => files?.writes() === 2);
+    expect(await readFile(files.path('tls.crt'), 'utf8')).to.equal('cert 2');
+    expect(await readFile(files.path('tls.key'), 'utf8')).to.equal('key 2');
+    const entries = await readdir(join(dir, 'volume'));
+    expect(entries, 'the previous version is gone').to.not.include(firstVersion);
+    expect(
+      entries.filter((entry) => entry.startsWith('..2')),
+      'one version directory',
+    ).to.have.length(1);
   });
 });
