@@ -59,9 +59,12 @@ export interface Controller {
   readonly synced: boolean;
   /** Keys of the Kymas in the cache. */
   kymaKeys(): string[];
+  /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache. */
+  syncResourceNames(kyma: string): string[];
 }
 
 const RUNTIME_ID_INDEX = 'runtime-id';
+const SYNC_KYMA_INDEX = 'spec.kyma';
 const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
 
 // Finalizers are left out: adding ours is the reconciler's own write, within a pass that carries on.
@@ -208,6 +211,11 @@ export function createController(options: ControllerOptions): Controller {
   const kymaNameOf = (object: SyncResource | ModuleConfig) =>
     object.spec?.kyma || object.metadata?.labels?.[LABELS.kymaName];
   const syncResources = custom<SyncResource>(KINDS.syncResource);
+  // The reconciler asks which SyncResources belong to a Kyma; the cache answers without a list call.
+  syncResources.addIndex(SYNC_KYMA_INDEX, (sync) => {
+    const kyma = kymaNameOf(sync);
+    return kyma ? [kyma] : [];
+  });
   syncResources.addHandler(onSpecChange<SyncResource>((s) => enqueueKymaOf('syncresource', kymaNameOf(s))));
   // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write.
   const moduleConfigs = custom<ModuleConfig>(KINDS.moduleConfig);
@@ -287,6 +295,10 @@ export function createController(options: ControllerOptions): Controller {
       return { namespace: first.metadata.namespace ?? namespace, name: first.metadata.name };
     },
     kymaKeys: () => kymas.keys(),
+    syncResourceNames: (kyma) =>
+      syncResources
+        .byIndex(SYNC_KYMA_INDEX, kyma)
+        .flatMap((sync) => (sync.metadata?.name ? [sync.metadata.name] : [])),
   };
 }
 

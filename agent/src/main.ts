@@ -66,11 +66,14 @@ async function startWork(
         probeTimeoutMs: config.registration.probeTimeoutMs,
       })
     : undefined;
+  let controller: Controller | undefined;
   const reconciler = createReconciler({
     kcp,
     namespace: config.namespace,
     logger,
     registry,
+    // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources.
+    syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
     ...(config.registration
       ? {
           registration: {
@@ -84,7 +87,6 @@ async function startWork(
         }
       : {}),
   });
-  let controller: Controller | undefined;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
   const stop = async () => {
