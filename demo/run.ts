@@ -14,9 +14,6 @@ interface DemoOptions {
   editTimeout: number;
 }
 
-/** Lets the API servers' webhook informers pick up the configuration the agent wrote. */
-const WEBHOOK_SETTLE_MS = 1_000;
-
 function seconds(raw: string): number {
   const match = /^(\d+)(s|m)?$/.exec(raw.trim());
   if (!match)
@@ -103,7 +100,6 @@ async function demo(options: DemoOptions): Promise<number> {
     );
     await live.opened;
     print(`${elapsed()} ready: the agent and ${system.skrs.length} webhooks are running`);
-    await new Promise((resolve) => setTimeout(resolve, WEBHOOK_SETTLE_MS));
 
     const skr = system.skrs[0]?.name ?? 'skr1';
     // Two edits: the first may still pay for TLS handshakes (API server → webhook → listener), the second not.

@@ -146,6 +146,20 @@ function readyz(port: number): Promise<boolean> {
   );
 }
 
+/** AdmissionReviews the webhook answered with 200 so far (from its /metrics). */
+async function admissionsAnswered(metricsPort: number): Promise<number> {
+  const text = await (
+    await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(2_000) })
+  ).text();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('skr_webhook_admission_requests_total{code="200"} '));
+  const value = Number(line?.split(' ')[1]);
+  if (!Number.isFinite(value))
+    throw new Error(`webhook metrics on :${metricsPort} lack skr_webhook_admission_requests_total`);
+  return value;
+}
+
 /** The webhook's debug line for a relevant change, or undefined for any other line. */
 function admissionOf(skr: string, line: string): AdmissionSeen | undefined {
   if (!line.includes('"relevant change"')) return undefined;
@@ -413,11 +427,13 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     const moduleConfigs = watchModuleConfigs(kcp, namespace);
     cleanups.push({ name: 'ModuleConfig watch', run: () => moduleConfigs.stop() });
     for (const skr of skrs) {
-      progress(`${skr.name}: waiting for the webhook, its registration and the sample module`);
+      progress(
+        `${skr.name}: waiting for the sample module, its ModuleConfig, and the API server calling the webhook`,
+      );
       const api = skr.kubeConfig().makeApiClient(CustomObjectsApi);
       const admission = skr.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
       await waitFor(
-        `${skr.name}: skr-webhook ready, ValidatingWebhookConfiguration ${SKR_WEBHOOK_CONFIGURATION}, Module CR ${SAMPLE_MODULE.namespace}/${SAMPLE_MODULE.name}, its ModuleConfig in KCP`,
+        `${skr.name}: skr-webhook ready, ValidatingWebhookConfiguration ${SKR_WEBHOOK_CONFIGURATION}, Module CR ${SAMPLE_MODULE.namespace}/${SAMPLE_MODULE.name}, its ModuleConfig in KCP, a dry-run write answered by the webhook`,
         async () => {
           agentAlive();
           if (!skr.webhook.isRunning()) throw new Error(`skr-webhook exited; see ${skr.webhook.logFile}`);
@@ -430,7 +446,16 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
           )
             return false;
           await api.getNamespacedCustomObject(SAMPLE_MODULE);
-          return moduleConfigs.current(skr.name, SAMPLE_MODULE.module) !== undefined;
+          if (moduleConfigs.current(skr.name, SAMPLE_MODULE.module) === undefined) return false;
+          // A dry-run write reaches the webhook (sideEffects NoneOnDryRun) but sends no callback: once the
+          // webhook has answered one, the API server routes this SKR's writes to it.
+          const answeredBefore = await admissionsAnswered(skr.webhookMetricsPort);
+          await api.patchNamespacedCustomObject({
+            ...SAMPLE_MODULE,
+            body: [{ op: 'add', path: '/metadata/labels', value: { 'skr-watcher.demo/dry-run': 'probe' } }],
+            dryRun: 'All',
+          });
+          return (await admissionsAnswered(skr.webhookMetricsPort)) > answeredBefore;
         },
         deadline,
       ).catch(async (error: unknown) => {
