@@ -71,12 +71,15 @@ export function startChild(options: ChildOptions): Child {
   }
   let running = true;
   const exited = new Promise<number | string>((resolve) => {
-    child.once('exit', (code, signal) => {
+    // 'close' comes after the output streams ended, so every line reached the log before it is closed.
+    child.once('close', (code, signal) => {
       running = false;
       live.delete(child);
-      // Let the last output reach the file before it is closed.
-      setImmediate(() => log.end());
+      log.end();
       resolve(code ?? signal ?? 'unknown');
+    });
+    child.once('error', (error) => {
+      log.write(`${options.name}: ${error.message}\n`);
     });
   });
   return {

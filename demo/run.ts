@@ -155,6 +155,13 @@ async function demo(options: DemoOptions): Promise<number> {
     print(`${elapsed()} stopped and cleaned up`);
     return 0;
   } catch (error) {
+    if (signals > 0) {
+      // Ctrl-C during startup or the scripted edits: the planes are gone already, errors are expected.
+      await live?.close().catch(() => {});
+      await system?.stop().catch(() => {});
+      print(`${elapsed()} interrupted; stopped and cleaned up`);
+      return 130;
+    }
     process.stderr.write(`demo failed: ${describe(error)}\n`);
     await live?.close().catch(() => {});
     if (system) await system.stop({ keepDir: true }).catch(() => {});
