@@ -17,7 +17,7 @@ import {
   type RotationStep,
   type RsaKeyBits,
 } from '@skr-watcher/pki';
-import type { CaSecret, KcpPkiSecrets, LeafSecret } from './kcp-secrets.js';
+import { signingCaFor, type CaSecret, type KcpPkiSecrets, type LeafSecret } from '@skr-watcher/kube';
 
 export interface RotateCaOptions {
   gracePeriodMs: number;
@@ -49,16 +49,6 @@ export interface RotationReport {
   state: RotationState;
   /** Set when the run stopped in the grace period. */
   waitingUntil?: Date;
-}
-
-/**
- * The CA that signs leaves at this phase: the pending one once it is trusted (so re-issued leaves already
- * carry it), the current one otherwise. The agent follows the same rule (packages/kube signingCaFor).
- */
-export function signingCaFor(ca: CaSecret, state: RotationState): CertificateAndKey {
-  if ((state.phase === 'new-ca-trusted' || state.phase === 'leaves-reissued') && ca.pending)
-    return ca.pending;
-  return ca.current;
 }
 
 function leafUpToDate(leaf: LeafSecret, signer: CertificateAndKey, bundlePem: string): boolean {
@@ -179,7 +169,7 @@ async function carryOut(secrets: KcpPkiSecrets, input: StepInput): Promise<strin
           keyBits: info.keyBits === 3072 || info.keyBits === 4096 ? info.keyBits : 2048,
           now,
         });
-        await secrets.writeLeaf(leaf.kymaName, reissued, input.bundlePem);
+        await secrets.rewriteLeaf(leaf, reissued, input.bundlePem);
         count++;
         opts.progress(`re-issued ${leaf.name} (runtime ${info.commonName})`);
       }

@@ -7,7 +7,7 @@ import {
   type RsaKeyBits,
 } from '@skr-watcher/pki';
 import { writeOutputFiles } from '../files.js';
-import { KcpPkiSecrets } from '../kcp-secrets.js';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
 import { UsageError } from '../options.js';
 

@@ -2,7 +2,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { describeCertificates, type CertificateInfo } from '@skr-watcher/pki';
 import { readPemFile } from '../files.js';
-import { KcpPkiSecrets } from '../kcp-secrets.js';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
 import { UsageError } from '../options.js';
 

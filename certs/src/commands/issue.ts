@@ -8,8 +8,7 @@ import {
   type RsaKeyBits,
 } from '@skr-watcher/pki';
 import { readPemFile, writeOutputFiles } from '../files.js';
-import { KcpPkiSecrets } from '../kcp-secrets.js';
-import { signingCaFor } from '../rotation.js';
+import { KcpPkiSecrets, signingCaFor } from '@skr-watcher/kube';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
 import { UsageError } from '../options.js';
 

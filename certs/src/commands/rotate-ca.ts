@@ -1,6 +1,6 @@
 // skr-certs rotate-ca: run or resume the phased CA rotation (DESIGN 4.5) against the KCP Secrets.
 import type { RsaKeyBits } from '@skr-watcher/pki';
-import { KcpPkiSecrets } from '../kcp-secrets.js';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { formatTable, type CommandResult } from '../output.js';
 import { rotateCa } from '../rotation.js';
 

@@ -10,7 +10,7 @@ import {
   CA_IN_BUNDLE_SINCE_ANNOTATION,
   type LeafAction,
 } from '@skr-watcher/pki';
-import { KcpPkiSecrets } from '../kcp-secrets.js';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { formatTable, type CommandResult } from '../output.js';
 
 export interface StatusOptions {
@@ -53,7 +53,7 @@ export async function status(opts: StatusOptions, now: Date): Promise<CommandRes
       decision = { action: 'reissue', reason: `does not verify against the bundle: ${verdict.message}` };
     }
     leaves.push({
-      kyma: leaf.kymaName,
+      kyma: leaf.kymaName || '(KCP listener)',
       runtimeId: info.commonName,
       notAfter: info.notAfter,
       issuer: info.issuerCommonName,

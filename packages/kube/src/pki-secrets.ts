@@ -6,6 +6,7 @@ import {
   rotationStateFromAnnotations,
   CA_BUNDLE_SECRET_NAME,
   CA_SECRET_NAME,
+  LISTENER_TLS_SECRET_NAME,
   SECRET_KEYS,
   kymaNameOfWebhookTlsSecret,
   webhookTlsSecretName,
@@ -26,6 +27,7 @@ export interface CaSecret {
 
 export interface LeafSecret {
   name: string;
+  /** Empty for the listener's own certificate. */
   kymaName: string;
   certPem: string;
   /** The trust bundle handed to the SKR with this leaf. */
@@ -224,7 +226,8 @@ export class KcpPkiSecrets {
       }
       for (const secret of page.items) {
         const name = secret.metadata?.name ?? '';
-        const kymaName = kymaNameOfWebhookTlsSecret(name);
+        // The listener's serving certificate is rotated like an SKR's; it belongs to no Kyma.
+        const kymaName = name === LISTENER_TLS_SECRET_NAME ? '' : kymaNameOfWebhookTlsSecret(name);
         const certPem = decode(secret, SECRET_KEYS.cert);
         if (kymaName === undefined || certPem === undefined) continue;
         leaves.push({ name, kymaName, certPem, caPem: decode(secret, SECRET_KEYS.ca) ?? '', secret });
@@ -268,6 +271,27 @@ export class KcpPkiSecrets {
       }
     } catch (error) {
       throw new Error(`write ${this.where(name)}`, { cause: error });
+    }
+  }
+
+  /** Replaces the certificate, key and bundle of an existing leaf Secret (rotation), keeping its metadata. */
+  async rewriteLeaf(leaf: LeafSecret, issued: CertificateAndKey, bundlePem: string): Promise<void> {
+    const data = {
+      ...leaf.secret.data,
+      ...encode({
+        [SECRET_KEYS.ca]: bundlePem,
+        [SECRET_KEYS.cert]: issued.certPem,
+        [SECRET_KEYS.key]: issued.keyPem,
+      }),
+    };
+    try {
+      await this.api.replaceNamespacedSecret({
+        name: leaf.name,
+        namespace: this.namespace,
+        body: { ...leaf.secret, data },
+      });
+    } catch (error) {
+      throw new Error(`re-issue ${this.where(leaf.name)}`, { cause: error });
     }
   }
 

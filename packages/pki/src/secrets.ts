@@ -5,6 +5,11 @@ export const CA_SECRET_NAME = 'skr-watcher-ca';
 /** The trust bundle the listener verifies client certificates against: `ca-bundle.crt`. */
 export const CA_BUNDLE_SECRET_NAME = 'skr-watcher-ca-bundle';
 export const WEBHOOK_TLS_SECRET_SUFFIX = '-webhook-tls';
+/**
+ * The KCP listener's serving certificate (`ca.crt`, `tls.crt`, `tls.key`). SKR webhooks verify it against their
+ * `ca.crt`, so a CA rotation re-issues it with the SKR leaves, before the old CA leaves the bundle.
+ */
+export const LISTENER_TLS_SECRET_NAME = 'skr-agent-listener-tls';
 
 export const SECRET_KEYS = {
   cert: 'tls.crt',
