@@ -13,9 +13,10 @@ import {
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
+import { CA_BUNDLE_SECRET_NAME } from '@skr-watcher/pki';
 import { DEFAULT_CRD_DIR, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ENTRY_POINTS, startChild, type Child } from './children.js';
-import { initKcpPki } from './kcp-pki.js';
+import { LISTENER_TLS_SECRET, initKcpCa, keepListenerCertificate } from './kcp-pki.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import { applySamples } from './samples.js';
 import { syncSecretToFiles, type SecretFiles } from './secret-files.js';
@@ -262,20 +263,37 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     );
 
     progress(
-      'creating the KCP CA (Secrets skr-watcher-ca, skr-watcher-ca-bundle) and the listener certificate',
+      `creating the KCP CA (Secrets skr-watcher-ca, skr-watcher-ca-bundle) and the listener certificate (${LISTENER_TLS_SECRET})`,
     );
-    const listenerTls = await initKcpPki(kcp, namespace, join(dir, 'listener'));
-    // The listener trusts what the KCP bundle Secret says, and follows it through rotations.
+    await initKcpCa(kcp, namespace);
+    const listenerCertificate = keepListenerCertificate(kcp, namespace, (error) =>
+      progress(`listener certificate: ${error.message}`),
+    );
+    cleanups.push({ name: 'listener certificate keeper', run: () => listenerCertificate.stop() });
+    // The listener reads its certificate and its trust bundle from files that follow the KCP Secrets, so a
+    // CA rotation reaches it as it reaches the webhooks.
+    const listenerTls = syncSecretToFiles({
+      kubeConfig: kcp,
+      namespace,
+      name: LISTENER_TLS_SECRET,
+      keys: ['tls.crt', 'tls.key'],
+      dir: join(dir, 'listener', 'tls'),
+      onError: (error) => progress(`listener certificate files: ${error.message}`),
+    });
+    cleanups.push({ name: 'listener certificate sync', run: () => listenerTls.stop() });
     const listenerBundle = syncSecretToFiles({
       kubeConfig: kcp,
       namespace,
-      name: 'skr-watcher-ca-bundle',
+      name: CA_BUNDLE_SECRET_NAME,
       keys: ['ca-bundle.crt'],
       dir: join(dir, 'listener', 'ca-bundle'),
       onError: (error) => progress(`listener CA bundle: ${error.message}`),
     });
     cleanups.push({ name: 'listener CA bundle sync', run: () => listenerBundle.stop() });
-    await listenerBundle.firstWrite(Math.max(1_000, deadline - Date.now()));
+    const left = () => Math.max(1_000, deadline - Date.now());
+    await listenerCertificate.ready(left());
+    await listenerTls.firstWrite(left());
+    await listenerBundle.firstWrite(left());
 
     const listenerPort = await freePort();
     const agentMetricsPort = await freePort();
@@ -313,9 +331,9 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
         '--listen-address',
         `127.0.0.1:${listenerPort}`,
         '--tls-cert',
-        listenerTls.certFile,
+        listenerTls.path('tls.crt'),
         '--tls-key',
-        listenerTls.keyFile,
+        listenerTls.path('tls.key'),
         '--ca-bundle',
         listenerBundle.path('ca-bundle.crt'),
         '--metrics-address',
