@@ -160,6 +160,9 @@ async function carryOut(secrets: KcpPkiSecrets, input: StepInput): Promise<strin
       let count = 0;
       for (const leaf of input.leaves) {
         if (leafUpToDate(leaf, input.signer, input.bundlePem)) continue;
+        // The listener's certificate moves only once the new CA signs: SKR webhooks verify it, and until the
+        // switch some may not yet hold the new CA. Before the old CA goes it is a straggler like any other.
+        if (leaf.kymaName === '' && state.phase !== 'signing-switched') continue;
         const info = describeCertificate(leaf.certPem);
         const reissued = issueLeaf({
           ca: input.signer,

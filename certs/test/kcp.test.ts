@@ -3,6 +3,7 @@ import { describe, it, before } from 'mocha';
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type V1Secret } from '@kubernetes/client-node';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import {
   bundleCertificates,
@@ -13,6 +14,7 @@ import {
   verifyLeaf,
   CA_BUNDLE_SECRET_NAME,
   CA_SECRET_NAME,
+  LISTENER_TLS_SECRET_NAME,
   SECRET_KEYS,
   type CertificateAndKey,
 } from '@skr-watcher/pki';
@@ -371,6 +373,56 @@ describe('skr-certs against a real KCP plane', function () {
     expect(result.stderr).to.match(/waiting for the grace period until/);
     expect(await rotationPhase(namespace)).to.equal('complete');
     expect(Date.now() - started).to.be.at.least(2000);
+  });
+
+  it('re-issues the KCP listener certificate only once the new CA signs, and before the old CA is dropped', async function () {
+    const namespace = await freshNamespace();
+    await bootstrap(namespace, ['lst']);
+    const secrets = new KcpPkiSecrets(api, namespace);
+    const oldCa = await secrets.readCa();
+    const bundle = (await secrets.readBundle()) ?? '';
+    const listener = issueLeaf({
+      ca: oldCa!.current,
+      runtimeId: 'skr-agent-listener',
+      dnsNames: ['listener.kcp.example.com'],
+      ipAddresses: ['127.0.0.1'],
+      keyBits: 2048,
+    });
+    await secrets.writeListenerLeaf(listener, bundle);
+    const listenerCert = async () => data(await read(namespace, LISTENER_TLS_SECRET_NAME), SECRET_KEYS.cert);
+    const step = async () => {
+      const result = await skrCerts([
+        'rotate-ca',
+        '--kubeconfig',
+        kubeconfig,
+        '-n',
+        namespace,
+        '--steps',
+        '1',
+        '--grace-period',
+        '0s',
+        '--key-bits',
+        '2048',
+      ]);
+      expect(result.code, result.stderr).to.equal(0);
+      return rotationPhase(namespace);
+    };
+    // start, trust, re-issue: SKR leaves move to the new CA, the listener stays on the old one.
+    expect(await step()).to.equal('new-ca-pending');
+    expect(await step()).to.equal('new-ca-trusted');
+    expect(await step()).to.equal('leaves-reissued');
+    expect(isSignedBy(await listenerCert(), oldCa!.current.certPem)).to.equal(true);
+    const skrLeaf = data(await read(namespace, 'lst-webhook-tls'), SECRET_KEYS.cert);
+    expect(isSignedBy(skrLeaf, oldCa!.current.certPem)).to.equal(false);
+    // switch: the listener is now a straggler and is re-issued (names kept) before the old CA can go.
+    expect(await step()).to.equal('signing-switched');
+    expect(await step()).to.equal('signing-switched');
+    const reissued = describeCertificate(await listenerCert());
+    expect(isSignedBy(await listenerCert(), oldCa!.current.certPem)).to.equal(false);
+    expect(reissued.commonName).to.equal('skr-agent-listener');
+    expect(reissued.dnsNames).to.deep.equal(['listener.kcp.example.com']);
+    expect(reissued.ipAddresses).to.deep.equal(['127.0.0.1']);
+    expect(await step()).to.equal('complete');
   });
 
   it('a rotate-ca killed in the middle resumes where it stopped and completes when run again', async function () {

@@ -238,8 +238,26 @@ export class KcpPkiSecrets {
   }
 
   /** Writes `<kyma>-webhook-tls`, keeping the labels and annotations of an existing Secret. */
-  async writeLeaf(kymaName: string, leaf: CertificateAndKey, bundlePem: string): Promise<void> {
-    const name = webhookTlsSecretName(kymaName);
+  writeLeaf(kymaName: string, leaf: CertificateAndKey, bundlePem: string): Promise<void> {
+    return this.writeLeafSecret(
+      webhookTlsSecretName(kymaName),
+      { [LABELS.kymaName]: kymaName },
+      leaf,
+      bundlePem,
+    );
+  }
+
+  /** Writes the KCP listener's serving certificate (`skr-agent-listener-tls`), which rotations re-issue too. */
+  writeListenerLeaf(leaf: CertificateAndKey, bundlePem: string): Promise<void> {
+    return this.writeLeafSecret(LISTENER_TLS_SECRET_NAME, {}, leaf, bundlePem);
+  }
+
+  private async writeLeafSecret(
+    name: string,
+    labels: Record<string, string>,
+    leaf: CertificateAndKey,
+    bundlePem: string,
+  ): Promise<void> {
     const data = encode({
       [SECRET_KEYS.ca]: bundlePem,
       [SECRET_KEYS.cert]: leaf.certPem,
@@ -257,7 +275,7 @@ export class KcpPkiSecrets {
             metadata: {
               name,
               namespace: this.namespace,
-              labels: { [LABELS.kymaName]: kymaName, [LABELS.managedBy]: MANAGED_BY },
+              labels: { ...labels, [LABELS.managedBy]: MANAGED_BY },
             },
             data,
           },
