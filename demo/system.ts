@@ -16,7 +16,7 @@ import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
 import { CA_BUNDLE_SECRET_NAME } from '@skr-watcher/pki';
 import { DEFAULT_CRD_DIR, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ENTRY_POINTS, startChild, type Child } from './children.js';
-import { LISTENER_TLS_SECRET, initKcpCa, keepListenerCertificate } from './kcp-pki.js';
+import { LISTENER_TLS_SECRET_NAME, initKcpPki } from './kcp-pki.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import { applySamples } from './samples.js';
 import { syncSecretToFiles, type SecretFiles } from './secret-files.js';
@@ -263,19 +263,15 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     );
 
     progress(
-      `creating the KCP CA (Secrets skr-watcher-ca, skr-watcher-ca-bundle) and the listener certificate (${LISTENER_TLS_SECRET})`,
+      `creating the KCP CA (Secrets skr-watcher-ca, skr-watcher-ca-bundle) and the listener certificate (${LISTENER_TLS_SECRET_NAME})`,
     );
-    await initKcpCa(kcp, namespace);
-    const listenerCertificate = keepListenerCertificate(kcp, namespace, (error) =>
-      progress(`listener certificate: ${error.message}`),
-    );
-    cleanups.push({ name: 'listener certificate keeper', run: () => listenerCertificate.stop() });
+    await initKcpPki(kcp, namespace);
     // The listener reads its certificate and its trust bundle from files that follow the KCP Secrets, so a
     // CA rotation reaches it as it reaches the webhooks.
     const listenerTls = syncSecretToFiles({
       kubeConfig: kcp,
       namespace,
-      name: LISTENER_TLS_SECRET,
+      name: LISTENER_TLS_SECRET_NAME,
       keys: ['tls.crt', 'tls.key'],
       dir: join(dir, 'listener', 'tls'),
       onError: (error) => progress(`listener certificate files: ${error.message}`),
@@ -291,7 +287,6 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     });
     cleanups.push({ name: 'listener CA bundle sync', run: () => listenerBundle.stop() });
     const left = () => Math.max(1_000, deadline - Date.now());
-    await listenerCertificate.ready(left());
     await listenerTls.firstWrite(left());
     await listenerBundle.firstWrite(left());
 
