@@ -13,7 +13,7 @@ import { Dispatcher, type Clock, type DispatchStats } from './dispatch.js';
 import { KcpClient, parseKcpAddress } from './kcp-client.js';
 import { createWebhookMetrics } from './metrics.js';
 import { startAdmissionServer, type AdmissionServer } from './server.js';
-import { CertificateWatcher, readTlsMaterial } from './tls-reload.js';
+import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
 
 export { isRelevantChange, sameJson } from './admission.js';
 export { Dispatcher, backoffDelay, dispatchKey, systemClock } from './dispatch.js';
@@ -37,6 +37,8 @@ export type WebhookOptions = Pick<WebhookConfig, 'tlsCertFile' | 'tlsKeyFile' | 
     logger?: Logger;
     registry?: Registry;
     clock?: Clock;
+    /** How long start-up waits for certificate files that do not load yet (mid-swap); default 10 s. */
+    startupCertWaitMs?: number;
   };
 
 export interface RunningWebhook {
@@ -65,7 +67,8 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
   const registry = options.registry ?? createRegistry();
   const metrics = createWebhookMetrics(registry);
   const files = { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile, caFile: config.caCertFile };
-  const material = await readTlsMaterial(files);
+  // At start the files may be mid-swap (a Secret volume update): retry briefly before giving up.
+  const material = await readTlsMaterialPatiently(files, options.startupCertWaitMs ?? 10_000);
   const address = parseKcpAddress(config.kcpAddr);
 
   const kcp = new KcpClient({

@@ -29,8 +29,12 @@ export interface KcpClientOptions {
   timeoutMs: number;
 }
 
-/** Statuses that say "later" rather than "never", though they are 4xx. */
-const RETRYABLE_4XX = new Set([408, 429]);
+/**
+ * Statuses that say "later" rather than "never", though they are 4xx. 401 is among them: during a CA rotation
+ * the listener may not have loaded the new bundle yet when this webhook already presents a new certificate;
+ * the event's max age still bounds how long a certificate that is never trusted is retried.
+ */
+const RETRYABLE_4XX = new Set([401, 408, 429]);
 
 export class KcpClient {
   private agent: Agent;

@@ -21,6 +21,19 @@ export interface TlsMaterial {
 }
 
 /** Reads the three files and proves they form a usable context (key matches certificate, PEM parses). */
+/** Like readTlsMaterial, but retries for up to `waitMs`: a Secret volume may be caught between two files. */
+export async function readTlsMaterialPatiently(files: TlsFiles, waitMs: number): Promise<TlsMaterial> {
+  const deadline = Date.now() + waitMs;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
+    try {
+      return await readTlsMaterial(files);
+    } catch (error) {
+      if (Date.now() + delay > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 export async function readTlsMaterial(files: TlsFiles): Promise<TlsMaterial> {
   const read = async (path: string, what: string) => {
     try {

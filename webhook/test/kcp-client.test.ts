@@ -64,6 +64,8 @@ describe('KcpClient', function () {
     [503, 'retry'],
     [429, 'retry'],
     [408, 'retry'],
+    // The listener may not trust a freshly rotated certificate yet.
+    [401, 'retry'],
     [400, 'rejected'],
     [403, 'rejected'],
     [404, 'rejected'],
