@@ -182,6 +182,18 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
     );
   });
 
+  it('does not re-issue on every pass when the CA itself expires within the renewal window, and says why', async () => {
+    const caNotAfter = describeCertificate(caPem).notAfter.getTime();
+    const kcpCore = env.plane('kcp').kubeConfig().makeApiClient(CoreV1Api);
+    const before = await kcpCore.readNamespacedSecret({ name: 'kyma-reg-webhook-tls', namespace: NS });
+    const late = new Date(caNotAfter - 10 * DAY);
+    const result = await register(kyma(true), late);
+    expect(result).to.include({ ok: false, reason: 'CertificateAuthorityExpiring' });
+    expect(result.message).to.match(/rotate the CA/);
+    const after = await kcpCore.readNamespacedSecret({ name: 'kyma-reg-webhook-tls', namespace: NS });
+    expect(after.metadata?.resourceVersion).to.equal(before.metadata?.resourceVersion);
+  });
+
   it('installs the in-cluster webhook (ServiceAccount, Deployment, Service, NetworkPolicy) and removes everything on unregister', async () => {
     // Back to a certificate valid now: a pass at the real time re-issues because the names changed (no IP SAN).
     const result = await register(kyma(false));

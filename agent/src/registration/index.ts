@@ -36,6 +36,7 @@ import {
   isSignedBy,
   issueLeaf,
   parseTimestamp,
+  RENEW_BEFORE_MS,
   rotationStateFromAnnotations,
   webhookDnsNames,
   webhookTlsSecretName,
@@ -114,6 +115,16 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
   const decision = leaf
     ? decideOnLeaf(leaf.certPem, signing.certPem, runtimeId, dnsNames, ipAddresses, input.now, inBundleSince)
     : { action: 'issue', reason: 'no certificate yet' };
+  const caNotAfter = describeCertificate(signing.certPem).notAfter;
+  if (decision.action === 'renew' && leaf && caNotAfter.getTime() - input.now.getTime() <= RENEW_BEFORE_MS) {
+    // A new leaf cannot outlive its CA, so it would need renewal again at once: report instead of re-issuing
+    // on every pass (each write would trigger the next).
+    return {
+      ok: false,
+      reason: 'CertificateAuthorityExpiring',
+      message: `the signing CA expires at ${caNotAfter.toISOString()}, so the SKR certificate (${decision.reason}) cannot be renewed; rotate the CA with skr-certs rotate-ca`,
+    };
+  }
   if (decision.action !== 'none') {
     const fresh = issueLeaf({ ca: signing, runtimeId, dnsNames, ipAddresses, now: input.now });
     await secrets.writeLeaf(kyma.metadata.name, fresh, bundlePem);
