@@ -39,6 +39,8 @@ export interface AgentConfig {
   requeue: RequeueIntervals;
   /** Full relist of every watched kind; every Kyma is reconciled then. */
   resyncMs: number;
+  /** A callback wakes its Kyma now and once more after this long (0: not again); see --callback-recheck-after. */
+  callbackRecheckMs: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Automatic webhook registration in every SKR; undefined when off. */
   registration?: {
@@ -117,6 +119,7 @@ export interface RunFlags {
   requeueWarning: string;
   requeueError: string;
   resyncInterval: string;
+  callbackRecheckAfter: string;
   logLevel: string;
   registerSkrWebhook?: boolean;
   skrWebhookImage: string;
@@ -179,6 +182,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
       error: parseDuration('--requeue-error', flags.requeueError),
     },
     resyncMs: parseDuration('--resync-interval', flags.resyncInterval),
+    callbackRecheckMs: parseDuration('--callback-recheck-after', flags.callbackRecheckAfter ?? '2s'),
     logLevel: parseLogLevel(flags.logLevel),
     registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
   };

@@ -119,6 +119,7 @@ async function startWork(
         logger,
         registry,
         onAccepted,
+        config.callbackRecheckMs,
       );
       listener = started.listener;
       stopTlsWatch = started.stopTlsWatch;
@@ -136,12 +137,18 @@ async function startConfiguredListener(
   logger: Logger,
   registry: Registry,
   onAccepted: (event: AcceptedEvent) => void,
+  recheckMs: number,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
     port: config.address.port,
     resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
-    enqueue: (kymaKey: string) => controller.enqueue(kymaKey),
+    enqueue: (kymaKey: string) => {
+      controller.enqueue(kymaKey);
+      // Validating admission runs before the API server stores the write, so a fast reconcile can read the
+      // object just before the change lands; one more look a little later makes sure it is not missed.
+      if (recheckMs > 0) controller.queue.addAfter(kymaKey, recheckMs);
+    },
     // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
     onAccepted,
     logger,
@@ -341,6 +348,11 @@ function program(): Command {
     .option('--requeue-warning <duration>', 'requeue of a Kyma in Warning', '30s')
     .option('--requeue-error <duration>', 'requeue of a Kyma in Error (failures back off 5 s to 30 s)', '2s')
     .option('--resync-interval <duration>', 'full relist of every watched kind; reconciles every Kyma', '10m')
+    .option(
+      '--callback-recheck-after <duration>',
+      'after a callback, look at its Kyma once more this much later (admission runs before the write is stored); 0 disables',
+      '2s',
+    )
     .option(
       '--register-skr-webhook',
       'install and maintain the webhook in every SKR (certificate, Secret, configuration, Deployment)',
