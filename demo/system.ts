@@ -5,16 +5,13 @@ import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   AdmissionregistrationV1Api,
-  ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  loadYaml,
   type KubeConfig,
-  type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
 import { CA_BUNDLE_SECRET_NAME } from '@skr-watcher/pki';
-import { DEFAULT_CRD_DIR, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ENTRY_POINTS, startChild, type Child } from './children.js';
 import { LISTENER_TLS_SECRET_NAME, initKcpPki } from './kcp-pki.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
@@ -107,27 +104,6 @@ async function waitFor(what: string, check: () => Promise<boolean>, deadline: nu
 export async function tailOf(file: string, lines = 15): Promise<string> {
   const text = await readFile(file, 'utf8').catch(() => '');
   return text.trimEnd().split('\n').slice(-lines).join('\n');
-}
-
-/**
- * testenv creates CRDs from plain YAML through client-node's typed API, which drops
- * `x-kubernetes-preserve-unknown-fields` (it expects the camelCase property), so Module CR specs would be
- * pruned. Re-create them through client-node's own YAML loader, which maps the field.
- */
-async function restoreCrdSchemas(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
-  for (const file of (await readdir(DEFAULT_CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
-    const wanted = loadYaml<V1CustomResourceDefinition>(await readFile(join(DEFAULT_CRD_DIR, file), 'utf8'));
-    const name = wanted.metadata?.name ?? '';
-    const current = await api.readCustomResourceDefinition({ name });
-    await api.replaceCustomResourceDefinition({
-      name,
-      body: {
-        ...wanted,
-        metadata: { ...wanted.metadata, resourceVersion: current.metadata?.resourceVersion },
-      },
-    });
-  }
 }
 
 async function ensureNamespace(kubeConfig: KubeConfig, name: string): Promise<void> {
@@ -256,7 +232,6 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     cleanups.push({ name: 'control planes', run: () => env.stop() });
     const kcpPlane = env.plane('kcp');
     const kcp = kcpPlane.kubeConfig();
-    await Promise.all(env.planes.map((plane) => restoreCrdSchemas(plane.kubeConfig())));
     await ensureNamespace(kcp, namespace);
     await Promise.all(
       skrNames.map((skr) => ensureNamespace(env.plane(skr).kubeConfig(), DEFAULTS.skrNamespace)),

@@ -2,25 +2,16 @@
 // SIGKILL in the middle of a burst of Module CR edits and starting it again ends with every ModuleConfig
 // equal to its Module CR; SIGTERM stops it cleanly and releases its Lease.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import {
-  ApiextensionsV1Api,
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  loadYaml,
-  type KubeConfig,
-  type V1CustomResourceDefinition,
-} from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { parse as parseYaml } from 'yaml';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-const CRD_DIR = fileURLToPath(new URL('../../manifests/crds/', import.meta.url));
 const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
 /** Where the sample module's Module CR lives in an SKR (the template's spec.data). */
@@ -44,27 +35,6 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs:
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`, { cause: lastError });
-}
-
-/**
- * Makes the planes' CRDs match manifests/crds exactly. testenv creates them from plain YAML through
- * client-node's typed API, which drops `x-kubernetes-preserve-unknown-fields` (its property is camelCase
- * there), so Module CR specs inside ModuleConfigs would be pruned. A no-op once testenv deserializes.
- */
-async function repairCrds(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
-  for (const file of (await readdir(CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
-    const wanted = loadYaml<V1CustomResourceDefinition>(await readFile(join(CRD_DIR, file), 'utf8'));
-    const name = wanted.metadata?.name ?? '';
-    const current = await api.readCustomResourceDefinition({ name });
-    await api.replaceCustomResourceDefinition({
-      name,
-      body: {
-        ...wanted,
-        metadata: { ...wanted.metadata, resourceVersion: current.metadata?.resourceVersion },
-      },
-    });
-  }
 }
 
 interface AgentProcess {
@@ -155,7 +125,6 @@ describe('skr-agent process on real planes', function () {
   before(async () => {
     env = await startEnvironment({ planes: ['kcp', ...SKRS] });
     kcp = env.plane('kcp').kubeConfig();
-    await Promise.all(env.planes.map((plane) => repairCrds(plane.kubeConfig())));
     const core = kcp.makeApiClient(CoreV1Api);
     const api = kcp.makeApiClient(CustomObjectsApi);
     await core.createNamespace({ body: { metadata: { name: namespace } } });

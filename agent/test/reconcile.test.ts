@@ -1,20 +1,17 @@
 // Lifecycle reconciliation on real control planes: one KCP and two SKRs of a private environment (the SKR
 // side always uses kyma-system/default, so these tests must not share SKRs with other suites).
-import { readFile, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
-  loadYaml,
-  type V1CustomResourceDefinition,
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, KYMA_FINALIZER, LABELS, REQUEUE_MS } from '@skr-watcher/api';
-import { DEFAULT_CRD_DIR, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry } from '@skr-watcher/telemetry';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 
@@ -66,20 +63,6 @@ async function getOrUndefined<T>(read: () => Promise<T>): Promise<T | undefined>
       if (code !== 429 || attempt > 20) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
-  }
-}
-
-/**
- * testenv installs CRDs from a plain YAML parse, which client-node's serializer strips of every
- * `x-kubernetes-*` key (so embedded resources and preserved fields are pruned). Re-install them faithfully.
- */
-async function reinstallCrds(kc: KubeConfig): Promise<void> {
-  const api = kc.makeApiClient(ApiextensionsV1Api);
-  for (const file of (await readdir(DEFAULT_CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
-    const crd = loadYaml<V1CustomResourceDefinition>(await readFile(join(DEFAULT_CRD_DIR, file), 'utf8'));
-    const current = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
-    crd.metadata!.resourceVersion = current.metadata!.resourceVersion!;
-    await api.replaceCustomResourceDefinition({ name: crd.metadata!.name!, body: crd });
   }
 }
 
@@ -279,7 +262,6 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     };
     kcpCustom = custom(planes.kcp);
     kcpCore = planes.kcp.makeApiClient(CoreV1Api);
-    for (const kc of [planes.kcp, planes.skr1, planes.skr2]) await reinstallCrds(kc);
     // Fresh CRDs answer 429 "storage is (re)initializing" for a moment; wait that out once per plane.
     for (const kc of [planes.kcp, planes.skr1, planes.skr2]) {
       for (const kind of Object.values(KINDS)) {

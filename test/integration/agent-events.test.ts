@@ -3,19 +3,12 @@
 // ModuleConfig is untouched; identities without a Kyma are refused; a CA bundle changed on disk is
 // picked up without a restart.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import {
-  ApiextensionsV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  loadYaml,
-  type KubeConfig,
-  type V1CustomResourceDefinition,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { parse as parseYaml } from 'yaml';
@@ -28,7 +21,6 @@ import {
 import { sendCallback, tlsAgent, v2Body } from '../../agent/test/support/listener-client.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
-const CRD_DIR = fileURLToPath(new URL('../../manifests/crds/', import.meta.url));
 const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
 const SAMPLE = {
@@ -51,23 +43,6 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs:
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`, { cause: lastError });
-}
-
-/** testenv installs CRDs without `x-kubernetes-preserve-unknown-fields` (see agent-process.test.ts). */
-async function repairCrds(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
-  for (const file of (await readdir(CRD_DIR)).filter((f) => f.endsWith('.yaml'))) {
-    const wanted = loadYaml<V1CustomResourceDefinition>(await readFile(join(CRD_DIR, file), 'utf8'));
-    const name = wanted.metadata?.name ?? '';
-    const current = await api.readCustomResourceDefinition({ name });
-    await api.replaceCustomResourceDefinition({
-      name,
-      body: {
-        ...wanted,
-        metadata: { ...wanted.metadata, resourceVersion: current.metadata?.resourceVersion },
-      },
-    });
-  }
 }
 
 describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma', function () {
@@ -100,7 +75,6 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
   before(async () => {
     env = await startEnvironment({ planes: ['kcp', ...SKRS] });
     kcp = env.plane('kcp').kubeConfig();
-    await Promise.all(env.planes.map((plane) => repairCrds(plane.kubeConfig())));
     const core = kcp.makeApiClient(CoreV1Api);
     const api = kcp.makeApiClient(CustomObjectsApi);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
