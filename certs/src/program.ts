@@ -145,9 +145,17 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         .argParser(parseDuration)
         .default(3_600_000, '1h'),
     )
+    .addOption(
+      new Option(
+        '--propagation-delay <duration>',
+        'time the new CA stays in the bundle before any leaf is signed by it; kubelet syncs Secret volumes every 60-90 s, so the listener and the SKR webhooks need that long to trust it',
+      )
+        .argParser(parseDuration)
+        .default(120_000, '2m'),
+    )
     .option('--dry-run', 'print the plan, write nothing')
     .option('--new', 'start another rotation even though the last one completed')
-    .option('--wait', 'sleep through the grace period instead of stopping there')
+    .option('--wait', 'sleep through the propagation delay and the grace period instead of stopping there')
     .option('--steps <n>', 'stop after this many steps', parsePositiveInteger)
     .option('--common-name <cn>', 'CN prefix of the new CA (a timestamp is appended)', 'skr-watcher-ca')
     .addOption(keyBitsOption(4096))

@@ -21,12 +21,14 @@ import { signingCaFor, type CaSecret, type KcpPkiSecrets, type LeafSecret } from
 
 export interface RotateCaOptions {
   gracePeriodMs: number;
+  /** How long the new CA stays in the bundle before leaves are signed by it (Secret volume sync). */
+  propagationMs: number;
   /** Start another rotation when the last one completed. */
   startNew: boolean;
   dryRun: boolean;
   /** Stop after this many steps (operators who want to watch each phase). */
   maxSteps: number;
-  /** Sleep through the grace period instead of stopping there. */
+  /** Sleep through the propagation delay and the grace period instead of stopping there. */
   wait: boolean;
   caCommonName: string;
   caKeyBits: RsaKeyBits;
@@ -47,8 +49,9 @@ export interface RotationReport {
   dryRun: boolean;
   steps: RotationStepRecord[];
   state: RotationState;
-  /** Set when the run stopped in the grace period. */
+  /** Set when the run stopped in the propagation delay or the grace period. */
   waitingUntil?: Date;
+  waitingFor?: 'propagation' | 'grace-period';
 }
 
 function leafUpToDate(leaf: LeafSecret, signer: CertificateAndKey, bundlePem: string): boolean {
@@ -58,6 +61,8 @@ function leafUpToDate(leaf: LeafSecret, signer: CertificateAndKey, bundlePem: st
 export async function rotateCa(secrets: KcpPkiSecrets, opts: RotateCaOptions): Promise<RotationReport> {
   const steps: RotationStepRecord[] = [];
   let simulated: RotationState | undefined;
+  // A dry run plans past the propagation delay as if it had passed.
+  let plannedAheadMs = 0;
   for (;;) {
     const ca = await secrets.readCa();
     if (ca === undefined) {
@@ -68,30 +73,42 @@ export async function rotateCa(secrets: KcpPkiSecrets, opts: RotateCaOptions): P
     const state = simulated ?? rotationStateFromAnnotations(ca.annotations);
     const bundlePem = (await secrets.readBundle()) ?? '';
     const leaves = await secrets.listLeaves();
-    const signer = signingCaFor(ca, state);
-    const stale = simulated ? [] : leaves.filter((leaf) => !isSignedBy(leaf.certPem, signer.certPem));
-    const now = opts.now();
+    const stale = simulated
+      ? []
+      : leaves.filter((leaf) => !isSignedBy(leaf.certPem, signingCaFor(ca, state).certPem));
+    const now = new Date(opts.now().getTime() + plannedAheadMs);
     const step = nextRotationStep(state, {
       now,
       gracePeriodMs: opts.gracePeriodMs,
+      propagationMs: opts.propagationMs,
       leavesOnOldCa: stale.length,
       startNew: opts.startNew && steps.length === 0,
     });
 
     if (step.kind === 'done') return { dryRun: opts.dryRun, steps, state };
-    if (step.kind === 'wait' && !opts.wait) {
-      opts.progress(`grace period runs until ${step.until.toISOString()}; run rotate-ca again after that`);
-      return { dryRun: opts.dryRun, steps, state, waitingUntil: step.until };
-    }
-    if (steps.length >= opts.maxSteps) return { dryRun: opts.dryRun, steps, state };
     if (step.kind === 'wait') {
-      opts.progress(`waiting for the grace period until ${step.until.toISOString()}`);
-      if (opts.dryRun) return { dryRun: true, steps, state, waitingUntil: step.until };
+      const stopped = { dryRun: opts.dryRun, steps, state, waitingUntil: step.until, waitingFor: step.for };
+      const what = step.for === 'propagation' ? 'the new CA propagates' : 'the grace period runs';
+      if (opts.dryRun && step.for === 'propagation') {
+        opts.progress(`plan: wait while ${what}, until ${step.until.toISOString()}`);
+        plannedAheadMs += step.until.getTime() - now.getTime();
+        continue;
+      }
+      if (!opts.wait) {
+        opts.progress(`${what} until ${step.until.toISOString()}; run rotate-ca again after that`);
+        return stopped;
+      }
+      if (steps.length >= opts.maxSteps) return { dryRun: opts.dryRun, steps, state };
+      opts.progress(`waiting while ${what}, until ${step.until.toISOString()}`);
+      if (opts.dryRun) return stopped;
       await opts.sleep(Math.max(0, step.until.getTime() - now.getTime()));
       continue;
     }
+    if (steps.length >= opts.maxSteps) return { dryRun: opts.dryRun, steps, state };
 
     const next = applyRotationStep(state, step, now);
+    // Signed as the state after the step signs: re-issuing moves the leaves to the pending CA.
+    const signer = signingCaFor(ca, next);
     const detail = opts.dryRun
       ? plannedDetail(step, leaves.length)
       : await carryOut(secrets, { step, ca, state: next, bundlePem, leaves, signer, opts, now });
@@ -107,7 +124,7 @@ function plannedDetail(step: RotationStep, leafCount: number): string {
     case 'start':
       return 'generate a new CA and store it as pending in the CA Secret';
     case 'trust-new-ca':
-      return 'add the new CA to the trust bundle';
+      return 'add the new CA to the trust bundle and to every leaf ca.crt';
     case 'reissue-leaves':
       return `re-issue up to ${leafCount} SKR leaves with the new CA and the new bundle`;
     case 'switch-signing':
@@ -126,6 +143,7 @@ interface StepInput {
   state: RotationState;
   bundlePem: string;
   leaves: LeafSecret[];
+  /** The CA that signs in the state after the step. */
   signer: CertificateAndKey;
   opts: RotateCaOptions;
   now: Date;
@@ -153,8 +171,13 @@ async function carryOut(secrets: KcpPkiSecrets, input: StepInput): Promise<strin
       const pending = requirePending(ca, secrets);
       const bundlePem = addToBundle(addToBundle(input.bundlePem, ca.current.certPem), pending.certPem);
       await secrets.writeBundle(bundlePem);
+      // Each leaf Secret's ca.crt follows at once: the agent copies the bundle into the SKRs when one changes, so
+      // the SKR webhooks load the new CA during the propagation delay too (they verify the listener with it).
+      for (const leaf of input.leaves) {
+        if (leaf.caPem !== bundlePem) await secrets.writeLeafBundle(leaf, bundlePem);
+      }
       await secrets.writeCa(ca, ca, annotations);
-      return `bundle now holds ${describeCertificate(pending.certPem).commonName}`;
+      return `bundle and ${input.leaves.length} leaf ca.crt now hold ${describeCertificate(pending.certPem).commonName}`;
     }
     case 'reissue-leaves': {
       let count = 0;

@@ -197,6 +197,8 @@ describe('skr-certs against a real KCP plane', function () {
         namespace,
         '--steps',
         '1',
+        '--propagation-delay',
+        '0s',
         '--grace-period',
         '0s',
         '--key-bits',
@@ -219,8 +221,9 @@ describe('skr-certs against a real KCP plane', function () {
           : data(caSecret, SECRET_KEYS.key);
       const bundle = data(await read(namespace, CA_BUNDLE_SECRET_NAME), SECRET_KEYS.bundle);
       if (phase === 'new-ca-pending') continue; // the new CA exists but nobody trusts it yet
-      if (phase === 'new-ca-trusted') {
-        // An SKR that joins mid-rotation gets a leaf of the new CA right away, as the agent would issue it.
+      if (phase === 'new-ca-trusted' || phase === 'leaves-reissued') {
+        // An SKR that joins mid-rotation gets its leaf from the CA the agent would sign with: the old one while the
+        // new CA propagates (nobody may have loaded it yet), the new one once rotate-ca re-issued the leaves.
         const joined = await skrCerts([
           'issue',
           '--kubeconfig',
@@ -235,8 +238,10 @@ describe('skr-certs against a real KCP plane', function () {
           'four.example',
         ]);
         expect(joined.code, joined.stderr).to.equal(0);
+        const joinedLeaf = data(await read(namespace, 'four-webhook-tls'), SECRET_KEYS.cert);
         expect(
-          isSignedBy(data(await read(namespace, 'four-webhook-tls'), SECRET_KEYS.cert), newCaPem),
+          isSignedBy(joinedLeaf, phase === 'new-ca-trusted' ? oldCa.certPem : newCaPem),
+          `leaf issued in phase ${phase}`,
         ).to.equal(true);
       }
       const newLeaf = issueLeaf({
@@ -298,6 +303,8 @@ describe('skr-certs against a real KCP plane', function () {
       kubeconfig,
       '-n',
       namespace,
+      '--propagation-delay',
+      '0s',
       '--grace-period',
       '1h',
       '--key-bits',
@@ -334,6 +341,8 @@ describe('skr-certs against a real KCP plane', function () {
       kubeconfig,
       '-n',
       namespace,
+      '--propagation-delay',
+      '0s',
       '--grace-period',
       '0s',
       '-o',
@@ -353,7 +362,7 @@ describe('skr-certs against a real KCP plane', function () {
     ).to.have.length(1);
   });
 
-  it('with --wait sleeps through the grace period and completes in one run', async function () {
+  it('with --wait sleeps through the propagation delay and the grace period and completes in one run', async function () {
     const namespace = await freshNamespace();
     await bootstrap(namespace, ['wait']);
     const started = Date.now();
@@ -363,6 +372,8 @@ describe('skr-certs against a real KCP plane', function () {
       kubeconfig,
       '-n',
       namespace,
+      '--propagation-delay',
+      '2s',
       '--grace-period',
       '2s',
       '--wait',
@@ -370,9 +381,75 @@ describe('skr-certs against a real KCP plane', function () {
       '2048',
     ]);
     expect(result.code, result.stderr).to.equal(0);
-    expect(result.stderr).to.match(/waiting for the grace period until/);
+    expect(result.stderr).to.match(
+      /waiting while the new CA propagates, until .*\n[\s\S]*re-issued wait-webhook-tls/,
+    );
+    expect(result.stderr).to.match(/waiting while the grace period runs, until/);
     expect(await rotationPhase(namespace)).to.equal('complete');
-    expect(Date.now() - started).to.be.at.least(2000);
+    expect(Date.now() - started).to.be.at.least(4000);
+  });
+
+  it('stops while the new CA propagates, signing nothing with it, and continues when run again after the delay', async function () {
+    const namespace = await freshNamespace();
+    await bootstrap(namespace, ['prop']);
+    const oldCa = data(await read(namespace, CA_SECRET_NAME), SECRET_KEYS.cert);
+    const rotate = (extra: string[]) =>
+      skrCerts([
+        'rotate-ca',
+        '--kubeconfig',
+        kubeconfig,
+        '-n',
+        namespace,
+        '--propagation-delay',
+        '3s',
+        '--grace-period',
+        '0s',
+        '--key-bits',
+        '2048',
+        ...extra,
+      ]);
+    const first = await rotate(['-o', 'json']);
+    expect(first.code, first.stderr).to.equal(0);
+    const report = JSON.parse(first.stdout) as {
+      steps: { step: string }[];
+      waitingUntil: string;
+      waitingFor: string;
+    };
+    expect(report.steps.map((s) => s.step)).to.deep.equal(['start', 'trust-new-ca']);
+    expect(report.waitingFor).to.equal('propagation');
+    expect(first.stderr).to.match(/the new CA propagates until .*; run rotate-ca again after that/);
+    expect(await rotationPhase(namespace)).to.equal('new-ca-trusted');
+    // The new CA is trusted everywhere (bundle and every leaf's ca.crt) but signs nothing yet.
+    const bundle = data(await read(namespace, CA_BUNDLE_SECRET_NAME), SECRET_KEYS.bundle);
+    expect(bundleCertificates(bundle)).to.have.length(2);
+    const leaf = await read(namespace, 'prop-webhook-tls');
+    expect(data(leaf, SECRET_KEYS.ca)).to.equal(bundle);
+    expect(isSignedBy(data(leaf, SECRET_KEYS.cert), oldCa)).to.equal(true);
+
+    const early = await rotate([]);
+    expect(early.code, early.stderr).to.equal(0);
+    expect(early.stdout).to.match(
+      /nothing to do yet[\s\S]*phase: new-ca-trusted[\s\S]*propagation delay until: /,
+    );
+    expect(isSignedBy(data(await read(namespace, 'prop-webhook-tls'), SECRET_KEYS.cert), oldCa)).to.equal(
+      true,
+    );
+
+    await new Promise((resolve) => setTimeout(resolve, Date.parse(report.waitingUntil) - Date.now() + 100));
+    const after = await rotate(['-o', 'json']);
+    expect(after.code, after.stderr).to.equal(0);
+    const finished = JSON.parse(after.stdout) as { steps: { step: string }[]; state: { phase: string } };
+    expect(finished.steps.map((s) => s.step)).to.deep.equal([
+      'reissue-leaves',
+      'switch-signing',
+      'drop-old-ca',
+    ]);
+    expect(finished.state.phase).to.equal('complete');
+    const newCa = data(await read(namespace, CA_SECRET_NAME), SECRET_KEYS.cert);
+    expect(newCa).to.not.equal(oldCa);
+    expect(isSignedBy(data(await read(namespace, 'prop-webhook-tls'), SECRET_KEYS.cert), newCa)).to.equal(
+      true,
+    );
   });
 
   it('re-issues the KCP listener certificate only once the new CA signs, and before the old CA is dropped', async function () {
@@ -399,6 +476,8 @@ describe('skr-certs against a real KCP plane', function () {
         namespace,
         '--steps',
         '1',
+        '--propagation-delay',
+        '0s',
         '--grace-period',
         '0s',
         '--key-bits',
@@ -425,6 +504,29 @@ describe('skr-certs against a real KCP plane', function () {
     expect(await step()).to.equal('complete');
   });
 
+  it('re-issue and ca.crt writes of a leaf Secret survive a concurrent write by the agent (409 is retried on a fresh read)', async function () {
+    const namespace = await freshNamespace();
+    await bootstrap(namespace, ['race']);
+    const secrets = new KcpPkiSecrets(api, namespace);
+    const ca = (await secrets.readCa())!;
+    const [stale] = await secrets.listLeaves();
+    // The agent writes the Secret after rotate-ca read it: rotate-ca's resourceVersion is outdated.
+    const agentLeaf = issueLeaf({ ca: ca.current, runtimeId: 'runtime-race', dnsNames: ['agent.example'] });
+    await secrets.writeLeaf('race', agentLeaf, 'agent bundle');
+    const rotated = issueLeaf({ ca: ca.current, runtimeId: 'runtime-race', dnsNames: ['rotated.example'] });
+    await secrets.rewriteLeaf(stale!, rotated, 'rotation bundle');
+    let secret = await read(namespace, 'race-webhook-tls');
+    expect(data(secret, SECRET_KEYS.cert)).to.equal(rotated.certPem);
+    expect(data(secret, SECRET_KEYS.ca)).to.equal('rotation bundle');
+    expect(secret.metadata?.labels).to.include({ 'operator.kyma-project.io/kyma-name': 'race' });
+
+    await secrets.writeLeaf('race', agentLeaf, 'agent bundle');
+    await secrets.writeLeafBundle(stale!, 'dropped bundle');
+    secret = await read(namespace, 'race-webhook-tls');
+    expect(data(secret, SECRET_KEYS.ca)).to.equal('dropped bundle');
+    expect(data(secret, SECRET_KEYS.cert)).to.equal(agentLeaf.certPem, "the agent's leaf was kept");
+  });
+
   it('a rotate-ca killed in the middle resumes where it stopped and completes when run again', async function () {
     const namespace = await freshNamespace();
     const kymas = Array.from({ length: 8 }, (_, i) => `k${i}`);
@@ -437,6 +539,8 @@ describe('skr-certs against a real KCP plane', function () {
       kubeconfig,
       '-n',
       namespace,
+      '--propagation-delay',
+      '0s',
       '--grace-period',
       '0s',
       '--key-bits',
@@ -475,6 +579,8 @@ describe('skr-certs against a real KCP plane', function () {
       kubeconfig,
       '-n',
       namespace,
+      '--propagation-delay',
+      '0s',
       '--grace-period',
       '0s',
       '-o',
@@ -522,6 +628,8 @@ describe('skr-certs against a real KCP plane', function () {
       kubeconfig,
       '-n',
       namespace,
+      '--propagation-delay',
+      '0s',
       '--grace-period',
       '0s',
     ]);

@@ -8,6 +8,7 @@ export interface RotateCaCommandOptions {
   kubeconfig: string;
   namespace: string;
   gracePeriod: number;
+  propagationDelay: number;
   dryRun?: boolean;
   new?: boolean;
   wait?: boolean;
@@ -23,6 +24,7 @@ export async function rotateCaCommand(
 ): Promise<CommandResult> {
   const report = await rotateCa(await KcpPkiSecrets.fromKubeconfig(opts.kubeconfig, opts.namespace), {
     gracePeriodMs: opts.gracePeriod,
+    propagationMs: opts.propagationDelay,
     startNew: opts.new === true,
     dryRun: opts.dryRun === true,
     maxSteps: opts.steps ?? Number.POSITIVE_INFINITY,
@@ -36,9 +38,13 @@ export async function rotateCaCommand(
   });
   const rows = report.steps.map((s) => [s.at.toISOString(), s.step, s.phase, s.detail]);
   const lines = [
-    ...(rows.length === 0 ? ['nothing to do'] : []),
+    ...(rows.length === 0 ? [report.waitingUntil ? 'nothing to do yet' : 'nothing to do'] : []),
     `phase: ${report.state.phase}${report.dryRun ? ' (dry run, nothing written)' : ''}`,
-    ...(report.waitingUntil ? [`grace period until: ${report.waitingUntil.toISOString()}`] : []),
+    ...(report.waitingUntil
+      ? [
+          `${report.waitingFor === 'propagation' ? 'propagation delay' : 'grace period'} until: ${report.waitingUntil.toISOString()}`,
+        ]
+      : []),
   ];
   return {
     data: report,

@@ -293,47 +293,60 @@ export class KcpPkiSecrets {
   }
 
   /** Replaces the certificate, key and bundle of an existing leaf Secret (rotation), keeping its metadata. */
-  async rewriteLeaf(leaf: LeafSecret, issued: CertificateAndKey, bundlePem: string): Promise<void> {
-    const data = {
-      ...leaf.secret.data,
-      ...encode({
-        [SECRET_KEYS.ca]: bundlePem,
-        [SECRET_KEYS.cert]: issued.certPem,
-        [SECRET_KEYS.key]: issued.keyPem,
-      }),
-    };
-    try {
-      await this.api.replaceNamespacedSecret({
-        name: leaf.name,
-        namespace: this.namespace,
-        body: { ...leaf.secret, data },
-      });
-    } catch (error) {
-      throw new Error(`re-issue ${this.where(leaf.name)}`, { cause: error });
-    }
+  rewriteLeaf(leaf: LeafSecret, issued: CertificateAndKey, bundlePem: string): Promise<void> {
+    const ours = encode({
+      [SECRET_KEYS.ca]: bundlePem,
+      [SECRET_KEYS.cert]: issued.certPem,
+      [SECRET_KEYS.key]: issued.keyPem,
+    });
+    return this.replaceLeafData(leaf, ours, `re-issue ${this.where(leaf.name)}`);
   }
 
-  /** Replaces only `ca.crt` of a leaf Secret (after the old CA left the bundle). */
-  async writeLeafBundle(leaf: LeafSecret, bundlePem: string): Promise<void> {
-    const data = { ...leaf.secret.data, ...encode({ [SECRET_KEYS.ca]: bundlePem }) };
-    try {
-      await this.api.replaceNamespacedSecret({
-        name: leaf.name,
-        namespace: this.namespace,
-        body: { ...leaf.secret, data },
-      });
-    } catch (error) {
-      throw new Error(`update ca.crt of ${this.where(leaf.name)}`, { cause: error });
+  /** Replaces only `ca.crt` of a leaf Secret (the bundle gained or lost a CA). */
+  writeLeafBundle(leaf: LeafSecret, bundlePem: string): Promise<void> {
+    const ours = encode({ [SECRET_KEYS.ca]: bundlePem });
+    return this.replaceLeafData(leaf, ours, `update ca.crt of ${this.where(leaf.name)}`);
+  }
+
+  /**
+   * Overlays `ours` on a leaf Secret's data. The agent writes the same Secrets (it issues and renews leaves), so a
+   * 409 is expected during a rotation: the Secret is read again and the write repeated on the fresh version.
+   */
+  private async replaceLeafData(leaf: LeafSecret, ours: Record<string, string>, what: string): Promise<void> {
+    let secret = leaf.secret;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.api.replaceNamespacedSecret({
+          name: leaf.name,
+          namespace: this.namespace,
+          body: { ...secret, data: { ...secret.data, ...ours } },
+        });
+        return;
+      } catch (error) {
+        if (!isConflict(error) || attempt >= LEAF_WRITE_ATTEMPTS) {
+          const tries = attempt > 1 ? ` (${attempt} attempts)` : '';
+          throw new Error(`${what}${tries}`, { cause: error });
+        }
+      }
+      const fresh = await this.read(leaf.name);
+      if (fresh === undefined) throw new Error(`${what}: the Secret was deleted meanwhile`);
+      secret = fresh;
     }
   }
 }
 
-/** The CA that signs leaves at this rotation phase: the pending one until signing switches, then the current. */
+/** Writes of a leaf Secret that lose to a concurrent writer (409) are repeated this many times in all. */
+const LEAF_WRITE_ATTEMPTS = 5;
+
+/**
+ * The CA that signs leaves at this rotation phase: the pending one only once rotate-ca re-issued the leaves
+ * (phase leaves-reissued), which it does after the new CA has been in the bundle for the propagation delay, so no
+ * SKR presents a certificate the listener cannot verify yet; otherwise the current one.
+ */
 export function signingCaFor(
   ca: CaSecret,
   state: RotationState = rotationStateFromAnnotations(ca.annotations),
 ): CertificateAndKey {
-  if ((state.phase === 'new-ca-trusted' || state.phase === 'leaves-reissued') && ca.pending)
-    return ca.pending;
+  if (state.phase === 'leaves-reissued' && ca.pending) return ca.pending;
   return ca.current;
 }

@@ -1,7 +1,7 @@
 // CA rotation as a resumable state machine: the state lives in Secret annotations, the decisions are pure.
 //
-//   none/complete --start--> new-ca-pending --trust--> new-ca-trusted --reissue--> leaves-reissued
-//     --switch--> signing-switched --(stragglers re-issued, grace passed)--> complete
+//   none/complete --start--> new-ca-pending --trust--> new-ca-trusted --(propagation passed)--reissue-->
+//     leaves-reissued --switch--> signing-switched --(stragglers re-issued, grace passed)--> complete
 //
 // Every step is idempotent, so a run that crashed after doing a step but before recording it repeats it.
 
@@ -78,7 +78,8 @@ export type RotationStep =
   | { kind: 'trust-new-ca' }
   | { kind: 'reissue-leaves' }
   | { kind: 'switch-signing' }
-  | { kind: 'wait'; until: Date }
+  /** Nothing to do before `until`: the new CA is still propagating, or the grace period runs. */
+  | { kind: 'wait'; until: Date; for: 'propagation' | 'grace-period' }
   | { kind: 'drop-old-ca' }
   | { kind: 'done' };
 
@@ -86,6 +87,12 @@ export interface RotationContext {
   now: Date;
   /** How long leaves signed by the new CA must have been out before the old CA is distrusted. */
   gracePeriodMs: number;
+  /**
+   * How long the new CA must have been in the trust bundle before any leaf is signed by it: every holder of the
+   * bundle (the KCP listener, each SKR webhook) loads it through a Secret volume, which kubelet syncs every
+   * 60-90 s, and a client certificate from a CA the other side has not loaded yet is rejected. Default 0.
+   */
+  propagationMs?: number;
   /** Leaves not yet signed by the CA that will sign after the rotation (pending CA before the switch). */
   leavesOnOldCa: number;
   /** Start another rotation when the last one is complete (otherwise a complete rotation is done). */
@@ -100,8 +107,12 @@ export function nextRotationStep(state: RotationState, ctx: RotationContext): Ro
       return ctx.startNew ? { kind: 'start' } : { kind: 'done' };
     case 'new-ca-pending':
       return { kind: 'trust-new-ca' };
-    case 'new-ca-trusted':
-      return { kind: 'reissue-leaves' };
+    case 'new-ca-trusted': {
+      const until = new Date((state.trustedAt?.getTime() ?? 0) + (ctx.propagationMs ?? 0));
+      return ctx.now.getTime() < until.getTime()
+        ? { kind: 'wait', until, for: 'propagation' }
+        : { kind: 'reissue-leaves' };
+    }
     case 'leaves-reissued':
       return { kind: 'switch-signing' };
     case 'signing-switched': {
@@ -109,7 +120,9 @@ export function nextRotationStep(state: RotationState, ctx: RotationContext): Ro
       if (ctx.leavesOnOldCa > 0) return { kind: 'reissue-leaves' };
       const since = Math.max(state.switchedAt?.getTime() ?? 0, state.reissuedAt?.getTime() ?? 0);
       const until = new Date(since + ctx.gracePeriodMs);
-      return ctx.now.getTime() < until.getTime() ? { kind: 'wait', until } : { kind: 'drop-old-ca' };
+      return ctx.now.getTime() < until.getTime()
+        ? { kind: 'wait', until, for: 'grace-period' }
+        : { kind: 'drop-old-ca' };
     }
   }
 }

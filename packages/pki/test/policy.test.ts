@@ -67,8 +67,8 @@ describe('pki: renewal and re-issue policy', function () {
 describe('pki: CA rotation state machine', function () {
   const grace = 3600_000;
 
-  function run(state: RotationState, now: Date, leavesOnOldCa = 0) {
-    const step = nextRotationStep(state, { now, gracePeriodMs: grace, leavesOnOldCa });
+  function run(state: RotationState, now: Date, leavesOnOldCa = 0, propagationMs = 0) {
+    const step = nextRotationStep(state, { now, gracePeriodMs: grace, propagationMs, leavesOnOldCa });
     return { step, state: applyRotationStep(state, step, now) };
   }
 
@@ -82,7 +82,11 @@ describe('pki: CA rotation state machine', function () {
     }
     expect(kinds).to.deep.equal(['start', 'trust-new-ca', 'reissue-leaves', 'switch-signing']);
     expect(state.phase).to.equal('signing-switched');
-    expect(run(state, at(3000 + grace - 1)).step).to.deep.equal({ kind: 'wait', until: at(3000 + grace) });
+    expect(run(state, at(3000 + grace - 1)).step).to.deep.equal({
+      kind: 'wait',
+      until: at(3000 + grace),
+      for: 'grace-period',
+    });
     const done = run(state, at(3000 + grace));
     expect(done.step.kind).to.equal('drop-old-ca');
     expect(done.state).to.include({ phase: 'complete' });
@@ -90,6 +94,23 @@ describe('pki: CA rotation state machine', function () {
     expect(
       nextRotationStep(done.state, { now: at(0), gracePeriodMs: 0, leavesOnOldCa: 0, startNew: true }).kind,
     ).to.equal('start');
+  });
+
+  it('re-issues no leaf before the new CA has been in the bundle for the propagation delay', function () {
+    const propagation = 120_000;
+    const trusted = run(run({ phase: 'none' }, at(0)).state, at(1000), 0, propagation).state;
+    expect(trusted).to.include({ phase: 'new-ca-trusted' });
+    expect(run(trusted, at(1000), 0, propagation).step).to.deep.equal({
+      kind: 'wait',
+      until: at(1000 + propagation),
+      for: 'propagation',
+    });
+    const waiting = run(trusted, at(1000 + propagation - 1), 0, propagation);
+    expect(waiting.step.kind).to.equal('wait');
+    expect(waiting.state).to.deep.equal(trusted);
+    const reissued = run(trusted, at(1000 + propagation), 0, propagation);
+    expect(reissued.step.kind).to.equal('reissue-leaves');
+    expect(reissued.state).to.include({ phase: 'leaves-reissued' });
   });
 
   it('re-issues stragglers after the switch and restarts the grace period from that re-issue', function () {
@@ -101,19 +122,24 @@ describe('pki: CA rotation state machine', function () {
     expect(run(straggler.state, at(3 * grace)).step.kind).to.equal('drop-old-ca');
   });
 
-  it('never drops the old CA before every leaf moved and the grace period passed, whatever the clock does', function () {
+  it('never signs with the new CA before it propagated, nor drops the old CA before every leaf moved and the grace period passed, whatever the clock does', function () {
     fc.assert(
       fc.property(
         fc.array(fc.record({ advance: fc.integer({ min: 0, max: 2 * grace }), stragglers: fc.nat(3) }), {
           minLength: 1,
           maxLength: 30,
         }),
-        (ticks) => {
+        fc.integer({ min: 0, max: 2 * grace }),
+        (ticks, propagation) => {
           let state: RotationState = { phase: 'none' };
           let now = 0;
           for (const tick of ticks) {
             now += tick.advance;
-            const { step, state: next } = run(state, at(now), tick.stragglers);
+            const { step, state: next } = run(state, at(now), tick.stragglers, propagation);
+            if (step.kind === 'reissue-leaves' && state.phase === 'new-ca-trusted') {
+              // No leaf is signed by the new CA before every holder of the bundle can have loaded it.
+              expect(now + T0.getTime() - state.trustedAt!.getTime()).to.be.at.least(propagation);
+            }
             if (step.kind === 'drop-old-ca') {
               expect(tick.stragglers).to.equal(0);
               const since = Math.max(state.switchedAt!.getTime(), state.reissuedAt!.getTime());
