@@ -7,7 +7,9 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer, Agent, request } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { createLogger } from '@skr-watcher/telemetry';
 import { startWebhook } from '@skr-watcher/webhook';
@@ -22,13 +24,17 @@ type Role = 'floor' | 'webhook' | 'kcp';
 
 // ---------------------------------------------------------------- child roles
 
-async function runRole(role: Role, dir: string, kcpAddr: string): Promise<void> {
+async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: string): Promise<void> {
   const cert = readFileSync(`${dir}/tls.crt`, 'utf8');
   const key = readFileSync(`${dir}/tls.key`, 'utf8');
   const ca = readFileSync(`${dir}/ca.crt`, 'utf8');
   let port: number;
   if (role === 'webhook') {
-    const webhook = await startWebhook({
+    // Another build of the webhook (a baseline to compare with in the same run), or this one.
+    const start = webhookModule
+      ? ((await import(webhookModule)) as { startWebhook: typeof startWebhook }).startWebhook
+      : startWebhook;
+    const webhook = await start({
       host: '127.0.0.1',
       webhookPort: 0,
       metricsPort: 0,
@@ -66,7 +72,17 @@ async function runRole(role: Role, dir: string, kcpAddr: string): Promise<void> 
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     port = (server.address() as AddressInfo).port;
   }
+  // Event-loop delay inside the server: stalls show here even when the client's view is noisy.
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  loopDelay.enable();
   process.on('message', (message) => {
+    if (message === 'loop-reset') loopDelay.reset();
+    if (message === 'loop') {
+      process.send?.({
+        p99Ms: loopDelay.percentile(99) / 1e6,
+        maxMs: loopDelay.max / 1e6,
+      } satisfies LoopDelay);
+    }
     if (message === 'cpu') {
       const usage = process.cpuUsage();
       process.send?.({ cpuMicros: usage.user + usage.system });
@@ -88,8 +104,14 @@ interface Server {
   port: number;
 }
 
-async function startChild(name: string, role: Role, dir: string, kcpAddr = ''): Promise<Server> {
-  const child = fork(SELF, ['--role', role, '--dir', dir, '--kcp', kcpAddr], {
+async function startChild(
+  name: string,
+  role: Role,
+  dir: string,
+  kcpAddr = '',
+  webhookModule = '',
+): Promise<Server> {
+  const child = fork(SELF, ['--role', role, '--dir', dir, '--kcp', kcpAddr, '--module', webhookModule], {
     execArgv: [
       '--import',
       'tsx',
@@ -106,6 +128,18 @@ async function startChild(name: string, role: Role, dir: string, kcpAddr = ''): 
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code} before listening`)));
   });
   return { name, child, port };
+}
+
+interface LoopDelay {
+  p99Ms: number;
+  maxMs: number;
+}
+
+function loopDelay(server: Server): Promise<LoopDelay> {
+  return new Promise((resolve) => {
+    server.child.once('message', (message) => resolve(message as LoopDelay));
+    server.child.send('loop');
+  });
 }
 
 interface Usage {
@@ -319,16 +353,23 @@ async function main(): Promise<void> {
       role: { type: 'string' },
       dir: { type: 'string' },
       kcp: { type: 'string' },
+      module: { type: 'string' },
       rate: { type: 'string', default: '1000' },
       seconds: { type: 'string', default: '10' },
       connections: { type: 'string', default: '200' },
       'saturation-seconds': { type: 'string', default: '5' },
       'slice-ms': { type: 'string', default: '250' },
-      /** Comma-separated subset of floor,up,down (for profiling one of them). */
+      /**
+       * Comma-separated subset of floor,up,down (for profiling one of them); with --baseline also
+       * up-base,down-base.
+       */
       servers: { type: 'string', default: 'floor,up,down' },
+      /** Path of another build's webhook entry (e.g. a checkout's webhook/src/index.ts) to run beside this one. */
+      baseline: { type: 'string' },
     },
   });
-  if (values.role) return runRole(values.role as Role, values.dir ?? '', values.kcp ?? '');
+  if (values.role)
+    return runRole(values.role as Role, values.dir ?? '', values.kcp ?? '', values.module ?? '');
 
   const rate = Number(values.rate);
   const seconds = Number(values.seconds);
@@ -346,10 +387,30 @@ async function main(): Promise<void> {
     const { freePort } = await import('@skr-watcher/testenv');
     const deadKcp = `127.0.0.1:${await freePort()}`;
     const wanted = new Set((values.servers ?? '').split(','));
+    const baseline = values.baseline ? resolvePath(values.baseline) : '';
+    if (baseline) wanted.add('up-base').add('down-base');
     const servers = [
       { key: 'floor', label: 'floor (bare Node TLS responder)', role: 'floor' as const, kcpAddr: '' },
       { key: 'up', label: 'skr-webhook, KCP up', role: 'webhook' as const, kcpAddr: `127.0.0.1:${kcp.port}` },
       { key: 'down', label: 'skr-webhook, KCP down', role: 'webhook' as const, kcpAddr: deadKcp },
+      ...(baseline
+        ? [
+            {
+              key: 'up-base',
+              label: 'baseline, KCP up',
+              role: 'webhook' as const,
+              kcpAddr: `127.0.0.1:${kcp.port}`,
+              module: baseline,
+            },
+            {
+              key: 'down-base',
+              label: 'baseline, KCP down',
+              role: 'webhook' as const,
+              kcpAddr: deadKcp,
+              module: baseline,
+            },
+          ]
+        : []),
     ].filter((server) => wanted.has(server.key));
     console.log(
       `open loop ${rate} req/s for ${seconds} s (interleaved ${sliceSeconds * 1000} ms slices in random order, kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
@@ -358,7 +419,13 @@ async function main(): Promise<void> {
     const started: Server[] = [];
     const agents: Agent[] = [];
     for (const spec of servers) {
-      const server = await startChild(spec.label, spec.role, volume.dir, spec.kcpAddr);
+      const server = await startChild(
+        spec.label,
+        spec.role,
+        volume.dir,
+        spec.kcpAddr,
+        'module' in spec ? spec.module : '',
+      );
       children.push(server);
       started.push(server);
       const agent = new Agent({ keepAlive: true, maxSockets: 64 });
@@ -372,6 +439,7 @@ async function main(): Promise<void> {
     const slices = Math.max(1, Math.round(seconds / sliceSeconds));
     /** Per round, each server's slice p99; the median of their ratios shrugs off a burst in one slice. */
     const roundP99s: number[][] = [];
+    for (const server of started) server.child.send('loop-reset');
     for (let slice = 0; slice < slices; slice++) {
       const p99s: number[] = [];
       roundP99s.push(p99s);
@@ -395,12 +463,15 @@ async function main(): Promise<void> {
       }
     }
     for (const agent of agents) agent.destroy();
+    const loopDelays: LoopDelay[] = [];
+    for (const server of started) loopDelays.push(await loopDelay(server));
     const results: {
       label: string;
       open: Summary;
       saturated: Summary;
       rss: number;
       cpuMicrosPerRequest: number;
+      loopDelay: LoopDelay;
     }[] = [];
     for (const [i, server] of started.entries()) {
       const saturated = summarise(await saturation(server.port, caPem, connections, saturationSeconds));
@@ -412,6 +483,7 @@ async function main(): Promise<void> {
         saturated,
         rss: usage.maxRssBytes,
         cpuMicrosPerRequest: (openCpuMicros[i] ?? 0) / Math.max(1, (open[i] as RunResult).completed),
+        loopDelay: loopDelays[i] as LoopDelay,
       });
     }
     for (const result of results) {
@@ -424,6 +496,12 @@ async function main(): Promise<void> {
     );
     for (const result of results)
       console.log(`  ${result.label.padEnd(32)} ${result.cpuMicrosPerRequest.toFixed(0)} µs`);
+    console.log('');
+    console.log('server event-loop delay over the open-loop slices (includes idle time between its slices):');
+    for (const result of results)
+      console.log(
+        `  ${result.label.padEnd(32)} p99 ${ms(result.loopDelay.p99Ms)}  max ${ms(result.loopDelay.maxMs)}`,
+      );
     const floor = results.find((result) => result.label.startsWith('floor'));
     if (floor) {
       console.log('');

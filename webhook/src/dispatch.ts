@@ -1,6 +1,7 @@
 // Asynchronous delivery of events to KCP (DESIGN 4.2): admission never waits on this.
 import type { Logger } from '@skr-watcher/telemetry';
 import type { WatchEventV2 } from '@skr-watcher/api';
+import { KcpBreaker, type BreakerState } from './breaker.js';
 
 /** Timers and time, injectable so tests can advance time without sleeping. */
 export interface Clock {
@@ -42,6 +43,8 @@ export interface DispatchObserver {
   dropped(reason: DropReason): void;
   depth(entries: number): void;
   attempt(outcome: DeliveryOutcome['result'], seconds: number): void;
+  /** The breaker opened (KCP unreachable) or closed again. */
+  breaker?(open: boolean): void;
 }
 
 export interface DispatcherOptions {
@@ -64,6 +67,8 @@ export interface DispatcherOptions {
    * Runs only for objects not already queued, which keeps it off the path of repeated changes.
    */
   validate?: (event: WatchEventV2) => string | undefined;
+  /** Consecutive unreachable attempts (network errors, 502/503/504) that open the breaker; default 3. */
+  breakerThreshold?: number;
 }
 
 export type EnqueueResult = 'enqueued' | 'coalesced' | 'dropped';
@@ -80,7 +85,8 @@ interface Entry {
   state: 'ready' | 'in-flight' | 'waiting';
   /** A change arrived while a send was in flight: send once more after it. */
   changedDuringSend: boolean;
-  timer?: unknown;
+  /** When a waiting entry is due again. */
+  dueAt: number;
 }
 
 export interface DispatchStats {
@@ -107,6 +113,63 @@ export function backoffDelay(
   return ceiling / 2 + random() * (ceiling / 2);
 }
 
+/** Outcomes that say KCP cannot be reached at all: no answer, or a gateway with no listener behind it. */
+export function isUnreachable(outcome: DeliveryOutcome): boolean {
+  if (outcome.result !== 'retry') return false;
+  return (
+    outcome.status === undefined || outcome.status === 502 || outcome.status === 503 || outcome.status === 504
+  );
+}
+
+/** Entries backing off, earliest due first: a binary heap, so the dispatcher needs one timer, not one per entry. */
+class DueQueue {
+  private readonly heap: Entry[] = [];
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  peek(): Entry | undefined {
+    return this.heap[0];
+  }
+
+  push(entry: Entry): void {
+    const heap = this.heap;
+    let i = heap.push(entry) - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if ((heap[parent] as Entry).dueAt <= entry.dueAt) break;
+      heap[i] = heap[parent] as Entry;
+      i = parent;
+    }
+    heap[i] = entry;
+  }
+
+  pop(): Entry | undefined {
+    const heap = this.heap;
+    const top = heap[0];
+    const last = heap.pop();
+    if (top === undefined || last === undefined || heap.length === 0) return top;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= heap.length) break;
+      const right = left + 1;
+      const child =
+        right < heap.length && (heap[right] as Entry).dueAt < (heap[left] as Entry).dueAt ? right : left;
+      if ((heap[child] as Entry).dueAt >= last.dueAt) break;
+      heap[i] = heap[child] as Entry;
+      i = child;
+    }
+    heap[i] = last;
+    return top;
+  }
+
+  clear(): void {
+    this.heap.length = 0;
+  }
+}
+
 export class Dispatcher {
   readonly stats: DispatchStats = {
     enqueued: 0,
@@ -115,8 +178,16 @@ export class Dispatcher {
     dropped: { queue_full: 0, max_age: 0, rejected: 0, shutdown: 0, invalid: 0 },
   };
   private readonly entries = new Map<string, Entry>();
+  /** Entries due now, in order; `readyHead` is the next one (the array is compacted now and then). */
   private ready: Entry[] = [];
   private readyHead = 0;
+  private readonly waiting = new DueQueue();
+  /** The one timer: the earliest retry, or the breaker's probe while entries wait for it. */
+  private wakeTimer: unknown;
+  private wakeAt = Infinity;
+  private readonly breaker: KcpBreaker;
+  /** Last sweep for max age of entries held by an open breaker. */
+  private sweptAt = -Infinity;
   private active = 0;
   private pumpScheduled = false;
   private closed = false;
@@ -124,6 +195,7 @@ export class Dispatcher {
   private readonly throttled = {
     queue_full: { lastAt: -Infinity, suppressed: 0 },
     invalid: { lastAt: -Infinity, suppressed: 0 },
+    max_age: { lastAt: -Infinity, suppressed: 0 },
   };
   private readonly clock: Clock;
   private readonly random: () => number;
@@ -135,11 +207,21 @@ export class Dispatcher {
       throw new Error(`dispatch queue size must be at least 1, got ${options.maxQueue}`);
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
+    this.breaker = new KcpBreaker({
+      threshold: options.breakerThreshold ?? 3,
+      clock: this.clock,
+      delayMs: (level) => backoffDelay(level, options.backoffInitialMs, options.backoffMaxMs, this.random),
+    });
   }
 
   /** Entries waiting, in flight or backing off. */
   get depth(): number {
     return this.entries.size;
+  }
+
+  /** Whether callbacks are held back because KCP could not be reached (see KcpBreaker). */
+  get breakerState(): BreakerState {
+    return this.breaker.state;
   }
 
   enqueue(manager: string, event: WatchEventV2, uid?: string): EnqueueResult {
@@ -176,6 +258,7 @@ export class Dispatcher {
       attempts: 0,
       state: 'ready',
       changedDuringSend: false,
+      dueAt: 0,
     };
     this.entries.set(key, entry);
     this.stats.enqueued++;
@@ -200,11 +283,14 @@ export class Dispatcher {
       this.clock.clearTimeout(timer);
       this.emptied = undefined;
     }
-    for (const entry of [...this.entries.values()]) {
-      this.clock.clearTimeout(entry.timer);
-      this.remove(entry);
-      this.drop(entry, 'shutdown', entry);
-    }
+    const left = [...this.entries.values()];
+    this.entries.clear();
+    this.waiting.clear();
+    this.ready = [];
+    this.readyHead = 0;
+    this.disarm();
+    this.options.observer?.depth(0);
+    for (const entry of left) this.drop(entry, 'shutdown', entry);
   }
 
   /**
@@ -224,27 +310,105 @@ export class Dispatcher {
     }
   }
 
+  /** The next live ready entry, without taking it; stale slots are skipped and the array compacted. */
+  private peekReady(): Entry | undefined {
+    while (this.readyHead < this.ready.length) {
+      const entry = this.ready[this.readyHead] as Entry;
+      if (this.entries.get(entry.key) === entry && entry.state === 'ready') return entry;
+      this.readyHead++;
+    }
+    if (this.readyHead > 0) {
+      this.ready = [];
+      this.readyHead = 0;
+    }
+    return undefined;
+  }
+
+  private takeReady(): void {
+    this.readyHead++;
+    if (this.readyHead > 1024 && this.readyHead * 2 > this.ready.length) {
+      this.ready = this.ready.slice(this.readyHead);
+      this.readyHead = 0;
+    }
+  }
+
   private pump(): void {
-    while (this.active < this.options.workers && this.readyHead < this.ready.length) {
-      const entry = this.ready[this.readyHead++] as Entry;
-      if (this.readyHead > 1024 && this.readyHead * 2 > this.ready.length) {
-        this.ready = this.ready.slice(this.readyHead);
-        this.readyHead = 0;
-      }
-      if (this.entries.get(entry.key) !== entry || entry.state !== 'ready') continue;
-      if (this.clock.now() - entry.changedAt > this.options.maxAgeMs) {
+    const now = this.clock.now();
+    while (this.active < this.options.workers) {
+      const entry = this.peekReady();
+      if (!entry) break;
+      if (now - entry.changedAt > this.options.maxAgeMs) {
+        this.takeReady();
         this.remove(entry);
         this.drop(entry, 'max_age', entry);
         continue;
       }
+      const permit = this.breaker.acquire();
+      if (permit === 'wait') {
+        this.sweepHeldEntries(now);
+        break;
+      }
+      this.takeReady();
       this.active++;
       entry.state = 'in-flight';
       entry.changedDuringSend = false;
-      void this.attempt(entry);
+      void this.attempt(entry, permit === 'probe');
     }
+    this.arm();
   }
 
-  private async attempt(entry: Entry): Promise<void> {
+  /**
+   * While the breaker is open, due entries stay in the ready list without being looked at; drop those
+   * past their max age about once a second so they do not hold queue places a new object could use.
+   */
+  private sweepHeldEntries(now: number): void {
+    if (now - this.sweptAt < 1000) return;
+    this.sweptAt = now;
+    const kept: Entry[] = [];
+    for (let i = this.readyHead; i < this.ready.length; i++) {
+      const entry = this.ready[i] as Entry;
+      if (this.entries.get(entry.key) !== entry || entry.state !== 'ready') continue;
+      if (now - entry.changedAt > this.options.maxAgeMs) {
+        this.remove(entry);
+        this.drop(entry, 'max_age', entry, { why: 'KCP unreachable' });
+      } else kept.push(entry);
+    }
+    this.ready = kept;
+    this.readyHead = 0;
+  }
+
+  /** Keeps the one timer set for the earliest moment something can be sent. */
+  private arm(): void {
+    let at = this.waiting.peek()?.dueAt ?? Infinity;
+    const probeAt = this.breaker.probeAt;
+    if (probeAt !== undefined && probeAt < at && this.readyHead < this.ready.length) at = probeAt;
+    if (at === this.wakeAt) return;
+    this.disarm();
+    if (at === Infinity) return;
+    this.wakeAt = at;
+    this.wakeTimer = this.clock.setTimeout(() => this.wake(), Math.max(0, at - this.clock.now()));
+  }
+
+  private disarm(): void {
+    if (this.wakeTimer !== undefined) this.clock.clearTimeout(this.wakeTimer);
+    this.wakeTimer = undefined;
+    this.wakeAt = Infinity;
+  }
+
+  private wake(): void {
+    this.wakeTimer = undefined;
+    this.wakeAt = Infinity;
+    const now = this.clock.now();
+    for (let top = this.waiting.peek(); top && top.dueAt <= now; top = this.waiting.peek()) {
+      this.waiting.pop();
+      if (this.entries.get(top.key) !== top || top.state !== 'waiting') continue;
+      top.state = 'ready';
+      this.ready.push(top);
+    }
+    this.pump();
+  }
+
+  private async attempt(entry: Entry, probe: boolean): Promise<void> {
     const started = this.clock.now();
     let outcome: DeliveryOutcome;
     try {
@@ -254,6 +418,7 @@ export class Dispatcher {
     }
     this.active--;
     this.options.observer?.attempt(outcome.result, (this.clock.now() - started) / 1000);
+    this.noteReachability(outcome, probe);
     if (this.entries.get(entry.key) !== entry) {
       // Dropped by a drain timeout while in flight.
       this.pump();
@@ -266,7 +431,8 @@ export class Dispatcher {
         this.options.observer?.delivered();
         if (entry.changedDuringSend) {
           entry.attempts = 0;
-          this.makeReady(entry);
+          entry.state = 'ready';
+          this.ready.push(entry);
         } else {
           this.remove(entry);
         }
@@ -281,6 +447,35 @@ export class Dispatcher {
         break;
     }
     this.pump();
+  }
+
+  private noteReachability(outcome: DeliveryOutcome, probe: boolean): void {
+    if (!isUnreachable(outcome)) {
+      if (this.breaker.reachable()) {
+        this.options.observer?.breaker?.(false);
+        this.options.logger.info({ queued: this.entries.size }, 'KCP reachable again; callbacks resume');
+      }
+      return;
+    }
+    const wasClosed = this.breaker.state === 'closed';
+    if (!this.breaker.unreachable(probe)) return;
+    if (wasClosed) {
+      this.options.observer?.breaker?.(true);
+      // Once per outage, not per attempt: the failed probes are debug lines.
+      this.options.logger.warn(
+        {
+          queued: this.entries.size,
+          probeInMs: Math.round(this.breaker.delayMs),
+          reason: outcome.result === 'retry' ? outcome.reason : undefined,
+        },
+        'KCP unreachable; holding callbacks and probing with one at a time',
+      );
+    } else if (this.options.logger.isLevelEnabled('debug')) {
+      this.options.logger.debug(
+        { queued: this.entries.size, probeInMs: Math.round(this.breaker.delayMs) },
+        'KCP still unreachable',
+      );
+    }
   }
 
   private scheduleRetry(entry: Entry, reason: string): void {
@@ -309,16 +504,21 @@ export class Dispatcher {
         'callback failed; will retry',
       );
     }
-    entry.timer = this.clock.setTimeout(() => {
-      entry.timer = undefined;
-      if (this.entries.get(entry.key) === entry) this.makeReady(entry);
-    }, delay);
+    entry.dueAt = now + delay;
+    this.waiting.push(entry);
   }
 
   private remove(entry: Entry): void {
     if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
     this.options.observer?.depth(this.entries.size);
-    if (this.entries.size === 0) this.emptied?.();
+    if (this.entries.size === 0) {
+      // Nothing left to wake for; stale slots go with it.
+      this.waiting.clear();
+      this.ready = [];
+      this.readyHead = 0;
+      this.disarm();
+      this.emptied?.();
+    }
   }
 
   private drop(
@@ -336,9 +536,10 @@ export class Dispatcher {
       attempts: entry?.attempts ?? 0,
       ...extra,
     };
-    if (reason === 'queue_full' || reason === 'invalid') {
-      // Both can happen on every write (a full queue, a client sending junk): one line per second
-      // per reason says enough; the counters have the totals.
+    if (reason === 'queue_full' || reason === 'invalid' || reason === 'max_age') {
+      // These can come on every write or in bursts (a full queue, a client sending junk, an outage
+      // outliving the max age of many objects): one line per second per reason says enough; the
+      // counters have the totals.
       const now = this.clock.now();
       const throttle = this.throttled[reason];
       if (now - throttle.lastAt < 1000) {
@@ -350,7 +551,11 @@ export class Dispatcher {
       throttle.suppressed = 0;
       this.options.logger.warn(
         { ...fields, suppressed, maxQueue: this.options.maxQueue },
-        reason === 'invalid' ? 'event dropped: invalid' : 'event dropped: dispatch queue full',
+        reason === 'invalid'
+          ? 'event dropped: invalid'
+          : reason === 'max_age'
+            ? 'event dropped: max age'
+            : 'event dropped: dispatch queue full',
       );
       return;
     }

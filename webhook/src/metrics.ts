@@ -69,6 +69,12 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     buckets: LATENCY_BUCKETS_SECONDS,
     registers: [registry],
   });
+  const breakerOpen = new Gauge({
+    name: 'skr_webhook_kcp_breaker_open',
+    help: '1 while KCP cannot be reached and callbacks wait for one probe at a time, else 0.',
+    registers: [registry],
+  });
+  breakerOpen.set(0);
   const reloads = new Counter({
     name: 'skr_webhook_tls_reloads_total',
     help: 'Certificate reloads from disk, by result.',
@@ -116,6 +122,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       dropped: (reason) => droppedBy.get(reason)?.inc(),
       depth: (entries) => depth.set(entries),
       attempt: (outcome, seconds) => callbackBy[outcome].observe(seconds),
+      breaker: (open) => breakerOpen.set(open ? 1 : 0),
     },
     tlsReloaded: (result) => reloads.labels(result).inc(),
   };
