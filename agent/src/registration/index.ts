@@ -113,7 +113,16 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
   let leaf = await secrets.readLeaf(kyma.metadata.name);
   let issued: string | undefined;
   const decision = leaf
-    ? decideOnLeaf(leaf.certPem, signing.certPem, runtimeId, dnsNames, ipAddresses, input.now, inBundleSince)
+    ? decideOnLeaf(
+        leaf.certPem,
+        // A leaf rotate-ca already moved to the CA it is introducing is fine too: no churn back and forth.
+        [signing.certPem, ...(ca.pending ? [ca.pending.certPem] : [])],
+        runtimeId,
+        dnsNames,
+        ipAddresses,
+        input.now,
+        inBundleSince,
+      )
     : { action: 'issue', reason: 'no certificate yet' };
   const caNotAfter = describeCertificate(signing.certPem).notAfter;
   if (decision.action === 'renew' && leaf && caNotAfter.getTime() - input.now.getTime() <= RENEW_BEFORE_MS) {
@@ -232,7 +241,7 @@ export async function unregisterSkrWebhook(input: {
 
 function decideOnLeaf(
   certPem: string,
-  signingCaPem: string,
+  acceptedCaPems: string[],
   runtimeId: string,
   dnsNames: string[],
   ipAddresses: string[],
@@ -249,7 +258,7 @@ function decideOnLeaf(
   return decideLeaf(info, {
     now,
     currentCaInBundleSince: inBundleSince,
-    signedByCurrentCa: isSignedBy(certPem, signingCaPem),
+    signedByCurrentCa: acceptedCaPems.some((caPem) => isSignedBy(certPem, caPem)),
   });
 }
 
