@@ -90,6 +90,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .option('--force', 'overwrite existing files in --out-dir')
     .option('--kubeconfig <path>', 'issue with the KCP CA into Secret <kyma>-webhook-tls')
     .option('--kyma <name>', 'Kyma name of the SKR (KCP mode)')
+    .option('--listener', "KCP mode: the listener's serving certificate, into Secret skr-agent-listener-tls")
     .addOption(namespaceOption())
     .addOption(outputOption())
     .action(async (opts: Parameters<typeof issue>[0] & { output: OutputFormat }) => {

@@ -116,6 +116,29 @@ describe('skr-certs against a real KCP plane', function () {
     );
   });
 
+  it('issue --listener writes the listener certificate (its own names only) into skr-agent-listener-tls', async function () {
+    const namespace = await freshNamespace();
+    await bootstrap(namespace, []);
+    const args = ['issue', '--kubeconfig', kubeconfig, '-n', namespace, '--runtime-id', 'skr-agent-listener'];
+    const issued = await skrCerts([
+      ...args,
+      '--listener',
+      '--domain',
+      'Events.KCP.example.com',
+      '--ip',
+      '10.0.0.7',
+    ]);
+    expect(issued.code, issued.stderr).to.equal(0);
+    expect(issued.stdout).to.contain(`secret/${namespace}/${LISTENER_TLS_SECRET_NAME}`);
+    const info = describeCertificate(data(await read(namespace, LISTENER_TLS_SECRET_NAME), SECRET_KEYS.cert));
+    expect(info.commonName).to.equal('skr-agent-listener');
+    expect(info.dnsNames).to.deep.equal(['events.kcp.example.com']);
+    expect(info.ipAddresses).to.deep.equal(['10.0.0.7']);
+    const both = await skrCerts([...args, '--listener', '--kyma', 'x', '--domain', 'a.example.com']);
+    expect(both.code).to.equal(2);
+    expect(both.stderr).to.match(/one of --kyma or --listener/);
+  });
+
   it('inspect --secret describes the certificates and reports the key without printing it', async function () {
     const namespace = await freshNamespace();
     await bootstrap(namespace, ['beta']);

@@ -2,6 +2,7 @@
 import {
   describeCertificate,
   issueLeaf,
+  LISTENER_TLS_SECRET_NAME,
   rotationStateFromAnnotations,
   webhookDnsNames,
   type CertificateAndKey,
@@ -25,20 +26,24 @@ export interface IssueOptions {
   force?: boolean;
   kubeconfig?: string;
   kyma?: string;
+  /** KCP mode: the listener's serving certificate (Secret skr-agent-listener-tls) instead of an SKR's. */
+  listener?: boolean;
   namespace: string;
 }
 
 export async function issue(opts: IssueOptions, now: Date): Promise<CommandResult> {
   const fileMode = opts.caCert !== undefined || opts.caKey !== undefined || opts.outDir !== undefined;
-  const kubeMode = opts.kubeconfig !== undefined || opts.kyma !== undefined;
+  const kubeMode = opts.kubeconfig !== undefined || opts.kyma !== undefined || opts.listener === true;
   if (fileMode === kubeMode) {
-    throw new UsageError('issue needs either --ca-cert, --ca-key and --out-dir, or --kubeconfig and --kyma');
+    throw new UsageError(
+      'issue needs either --ca-cert, --ca-key and --out-dir, or --kubeconfig and --kyma (or --listener)',
+    );
   }
   if (fileMode && (opts.caCert === undefined || opts.caKey === undefined || opts.outDir === undefined)) {
     throw new UsageError('issue from files needs --ca-cert, --ca-key and --out-dir');
   }
-  if (kubeMode && (opts.kubeconfig === undefined || opts.kyma === undefined)) {
-    throw new UsageError('issue into the KCP needs --kubeconfig and --kyma');
+  if (kubeMode && (opts.kubeconfig === undefined || (opts.kyma === undefined) === (opts.listener !== true))) {
+    throw new UsageError('issue into the KCP needs --kubeconfig and one of --kyma or --listener');
   }
 
   let ca: CertificateAndKey;
@@ -62,14 +67,18 @@ export async function issue(opts: IssueOptions, now: Date): Promise<CommandResul
   const leaf = issueLeaf({
     ca,
     runtimeId: opts.runtimeId,
-    dnsNames: webhookDnsNames(opts.domain),
+    // The listener is reached by its own names only; an SKR leaf also serves the webhook's Service names.
+    dnsNames: opts.listener ? opts.domain.map((d) => d.toLowerCase()) : webhookDnsNames(opts.domain),
     ipAddresses: opts.ip ?? [],
     keyBits: Number(opts.keyBits) as RsaKeyBits,
     validityDays: opts.validityDays,
     now,
   });
   let written: string[];
-  if (secrets !== undefined) {
+  if (secrets !== undefined && opts.listener) {
+    await secrets.writeListenerLeaf(leaf, bundlePem);
+    written = [`secret/${opts.namespace}/${LISTENER_TLS_SECRET_NAME}`];
+  } else if (secrets !== undefined) {
     await secrets.writeLeaf(opts.kyma as string, leaf, bundlePem);
     written = [`secret/${opts.namespace}/${opts.kyma as string}-webhook-tls`];
   } else {
