@@ -453,6 +453,12 @@ export class Dispatcher {
     if (!isUnreachable(outcome)) {
       if (this.breaker.reachable()) {
         this.options.observer?.breaker?.(false);
+        // KCP answers again: what backed off during the outage need not wait out its backoff.
+        for (let entry = this.waiting.pop(); entry; entry = this.waiting.pop()) {
+          if (this.entries.get(entry.key) !== entry || entry.state !== 'waiting') continue;
+          entry.state = 'ready';
+          this.ready.push(entry);
+        }
         this.options.logger.info({ queued: this.entries.size }, 'KCP reachable again; callbacks resume');
       }
       return;

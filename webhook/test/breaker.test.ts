@@ -182,6 +182,27 @@ describe('Dispatcher with KCP unreachable', () => {
     expect(clock.pendingTimers).to.equal(0);
   });
 
+  it('objects backing off when KCP comes back go at once, not after their backoff', async () => {
+    const { clock, kcp, dispatcher } = setup();
+    dispatcher.enqueue('m', event('a'));
+    await settle();
+    // Attempts at 0, 75, 225 (the breaker opens: probe at 300), 525 and 1125 ms; a now backs off for
+    // 750 ms (until 1875) while the breaker's next probe is due at 1425.
+    await clock.advance(1_200);
+    expect(kcp.calls.map((call) => call.at)).to.deep.equal([0, 75, 225, 525, 1125]);
+    dispatcher.enqueue('m', event('b'));
+    await settle();
+    expect(kcp.calls, 'b waits for the probe').to.have.length(5);
+    kcp.up = true;
+    await clock.advance(225);
+    for (let i = 0; i < 10; i++) await settle();
+    expect(kcp.calls.slice(5)).to.deep.equal([
+      { name: 'b', at: 1425 },
+      { name: 'a', at: 1425 },
+    ]);
+    expect(dispatcher.depth).to.equal(0);
+  });
+
   it('still drops held events past their max age while the breaker is open', async () => {
     const { clock, kcp, dispatcher } = setup(5_000);
     for (let i = 0; i < 20; i++) dispatcher.enqueue('m', event(`o${i}`));
