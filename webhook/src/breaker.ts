@@ -7,6 +7,11 @@ export interface KcpBreakerOptions {
   threshold: number;
   /** Delay before the probe after the breaker opened `level` times in a row (1-based). */
   delayMs: (level: number) => number;
+  /**
+   * While changes keep coming, a probe may go this soon after the last one even before the probe delay
+   * has passed, so a KCP that is back is noticed within this time, not only after a long delay.
+   */
+  eagerIntervalMs: number;
   clock: Clock;
 }
 
@@ -17,7 +22,8 @@ export type BreakerState = 'closed' | 'open' | 'probing';
 
 /**
  * closed: every attempt may start; `threshold` consecutive unreachable outcomes open it.
- * open: no attempt starts before `probeAt`; the first one after it is the probe (state probing).
+ * open: no attempt starts before `probeAt` (or, while changes keep coming, `eagerIntervalMs` after the
+ * last probe); the first one then is the probe (state probing).
  * probing: nothing else starts until the probe's outcome: reachable closes the breaker, unreachable
  * opens it again with the next, longer delay. Any reachable outcome (a straggler sent before the breaker
  * opened) closes it too. The breaker owns no timer: the dispatcher wakes itself at `probeAt`.
@@ -28,6 +34,7 @@ export class KcpBreaker {
   /** Times the breaker opened in a row without a reachable outcome; sets the probe delay. */
   private level = 0;
   private openUntil = 0;
+  private lastProbeAt = -Infinity;
 
   constructor(private readonly options: KcpBreakerOptions) {
     if (!(options.threshold >= 1))
@@ -38,16 +45,24 @@ export class KcpBreaker {
     return this.current;
   }
 
-  /** When an open breaker lets its probe through; undefined unless open. */
-  get probeAt(): number | undefined {
-    return this.current === 'open' ? this.openUntil : undefined;
+  /** When an open breaker lets its probe through (`fresh` as for `acquire`); undefined unless open. */
+  probeAt(fresh = false): number | undefined {
+    if (this.current !== 'open') return undefined;
+    return fresh ? Math.min(this.openUntil, this.lastProbeAt + this.options.eagerIntervalMs) : this.openUntil;
   }
 
-  /** Takes a permit for one attempt; `probe` must be reported back with `probe: true`. */
-  acquire(): BreakerPermit {
+  /**
+   * Takes a permit for one attempt; `probe` must be reported back with `probe: true`. `fresh`: changes
+   * arrived since the last probe, which lets a probe go after `eagerIntervalMs` already.
+   */
+  acquire(fresh = false): BreakerPermit {
     if (this.current === 'closed') return 'send';
-    if (this.current === 'probing' || this.options.clock.now() < this.openUntil) return 'wait';
+    if (this.current === 'probing') return 'wait';
+    const now = this.options.clock.now();
+    if (now < this.openUntil && !(fresh && now - this.lastProbeAt >= this.options.eagerIntervalMs))
+      return 'wait';
     this.current = 'probing';
+    this.lastProbeAt = now;
     return 'probe';
   }
 
@@ -84,6 +99,7 @@ export class KcpBreaker {
     this.level++;
     this.failures = 0;
     this.current = 'open';
+    this.lastProbeAt = this.options.clock.now();
     this.openUntil = this.options.clock.now() + this.options.delayMs(this.level);
   }
 }

@@ -188,6 +188,8 @@ export class Dispatcher {
   private readonly breaker: KcpBreaker;
   /** Last sweep for max age of entries held by an open breaker. */
   private sweptAt = -Infinity;
+  /** Changes arrived since the breaker's last probe (see KcpBreaker.acquire). */
+  private fresh = false;
   private active = 0;
   private pumpScheduled = false;
   private closed = false;
@@ -210,6 +212,7 @@ export class Dispatcher {
     this.breaker = new KcpBreaker({
       threshold: options.breakerThreshold ?? 3,
       clock: this.clock,
+      eagerIntervalMs: options.backoffInitialMs,
       delayMs: (level) => backoffDelay(level, options.backoffInitialMs, options.backoffMaxMs, this.random),
     });
   }
@@ -238,6 +241,11 @@ export class Dispatcher {
       if (existing.state === 'in-flight') existing.changedDuringSend = true;
       this.stats.coalesced++;
       this.options.observer?.coalesced();
+      if (this.breaker.state === 'open') {
+        // Fresh changes may probe early; nothing else would pump for a coalesced change.
+        this.fresh = true;
+        this.schedulePump();
+      }
       return 'coalesced';
     }
     const invalid = this.options.validate?.(event);
@@ -264,6 +272,7 @@ export class Dispatcher {
     this.stats.enqueued++;
     this.options.observer?.enqueued();
     this.options.observer?.depth(this.entries.size);
+    this.fresh = true;
     this.makeReady(entry, true);
     return 'enqueued';
   }
@@ -300,14 +309,17 @@ export class Dispatcher {
   private makeReady(entry: Entry, deferred = false): void {
     entry.state = 'ready';
     this.ready.push(entry);
-    if (!deferred) this.pump();
-    else if (!this.pumpScheduled) {
-      this.pumpScheduled = true;
-      setImmediate(() => {
-        this.pumpScheduled = false;
-        this.pump();
-      });
-    }
+    if (deferred) this.schedulePump();
+    else this.pump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
   }
 
   /** The next live ready entry, without taking it; stale slots are skipped and the array compacted. */
@@ -343,11 +355,12 @@ export class Dispatcher {
         this.drop(entry, 'max_age', entry);
         continue;
       }
-      const permit = this.breaker.acquire();
+      const permit = this.breaker.acquire(this.fresh);
       if (permit === 'wait') {
         this.sweepHeldEntries(now);
         break;
       }
+      if (permit === 'probe') this.fresh = false;
       this.takeReady();
       this.active++;
       entry.state = 'in-flight';
@@ -380,7 +393,7 @@ export class Dispatcher {
   /** Keeps the one timer set for the earliest moment something can be sent. */
   private arm(): void {
     let at = this.waiting.peek()?.dueAt ?? Infinity;
-    const probeAt = this.breaker.probeAt;
+    const probeAt = this.breaker.probeAt(this.fresh);
     if (probeAt !== undefined && probeAt < at && this.readyHead < this.ready.length) at = probeAt;
     if (at === this.wakeAt) return;
     this.disarm();

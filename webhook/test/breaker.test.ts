@@ -16,6 +16,7 @@ function breaker(clock = new ManualClock()) {
     threshold: 3,
     clock,
     delayMs: (level) => Math.min(400, 100 * 2 ** (level - 1)),
+    eagerIntervalMs: 50,
   });
   return { clock, subject };
 }
@@ -38,7 +39,7 @@ describe('KcpBreaker', () => {
     subject.unreachable(false);
     expect(subject.unreachable(false), 'third failure opens it').to.equal(true);
     expect(subject.state).to.equal('open');
-    expect(subject.probeAt).to.equal(100);
+    expect(subject.probeAt()).to.equal(100);
     expect(subject.acquire()).to.equal('wait');
     await clock.advance(99);
     expect(subject.acquire()).to.equal('wait');
@@ -55,8 +56,8 @@ describe('KcpBreaker', () => {
     for (let i = 0; i < 5; i++) {
       const openedAt = clock.now();
       expect(subject.unreachable(false), 'a straggler while open changes nothing').to.equal(false);
-      delays.push((subject.probeAt ?? NaN) - openedAt);
-      await clock.advance((subject.probeAt ?? 0) - openedAt);
+      delays.push((subject.probeAt() ?? NaN) - openedAt);
+      await clock.advance((subject.probeAt() ?? 0) - openedAt);
       expect(subject.acquire()).to.equal('probe');
       expect(subject.unreachable(false), 'a straggler while probing changes nothing').to.equal(false);
       expect(subject.unreachable(true)).to.equal(true);
@@ -76,7 +77,22 @@ describe('KcpBreaker', () => {
     expect(subject.state).to.equal('closed');
     expect(subject.acquire()).to.equal('send');
     for (let i = 0; i < 3; i++) subject.unreachable(false);
-    expect((subject.probeAt ?? NaN) - clock.now()).to.equal(100);
+    expect((subject.probeAt() ?? NaN) - clock.now()).to.equal(100);
+  });
+
+  it('with fresh changes, probes as often as the eager interval, whatever the probe delay', async () => {
+    const { clock, subject } = breaker();
+    for (let i = 0; i < 3; i++) subject.unreachable(false);
+    expect(subject.probeAt(true)).to.equal(50);
+    await clock.advance(49);
+    expect(subject.acquire(true)).to.equal('wait');
+    await clock.advance(1);
+    expect(subject.acquire(false), 'no fresh change: waits for the probe delay').to.equal('wait');
+    expect(subject.acquire(true)).to.equal('probe');
+    subject.unreachable(true);
+    // Level 2: the scheduled probe is 200 ms away, an eager one 50 ms.
+    expect(subject.probeAt(false)).to.equal(250);
+    expect(subject.probeAt(true)).to.equal(100);
   });
 
   it('a reachable straggler closes an open breaker at once', () => {
@@ -182,25 +198,43 @@ describe('Dispatcher with KCP unreachable', () => {
     expect(clock.pendingTimers).to.equal(0);
   });
 
-  it('objects backing off when KCP comes back go at once, not after their backoff', async () => {
+  it('a change while KCP is held probes after the eager interval; success lets what backs off go at once', async () => {
     const { clock, kcp, dispatcher } = setup();
     dispatcher.enqueue('m', event('a'));
     await settle();
     // Attempts at 0, 75, 225 (the breaker opens: probe at 300), 525 and 1125 ms; a now backs off for
-    // 750 ms (until 1875) while the breaker's next probe is due at 1425.
+    // 750 ms (until 1875) while the breaker's next scheduled probe is at 1425.
     await clock.advance(1_200);
     expect(kcp.calls.map((call) => call.at)).to.deep.equal([0, 75, 225, 525, 1125]);
+    kcp.up = true;
     dispatcher.enqueue('m', event('b'));
     await settle();
-    expect(kcp.calls, 'b waits for the probe').to.have.length(5);
-    kcp.up = true;
-    await clock.advance(225);
+    expect(kcp.calls, 'b waits: the last probe was only 75 ms ago').to.have.length(5);
+    await clock.advance(25);
     for (let i = 0; i < 10; i++) await settle();
+    // b probes 100 ms (BACKOFF_INITIAL_MS) after the last probe; its success lets a go at once.
     expect(kcp.calls.slice(5)).to.deep.equal([
-      { name: 'b', at: 1425 },
-      { name: 'a', at: 1425 },
+      { name: 'b', at: 1225 },
+      { name: 'a', at: 1225 },
     ]);
     expect(dispatcher.depth).to.equal(0);
+  });
+
+  it('steady changes while KCP stays down probe at most once per eager interval', async () => {
+    const { clock, kcp, dispatcher } = setup();
+    for (let i = 0; i < 100; i++) dispatcher.enqueue('m', event(`o${i}`));
+    await settle();
+    const before = kcp.calls.length;
+    for (let t = 0; t < 5_000; t += 10) {
+      dispatcher.enqueue('m', event(`o${t % 100}`));
+      await clock.advance(10);
+    }
+    const probes = kcp.calls.slice(before);
+    // 5 s at one probe per 100 ms at most; without the breaker: hundreds of retries a second.
+    expect(probes.length).to.be.within(40, 51);
+    for (let i = 1; i < probes.length; i++)
+      expect((probes[i]?.at ?? 0) - (probes[i - 1]?.at ?? 0)).to.be.at.least(100);
+    expect(dispatcher.depth).to.equal(100);
   });
 
   it('still drops held events past their max age while the breaker is open', async () => {
