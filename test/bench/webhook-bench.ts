@@ -366,7 +366,9 @@ function summarise(result: RunResult): Summary {
   };
 }
 
-const ms = (value: number) => `${value.toFixed(2)} ms`.padStart(11);
+/** NaN (which arrives as null over IPC) prints as n/a. */
+const ms = (value: number | null) =>
+  (typeof value === 'number' && Number.isFinite(value) ? `${value.toFixed(2)} ms` : 'n/a').padStart(11);
 
 function row(label: string, s: Summary, rssBytes?: number): string {
   const rss = rssBytes === undefined ? '' : `${(rssBytes / 1024 / 1024).toFixed(0)} MiB`.padStart(9);
