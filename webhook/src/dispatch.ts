@@ -372,7 +372,8 @@ export class Dispatcher {
 
   /**
    * While the breaker is open, due entries stay in the ready list without being looked at; drop those
-   * past their max age about once a second so they do not hold queue places a new object could use.
+   * past their max age (at most once a second: this runs on every pump that the breaker holds back, i.e.
+   * after each failed probe and on changes) so they do not hold queue places a new object could use.
    */
   private sweepHeldEntries(now: number): void {
     if (now - this.sweptAt < 1000) return;
