@@ -8,25 +8,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi } from '@kubern
 import { GROUP, KINDS, LABELS, type Kyma, type Watcher } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from '../../demo/system.js';
-
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`${what}: not within ${timeoutMs / 1000} s${last ? ` (last error: ${String(last)})` : ''}`);
-}
+import { eventually } from '../support/eventually.js';
 
 const gone = (read: () => Promise<unknown>) =>
   read().then(

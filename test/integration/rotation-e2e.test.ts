@@ -27,6 +27,7 @@ import {
   type LocalSkr,
   type LocalSystem,
 } from '../../demo/system.js';
+import { eventually as eventuallyWithin } from '../support/eventually.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Long enough for the Secret-to-file sync plus the 5 s TLS file poll of the listener and the webhooks. */
@@ -34,23 +35,9 @@ const PROPAGATION_DELAY = '12s';
 const GRACE_PERIOD = '12s';
 const EDIT_INTERVAL_MS = 300;
 
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error(`${what}: not within ${timeoutMs / 1000} s${last ? ` (last error: ${String(last)})` : ''}`);
+/** Rotation steps wait on file syncs and TLS polls: give each condition a minute. */
+function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  return eventuallyWithin(what, check, timeoutMs, 250);
 }
 
 /** Samples of a Prometheus text exposition: `name{labels}` → value. */
