@@ -2,17 +2,14 @@
 // SIGKILL in the middle of a burst of Module CR edits and starting it again ends with every ModuleConfig
 // equal to its Module CR; SIGTERM stops it cleanly and releases its Lease.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { parse as parseYaml } from 'yaml';
+import { seedKcp } from '../../test/support/kcp-seed.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
 /** Where the sample module's Module CR lives in an SKR (the template's spec.data). */
 const SAMPLE = {
@@ -125,45 +122,7 @@ describe('skr-agent process on real planes', function () {
   before(async () => {
     env = await startEnvironment({ planes: ['kcp', ...SKRS] });
     kcp = env.plane('kcp').kubeConfig();
-    const core = kcp.makeApiClient(CoreV1Api);
-    const api = kcp.makeApiClient(CustomObjectsApi);
-    await core.createNamespace({ body: { metadata: { name: namespace } } });
-    for (const file of ['moduletemplate-sample-1.0.0.yaml', 'modulereleasemeta-sample.yaml']) {
-      const body = parseYaml(await readFile(join(SAMPLES, file), 'utf8')) as {
-        kind: string;
-        metadata: { namespace: string };
-      };
-      body.metadata.namespace = namespace;
-      const kind = body.kind === 'ModuleTemplate' ? KINDS.moduleTemplate : KINDS.moduleReleaseMeta;
-      await api.createNamespacedCustomObject({
-        group: GROUP,
-        version: kind.version,
-        plural: kind.plural,
-        namespace,
-        body,
-      });
-    }
-    for (const skr of SKRS) {
-      await core.createNamespacedSecret({
-        namespace,
-        body: {
-          metadata: { name: `kubeconfig-${skr}`, namespace, labels: { [LABELS.kymaName]: skr } },
-          stringData: { config: await readFile(env.plane(skr).kubeconfigPath, 'utf8') },
-        },
-      });
-      await api.createNamespacedCustomObject({
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace,
-        body: {
-          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
-          kind: 'Kyma',
-          metadata: { name: skr, namespace, labels: { [LABELS.runtimeId]: skr } },
-          spec: { channel: 'regular', modules: [{ name: 'sample' }] },
-        },
-      });
-    }
+    await seedKcp(env, namespace, SKRS);
   });
 
   afterEach(() => {

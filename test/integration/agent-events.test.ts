@@ -3,15 +3,14 @@
 // ModuleConfig is untouched; identities without a Kyma are refused; a CA bundle changed on disk is
 // picked up without a restart.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { parse as parseYaml } from 'yaml';
 import {
   createTestCa,
   issueListenerServingCert,
@@ -19,9 +18,9 @@ import {
   type TestCa,
 } from '../../agent/test/support/listener-certs.js';
 import { sendCallback, tlsAgent, v2Body } from '../../agent/test/support/listener-client.js';
+import { seedKcp } from '../support/kcp-seed.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
-const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
 const SAMPLE = {
   group: GROUP,
@@ -75,45 +74,7 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
   before(async () => {
     env = await startEnvironment({ planes: ['kcp', ...SKRS] });
     kcp = env.plane('kcp').kubeConfig();
-    const core = kcp.makeApiClient(CoreV1Api);
-    const api = kcp.makeApiClient(CustomObjectsApi);
-    await core.createNamespace({ body: { metadata: { name: namespace } } });
-    for (const file of ['moduletemplate-sample-1.0.0.yaml', 'modulereleasemeta-sample.yaml']) {
-      const body = parseYaml(await readFile(join(SAMPLES, file), 'utf8')) as {
-        kind: string;
-        metadata: { namespace: string };
-      };
-      body.metadata.namespace = namespace;
-      const kind = body.kind === 'ModuleTemplate' ? KINDS.moduleTemplate : KINDS.moduleReleaseMeta;
-      await api.createNamespacedCustomObject({
-        group: GROUP,
-        version: kind.version,
-        plural: kind.plural,
-        namespace,
-        body,
-      });
-    }
-    for (const skr of SKRS) {
-      await core.createNamespacedSecret({
-        namespace,
-        body: {
-          metadata: { name: `kubeconfig-${skr}`, namespace, labels: { [LABELS.kymaName]: skr } },
-          stringData: { config: await readFile(env.plane(skr).kubeconfigPath, 'utf8') },
-        },
-      });
-      await api.createNamespacedCustomObject({
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace,
-        body: {
-          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
-          kind: 'Kyma',
-          metadata: { name: skr, namespace, labels: { [LABELS.runtimeId]: skr } },
-          spec: { channel: 'regular', modules: [{ name: 'sample' }] },
-        },
-      });
-    }
+    await seedKcp(env, namespace, SKRS);
 
     dir = await mkdtemp(join(tmpdir(), 'agent-events-'));
     ca = createTestCa('kcp-test-ca');

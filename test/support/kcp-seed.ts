@@ -1,0 +1,54 @@
+// Seeds a KCP namespace for agent tests: the sample module's template and release meta, and per SKR a kubeconfig
+// Secret and a Kyma (runtime-id = SKR name) that enables the sample module.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
+import type { Environment } from '@skr-watcher/testenv';
+import { parse as parseYaml } from 'yaml';
+
+const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
+
+export async function seedKcp(env: Environment, namespace: string, skrs: readonly string[]): Promise<void> {
+  const kcp = env.plane('kcp').kubeConfig();
+  const core = kcp.makeApiClient(CoreV1Api);
+  const api = kcp.makeApiClient(CustomObjectsApi);
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  for (const file of ['moduletemplate-sample-1.0.0.yaml', 'modulereleasemeta-sample.yaml']) {
+    const body = parseYaml(await readFile(join(SAMPLES, file), 'utf8')) as {
+      kind: string;
+      metadata: { namespace: string };
+    };
+    body.metadata.namespace = namespace;
+    const kind = body.kind === 'ModuleTemplate' ? KINDS.moduleTemplate : KINDS.moduleReleaseMeta;
+    await api.createNamespacedCustomObject({
+      group: GROUP,
+      version: kind.version,
+      plural: kind.plural,
+      namespace,
+      body,
+    });
+  }
+  for (const skr of skrs) {
+    await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: { name: `kubeconfig-${skr}`, namespace, labels: { [LABELS.kymaName]: skr } },
+        stringData: { config: await readFile(env.plane(skr).kubeconfigPath, 'utf8') },
+      },
+    });
+    await api.createNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.kyma.version,
+      plural: KINDS.kyma.plural,
+      namespace,
+      body: {
+        apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+        kind: 'Kyma',
+        metadata: { name: skr, namespace, labels: { [LABELS.runtimeId]: skr } },
+        spec: { channel: 'regular', modules: [{ name: 'sample' }] },
+      },
+    });
+  }
+}
