@@ -7,32 +7,15 @@ import { expect } from 'chai';
 import { CoordinationV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { seedKcp } from '../../test/support/kcp-seed.js';
+import { waitUntil as waitWithin } from '../../test/support/eventually.js';
+import { SAMPLE_MODULE_CR, seedKcp } from '../../test/support/kcp-seed.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
-/** Where the sample module's Module CR lives in an SKR (the template's spec.data). */
-const SAMPLE = {
-  group: GROUP,
-  version: KINDS.sample.version,
-  plural: KINDS.sample.plural,
-  namespace: 'kyma-system',
-  name: 'sample',
-};
+const SAMPLE = SAMPLE_MODULE_CR;
 
-async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (error) {
-      lastError = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`, { cause: lastError });
-}
+const waitUntil = (what: string, check: () => Promise<boolean>, timeoutMs: number) =>
+  waitWithin(what, check, timeoutMs, 250);
 
 interface AgentProcess {
   child: ChildProcess;

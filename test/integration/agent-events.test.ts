@@ -18,31 +18,12 @@ import {
   type TestCa,
 } from '../../agent/test/support/listener-certs.js';
 import { sendCallback, tlsAgent, v2Body } from '../../agent/test/support/listener-client.js';
-import { seedKcp } from '../support/kcp-seed.js';
+import { waitUntil } from '../support/eventually.js';
+import { SAMPLE_MODULE_CR, seedKcp } from '../support/kcp-seed.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
-const SAMPLE = {
-  group: GROUP,
-  version: KINDS.sample.version,
-  plural: KINDS.sample.plural,
-  namespace: 'kyma-system',
-  name: 'sample',
-};
-
-async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (error) {
-      lastError = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`, { cause: lastError });
-}
+const SAMPLE = SAMPLE_MODULE_CR;
 
 describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma', function () {
   this.timeout(240_000);

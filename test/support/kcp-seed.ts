@@ -8,6 +8,15 @@ import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import type { Environment } from '@skr-watcher/testenv';
 import { parse as parseYaml } from 'yaml';
 
+/** Where the sample module's Module CR lives in an SKR (the template's spec.data). */
+export const SAMPLE_MODULE_CR = {
+  group: GROUP,
+  version: KINDS.sample.version,
+  plural: KINDS.sample.plural,
+  namespace: 'kyma-system',
+  name: 'sample',
+};
+
 const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.url));
 
 export async function seedKcp(env: Environment, namespace: string, skrs: readonly string[]): Promise<void> {
