@@ -44,7 +44,7 @@ function tryThis(system: LocalSystem): string[] {
   }
   lines.push(
     '  # the live events in another terminal (from the repository root)',
-    `  npx tsx --conditions=source agent/src/main.ts events --address 127.0.0.1:${system.agentMetricsPort}`,
+    `  npx skr-agent events --address 127.0.0.1:${system.agentMetricsPort}`,
     '  # metrics',
     `  curl -s http://127.0.0.1:${system.agentMetricsPort}/metrics | grep ^skr_agent_`,
     ...system.skrs.map(
@@ -195,7 +195,12 @@ const command = new Command('npm run demo --')
   )
   .option('--dir <path>', 'scratch directory for planes, certificates and logs (emptied first)', '.skr-demo')
   .addOption(
-    new Option('--timeout <seconds>', 'bound of the startup').argParser(seconds).default(240_000, '240s'),
+    new Option(
+      '--timeout <seconds>',
+      'bound of the startup once kube-apiserver and etcd are at hand (a first build is not counted)',
+    )
+      .argParser(seconds)
+      .default(240_000, '240s'),
   )
   .addOption(
     new Option('--edit-timeout <seconds>', 'how long a scripted edit may take to reach KCP')
