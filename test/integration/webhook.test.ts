@@ -1,12 +1,14 @@
 // The SKR webhook behind a real kube-apiserver (skr1): writes of Kymas and Samples reach a real mTLS
 // KCP stand-in as exactly the expected v2 events; KCP outages and certificate swaps lose nothing.
 import { randomBytes } from 'node:crypto';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { expect } from 'chai';
 import {
   AdmissionregistrationV1Api,
   ApiException,
   CoreV1Api,
   CustomObjectsApi,
+  type KubeConfig,
 } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type WatchEventV2 } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
@@ -55,6 +57,37 @@ function eventsFor(
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A request with a body given as JSON text: client-node would JSON.stringify it, which overflows on deep objects. */
+async function rawRequest(
+  kubeConfig: KubeConfig,
+  method: string,
+  path: string,
+  contentType: string,
+  text: string,
+): Promise<{ status: number; body: string }> {
+  const server = new URL(kubeConfig.getCurrentCluster()?.server ?? '');
+  const options: RequestOptions = {
+    host: server.hostname,
+    port: server.port,
+    method,
+    path,
+    headers: { 'content-type': contentType, 'content-length': Buffer.byteLength(text) },
+  };
+  await kubeConfig.applyToHTTPSOptions(options);
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(options, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8').slice(0, 500) }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
 describe('skr-webhook on a real SKR API server', function () {
   this.timeout(180_000);
   const suffix = randomBytes(4).toString('hex');
@@ -64,6 +97,7 @@ describe('skr-webhook on a real SKR API server', function () {
   let fx: WebhookFixture;
   let objects: CustomObjectsApi;
   let admissionApi: AdmissionregistrationV1Api;
+  let skrConfig: KubeConfig;
 
   const labelled = (extra: Record<string, string> = {}) => ({ [LABELS.watchedBy]: watchedBy, ...extra });
 
@@ -122,6 +156,7 @@ describe('skr-webhook on a real SKR API server', function () {
   before(async () => {
     const env = await sharedEnvironment();
     const skr = env.plane('skr1').kubeConfig();
+    skrConfig = skr;
     objects = skr.makeApiClient(CustomObjectsApi);
     admissionApi = skr.makeApiClient(AdmissionregistrationV1Api);
     await skr.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
@@ -204,12 +239,14 @@ describe('skr-webhook on a real SKR API server', function () {
       await wait(1, 'create');
 
       const created = await read(plural, name);
+      const createdMeta = created.metadata as { uid: string; resourceVersion: string };
       const changedSpec =
         plural === 'kymas' ? { channel: 'fast', modules: [{ name: 'sample' }] } : { replicas: 2 };
       await replace(plural, { ...created, spec: changedSpec });
       await wait(2, 'spec update');
 
       const updated = await read(plural, name);
+      const updatedMeta = updated.metadata as { resourceVersion: string; generation: number };
       await replaceStatus(plural, { ...updated, status: { state: 'Ready' } });
       await wait(3, 'status update');
 
@@ -227,7 +264,24 @@ describe('skr-webhook on a real SKR API server', function () {
       await sleep(500);
       const events = eventsFor(fx.kcp.received, plural, namespace, name);
       expect(events).to.have.length(4);
-      for (const event of events) expect(event).to.deep.equal(expectedEvent(plural, namespace, name));
+      for (const event of events) {
+        const { watched, watchedGvk } = event;
+        expect({ watched, watchedGvk }).to.deep.equal(expectedEvent(plural, namespace, name));
+        expect(event.uid).to.equal(createdMeta.uid);
+      }
+      // The fingerprint as the real API server fills it in before validating admission (decision 010):
+      // generation already counts the spec change; the resourceVersion is the one before the write.
+      expect(events[0]).to.deep.include({ generation: 1 }).and.not.have.property('previousResourceVersion');
+      expect(events[1]).to.deep.include({
+        generation: 2,
+        previousResourceVersion: createdMeta.resourceVersion,
+      });
+      expect(updatedMeta.generation).to.equal(2);
+      expect(events[2]).to.deep.include({
+        generation: 2,
+        previousResourceVersion: updatedMeta.resourceVersion,
+      });
+      expect(events[3]?.previousResourceVersion).to.be.a('string');
       // The irrelevant writes did reach the webhook: 7 writes, 7 reviews answered.
       expect((await admitted()) - admittedBefore).to.equal(7);
     });
@@ -256,6 +310,40 @@ describe('skr-webhook on a real SKR API server', function () {
     expect((await admitted()) - before, 'the finalizer removal was reviewed').to.equal(1);
     await sleep(500);
     expect(eventsFor(fx.kcp.received, 'samples', namespace, name)).to.have.length(2);
+  });
+
+  it('a Sample nested 9,000 levels deep: stored, reviewed and sent; the webhook keeps answering', async () => {
+    const nested = (leaf: string) => `${'{"x":'.repeat(9_000)}"${leaf}"${'}'.repeat(9_000)}`;
+    const path = `/apis/${GROUP}/${KINDS.sample.version}/namespaces/${namespace}/samples`;
+    const object = JSON.stringify(body('samples', 'deep', labelled(), { replicas: 1, deep: 'DEEP' }));
+    const created = await rawRequest(
+      skrConfig,
+      'POST',
+      path,
+      'application/json',
+      object.replace('"DEEP"', nested('a')),
+    );
+    expect(created.status, created.body).to.equal(201);
+    const patch = `{"spec":{"deep":${nested('b')}}}`;
+    const patched = await rawRequest(
+      skrConfig,
+      'PATCH',
+      `${path}/deep`,
+      'application/merge-patch+json',
+      patch,
+    );
+    expect(patched.status, patched.body).to.equal(200);
+    await fx.kcp.waitFor(
+      (r) => eventsFor(r, 'samples', namespace, 'deep').length >= 2,
+      10_000,
+      'create and update of the deep Sample',
+    );
+    await create('samples', body('samples', 'after-deep', labelled(), { replicas: 1 }));
+    await fx.kcp.waitFor(
+      (r) => eventsFor(r, 'samples', namespace, 'after-deep').length > 0,
+      10_000,
+      'marker',
+    );
   });
 
   it('objects outside the label selector send nothing', async () => {

@@ -3,6 +3,7 @@ import {
   ANNOTATIONS,
   watchEventFor,
   type AdmissionReview,
+  type ChangeFingerprint,
   type EmbeddedObject,
   type WatchEventV2,
 } from '@skr-watcher/api';
@@ -15,7 +16,8 @@ const VOLATILE_METADATA = new Set(['resourceVersion', 'managedFields', 'generati
  * CREATE and DELETE always; UPDATE of the status subresource when status differs; other UPDATEs when
  * spec differs (or the object has no spec and anything but volatile metadata differs), or when
  * deletionTimestamp was just set, or the KCP agent's watcher-probe annotation changed. CONNECT, dry runs and
- * no-op updates never.
+ * no-op updates never. The event carries the change's fingerprint (uid, generation, previous resourceVersion) so
+ * KCP can tell when a read shows it (decision 010).
  */
 export function isRelevantChange(review: AdmissionReview): WatchEventV2 | undefined {
   const request = review.request;
@@ -39,7 +41,30 @@ export function isRelevantChange(review: AdmissionReview): WatchEventV2 | undefi
   const name = subject?.metadata?.name || request.name;
   if (!name) return undefined;
   const namespace = subject?.metadata?.namespace ?? request.namespace ?? '';
-  return watchEventFor({ namespace, name }, request.kind);
+  return watchEventFor({ namespace, name }, request.kind, fingerprintOf(subject, request.oldObject));
+}
+
+/**
+ * uid and generation of the object as it will be stored (the API server sets both before validating admission
+ * runs), and the resourceVersion it had before an UPDATE or DELETE. Values of an unexpected type are left out
+ * rather than sent: the fields are hints, the event is what matters.
+ */
+function fingerprintOf(
+  subject: EmbeddedObject | null | undefined,
+  oldObject: EmbeddedObject | null | undefined,
+): ChangeFingerprint {
+  const uid = subject?.metadata?.['uid'];
+  const generation = subject?.metadata?.['generation'];
+  const previous = oldObject?.metadata?.['resourceVersion'];
+  return {
+    ...(typeof uid === 'string' && uid.length > 0 && uid.length <= 128 ? { uid } : {}),
+    ...(Number.isSafeInteger(generation) && (generation as number) >= 0
+      ? { generation: generation as number }
+      : {}),
+    ...(typeof previous === 'string' && previous.length > 0 && previous.length <= 64
+      ? { previousResourceVersion: previous }
+      : {}),
+  };
 }
 
 function isRelevantUpdate(
@@ -53,9 +78,14 @@ function isRelevantUpdate(
   // The KCP agent probes a quiet SKR with this annotation; the probe must come back as an event.
   if (probeOf(object) !== probeOf(oldObject)) return true;
   if (subResource === 'status') return !sameJson(object['status'], oldObject['status']);
-  const hasSpec = object['spec'] !== undefined || oldObject['spec'] !== undefined;
+  // `spec: null` holds no configuration either: such an object's configuration lives in its other fields.
+  const hasSpec = isPresent(object['spec']) || isPresent(oldObject['spec']);
   if (hasSpec) return !sameJson(object['spec'], oldObject['spec']);
   return !sameObjectWithoutSpec(object, oldObject);
+}
+
+function isPresent(value: unknown): boolean {
+  return value !== undefined && value !== null;
 }
 
 function probeOf(object: EmbeddedObject): unknown {
@@ -65,11 +95,13 @@ function probeOf(object: EmbeddedObject): unknown {
     : undefined;
 }
 
-/** Objects without spec: everything but status and volatile metadata counts as user intent. */
+/**
+ * Objects without spec: everything but volatile metadata counts, status included (written through the main
+ * resource, it may be all the configuration such an object has; upstream's webhook sends it too).
+ */
 function sameObjectWithoutSpec(a: EmbeddedObject, b: EmbeddedObject): boolean {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   for (const key of keys) {
-    if (key === 'status') continue;
     if (key === 'metadata') {
       if (!sameMetadata(a.metadata, b.metadata)) return false;
     } else if (!sameJson(a[key], b[key])) return false;
@@ -91,24 +123,36 @@ function sameMetadata(
   return true;
 }
 
-/** Structural equality of decoded JSON values; object key order does not matter. */
+/**
+ * Structural equality of decoded JSON values; object key order does not matter. Iterative, with its own stack of
+ * pairs still to compare: a user may nest a Module CR thousands of levels deep (the API server accepts it), and
+ * a recursive walk would overflow the call stack and take the webhook down with it.
+ */
 export function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false;
-    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], b[i])) return false;
-    return true;
+  const pending: unknown[] = [a, b];
+  while (pending.length > 0) {
+    const right = pending.pop();
+    const left = pending.pop();
+    if (left === right) continue;
+    if (typeof left !== 'object' || typeof right !== 'object' || left === null || right === null)
+      return false;
+    if (Array.isArray(left)) {
+      if (!Array.isArray(right) || left.length !== right.length) return false;
+      for (let i = 0; i < left.length; i++) pending.push(left[i], right[i]);
+      continue;
+    }
+    if (Array.isArray(right)) return false;
+    const l = left as Record<string, unknown>;
+    const r = right as Record<string, unknown>;
+    let count = 0;
+    for (const key in l) {
+      if (!Object.hasOwn(l, key)) continue;
+      count++;
+      if (!Object.hasOwn(r, key)) return false;
+      pending.push(l[key], r[key]);
+    }
+    for (const key in r) if (Object.hasOwn(r, key)) count--;
+    if (count !== 0) return false;
   }
-  if (Array.isArray(b)) return false;
-  const left = a as Record<string, unknown>;
-  const right = b as Record<string, unknown>;
-  let count = 0;
-  for (const key in left) {
-    if (!Object.hasOwn(left, key)) continue;
-    count++;
-    if (!Object.hasOwn(right, key) || !sameJson(left[key], right[key])) return false;
-  }
-  for (const key in right) if (Object.hasOwn(right, key)) count--;
-  return count === 0;
+  return true;
 }

@@ -1,6 +1,6 @@
 // A circuit breaker in front of KCP: while the listener cannot be reached, one callback at a time
 // probes it, instead of every worker opening a connection to a closed port for every queued object.
-import type { Clock } from './dispatch.js';
+import type { Clock } from '@skr-watcher/api';
 
 export interface KcpBreakerOptions {
   /** Consecutive unreachable attempts that open the breaker. */

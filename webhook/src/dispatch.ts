@@ -1,20 +1,7 @@
 // Asynchronous delivery of events to KCP (DESIGN 4.2): admission never waits on this.
 import type { Logger } from '@skr-watcher/telemetry';
-import type { WatchEventV2 } from '@skr-watcher/api';
+import { backoffDelay, systemClock, type Clock, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpBreaker, type BreakerState } from './breaker.js';
-
-/** Timers and time, injectable so tests can advance time without sleeping. */
-export interface Clock {
-  now(): number;
-  setTimeout(callback: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  setTimeout: (callback, ms) => setTimeout(callback, ms),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
 
 /** What one callback attempt came to. */
 export type DeliveryOutcome =
@@ -100,17 +87,6 @@ export interface DispatchStats {
 export function dispatchKey(manager: string, event: WatchEventV2): string {
   const { group, version, kind } = event.watchedGvk;
   return `${manager}\n${group}/${version}/${kind}\n${event.watched.Namespace}\n${event.watched.Name}`;
-}
-
-/** Delay before retry number `attempt` (1-based): capped doubling with equal jitter. */
-export function backoffDelay(
-  attempt: number,
-  initialMs: number,
-  maxMs: number,
-  random: () => number,
-): number {
-  const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(attempt - 1, 30));
-  return ceiling / 2 + random() * (ceiling / 2);
 }
 
 /** Outcomes that say KCP cannot be reached at all: no answer, or a gateway with no listener behind it. */

@@ -7,24 +7,17 @@ import {
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
-import { parseWatchEvent } from '@skr-watcher/api';
+import { parseWatchEvent, type Clock } from '@skr-watcher/api';
 import { CONFIG_DEFAULTS, type WebhookConfig } from './config.js';
-import { Dispatcher, type Clock, type DispatchStats } from './dispatch.js';
+import { Dispatcher, type DispatchStats } from './dispatch.js';
 import { KcpClient, parseKcpAddress } from './kcp-client.js';
 import { createWebhookMetrics } from './metrics.js';
 import { startAdmissionServer, type AdmissionServer } from './server.js';
 import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
 
 export { isRelevantChange, sameJson } from './admission.js';
-export { Dispatcher, backoffDelay, dispatchKey, systemClock } from './dispatch.js';
-export type {
-  Clock,
-  DeliveryOutcome,
-  DispatchObserver,
-  DispatchStats,
-  DropReason,
-  SendEvent,
-} from './dispatch.js';
+export { Dispatcher, dispatchKey } from './dispatch.js';
+export type { DeliveryOutcome, DispatchObserver, DispatchStats, DropReason, SendEvent } from './dispatch.js';
 export { webhookCommand, CONFIG_DEFAULTS } from './config.js';
 export type { WebhookConfig } from './config.js';
 export { parseKcpAddress } from './kcp-client.js';

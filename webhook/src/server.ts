@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import {
-  ADMISSION_API_VERSION,
+  ADMISSION_API_VERSIONS,
   allowedResponse,
   parseAdmissionReview,
   type WatchEventV2,
@@ -69,11 +69,16 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
     const parsed = parseAdmissionReview(decoded);
     if (!parsed.ok) {
       metrics.error('invalid_review');
-      refuse(res, started, 400, `not an ${ADMISSION_API_VERSION} AdmissionReview: ${parsed.error}`);
+      refuse(
+        res,
+        started,
+        400,
+        `not an ${ADMISSION_API_VERSIONS.join(' or ')} AdmissionReview: ${parsed.error}`,
+      );
       return;
     }
     const uid = parsed.value.request.uid;
-    answer(res, started, 200, allowedResponse(uid), true);
+    answer(res, started, 200, allowedResponse(uid, parsed.value.apiVersion), true);
 
     const event = isRelevantChange(parsed.value);
     if (!event) return;

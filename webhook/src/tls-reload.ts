@@ -4,6 +4,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createSecureContext } from 'node:tls';
+import { backoffDelay } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 
 export interface TlsFiles {
@@ -161,7 +162,8 @@ export class CertificateWatcher {
   private scheduleRetry(): void {
     if (this.closed) return;
     clearTimeout(this.settleTimer);
-    const delay = Math.min(this.options.pollMs, 1000 * 2 ** Math.min(this.failures - 1, 10));
+    // No jitter: one process retrying its own files.
+    const delay = backoffDelay(this.failures, 1000, this.options.pollMs, () => 1);
     this.settleTimer = setTimeout(() => void this.reload(), delay);
     this.settleTimer.unref();
   }

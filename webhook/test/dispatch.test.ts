@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import type { WatchEventV2 } from '@skr-watcher/api';
 import { silentLogger } from '@skr-watcher/telemetry';
-import { backoffDelay, dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
+import { backoffDelay } from '@skr-watcher/api';
+import { dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
 import { ManualClock, settle } from './support/manual-clock.js';
 
 function event(name: string, kind = 'Sample'): WatchEventV2 {

@@ -3,6 +3,12 @@ import { z } from 'zod';
 import { describeIssues, type ParseResult } from './events.js';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
+/**
+ * Older API servers, and webhook configurations that list it first in admissionReviewVersions, send v1beta1;
+ * its request has the same fields, and the answer must come back in the version the review came in.
+ */
+export const ADMISSION_API_VERSIONS = [ADMISSION_API_VERSION, 'admission.k8s.io/v1beta1'] as const;
+export type AdmissionApiVersion = (typeof ADMISSION_API_VERSIONS)[number];
 
 const gvk = z.object({ group: z.string(), version: z.string().min(1), kind: z.string().min(1) });
 const gvr = z.object({ group: z.string(), version: z.string().min(1), resource: z.string().min(1) });
@@ -42,7 +48,7 @@ export const admissionRequestSchema = z.object({
 });
 
 export const admissionReviewSchema = z.object({
-  apiVersion: z.literal(ADMISSION_API_VERSION),
+  apiVersion: z.enum(ADMISSION_API_VERSIONS),
   kind: z.literal('AdmissionReview'),
   request: admissionRequestSchema,
 });
@@ -59,9 +65,12 @@ export function parseAdmissionReview(body: unknown): ParseResult<AdmissionReview
 }
 
 /** The answer the webhook always gives: allowed, in the request's apiVersion, with its uid. */
-export function allowedResponse(uid: string): string {
+export function allowedResponse(
+  uid: string,
+  apiVersion: AdmissionApiVersion = ADMISSION_API_VERSION,
+): string {
   return JSON.stringify({
-    apiVersion: ADMISSION_API_VERSION,
+    apiVersion,
     kind: 'AdmissionReview',
     response: { uid, allowed: true },
   });

@@ -7,7 +7,8 @@ const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** API groups are empty (core) or DNS subdomains. */
 const GROUP = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)?$/;
-const VERSION = /^[a-z0-9]{1,63}$/;
+/** API versions are DNS labels: CRDs may serve `v1-alpha` as well as `v1beta2`. */
+const VERSION = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const KIND = /^[A-Za-z][A-Za-z0-9]{0,62}$/;
 
 const objectKey = z.object({
@@ -22,7 +23,21 @@ const gvk = z.object({
   kind: z.string().regex(KIND, 'must be a Kind such as Kyma'),
 });
 
-export const watchEventV2Schema = z.object({ watched: objectKey, watchedGvk: gvk });
+/**
+ * What the change was, so KCP can tell whether a read of the object already shows it (decision 010). Our
+ * webhook adds these to the v2 body; upstream's listener ignores unknown fields and upstream's webhook sends
+ * none, so every field is optional and the wire stays compatible both ways.
+ */
+const changeFingerprint = {
+  /** metadata.uid of the object: a read that shows another uid is another object of the same name. */
+  uid: z.string().min(1).max(128).optional(),
+  /** metadata.generation after the change (validating admission sees it already incremented). */
+  generation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  /** metadata.resourceVersion before an UPDATE or DELETE: the change is stored once a read shows another. */
+  previousResourceVersion: z.string().min(1).max(64).optional(),
+};
+
+export const watchEventV2Schema = z.object({ watched: objectKey, watchedGvk: gvk, ...changeFingerprint });
 export const watchEventV1Schema = watchEventV2Schema.extend({ owner: objectKey });
 
 export type WatchEventV2 = z.infer<typeof watchEventV2Schema>;
@@ -57,15 +72,58 @@ export function parseWatchEvent(
     : { ok: false, error: describeIssues(result.error) };
 }
 
+/** The optional fields of a v2 body that say which write an event is about (decision 010). */
+export type ChangeFingerprint = Pick<WatchEventV2, 'uid' | 'generation' | 'previousResourceVersion'>;
+
 /** Builds the v2 body for an object; `namespace` is empty for cluster-scoped objects. */
 export function watchEventFor(
   object: { namespace: string; name: string },
   watchedGvk: { group: string; version: string; kind: string },
+  fingerprint: ChangeFingerprint = {},
 ): WatchEventV2 {
   return {
     watched: { Namespace: object.namespace, Name: object.name },
     watchedGvk: { group: watchedGvk.group, version: watchedGvk.version, kind: watchedGvk.kind },
+    ...(fingerprint.uid !== undefined ? { uid: fingerprint.uid } : {}),
+    ...(fingerprint.generation !== undefined ? { generation: fingerprint.generation } : {}),
+    ...(fingerprint.previousResourceVersion !== undefined
+      ? { previousResourceVersion: fingerprint.previousResourceVersion }
+      : {}),
   };
+}
+
+/**
+ * Whether an object as read shows the write an event is about: same uid, generation at least the event's,
+ * resourceVersion moved on from the one before the change. An event without fingerprint fields says nothing,
+ * so any read shows it. `object` undefined: the object is absent, which shows every change but a CREATE.
+ */
+export function showsChange(
+  fingerprint: ChangeFingerprint,
+  object: { metadata?: { uid?: string; generation?: number; resourceVersion?: string } } | undefined,
+): boolean {
+  if (object === undefined)
+    return fingerprint.uid === undefined || fingerprint.previousResourceVersion !== undefined;
+  const metadata = object.metadata ?? {};
+  // Another object of the same name: the one the event is about is gone, and the new one has its own events.
+  if (fingerprint.uid !== undefined && metadata.uid !== undefined && metadata.uid !== fingerprint.uid)
+    return true;
+  if (fingerprint.generation !== undefined && (metadata.generation ?? 0) < fingerprint.generation)
+    return false;
+  if (
+    fingerprint.previousResourceVersion !== undefined &&
+    metadata.resourceVersion === fingerprint.previousResourceVersion
+  )
+    return false;
+  return true;
+}
+
+/** Whether an event carries any fingerprint field, i.e. came from a webhook that says what to expect. */
+export function hasFingerprint(fingerprint: ChangeFingerprint): boolean {
+  return (
+    fingerprint.uid !== undefined ||
+    fingerprint.generation !== undefined ||
+    fingerprint.previousResourceVersion !== undefined
+  );
 }
 
 /** Callback path for a manager and contract version: `/v2/lifecycle-manager/event`. */

@@ -2,3 +2,4 @@ export * from './constants.js';
 export * from './resources.js';
 export * from './events.js';
 export * from './admission.js';
+export * from './timing.js';

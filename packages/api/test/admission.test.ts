@@ -29,9 +29,21 @@ describe('AdmissionReview contract', () => {
     if (result.ok) expect(result.value.request.object).to.deep.equal(review.request.object);
   });
 
-  it('rejects v1beta1, a missing uid and an unknown operation, naming the field', () => {
+  it('accepts a v1beta1 review (same request fields) and answers it in v1beta1', () => {
+    const result = parseAdmissionReview({ ...review, apiVersion: 'admission.k8s.io/v1beta1' });
+    expect(result.ok).to.equal(true);
+    if (!result.ok) return;
+    expect(result.value.apiVersion).to.equal('admission.k8s.io/v1beta1');
+    expect(JSON.parse(allowedResponse('u-1', result.value.apiVersion))).to.deep.equal({
+      apiVersion: 'admission.k8s.io/v1beta1',
+      kind: 'AdmissionReview',
+      response: { uid: 'u-1', allowed: true },
+    });
+  });
+
+  it('rejects another admission version, a missing uid and an unknown operation, naming the field', () => {
     const cases: [unknown, RegExp][] = [
-      [{ ...review, apiVersion: 'admission.k8s.io/v1beta1' }, /apiVersion/],
+      [{ ...review, apiVersion: 'admission.k8s.io/v2' }, /apiVersion/],
       [{ ...review, request: { ...review.request, uid: undefined } }, /request\.uid/],
       [{ ...review, request: { ...review.request, operation: 'PATCH' } }, /request\.operation/],
       [{ ...review, request: undefined }, /request/],

@@ -1,5 +1,12 @@
 import { expect } from 'chai';
-import { eventPath, parseEventPath, parseWatchEvent, watchEventFor } from '../src/index.js';
+import {
+  eventPath,
+  hasFingerprint,
+  parseEventPath,
+  parseWatchEvent,
+  showsChange,
+  watchEventFor,
+} from '../src/index.js';
 
 const good = {
   watched: { Namespace: 'kyma-system', Name: 'default' },
@@ -26,7 +33,30 @@ describe('callback event contract', () => {
     expect(parseWatchEvent('v1', v1)).to.deep.equal({ ok: true, value: v1 });
   });
 
+  it('accepts an API version with a hyphen, as CRDs may serve (v1-alpha)', () => {
+    const body = { ...good, watchedGvk: { ...good.watchedGvk, version: 'v1-alpha' } };
+    expect(parseWatchEvent('v2', body)).to.deep.equal({ ok: true, value: body });
+  });
+
+  it('accepts and keeps the optional fingerprint fields; drops fields it does not know', () => {
+    const body = { ...good, uid: 'u-1', generation: 3, previousResourceVersion: '41' };
+    expect(parseWatchEvent('v2', { ...body, future: true })).to.deep.equal({ ok: true, value: body });
+  });
+
   const bad: [string, unknown, RegExp][] = [
+    [
+      'a version ending in a hyphen',
+      { ...good, watchedGvk: { ...good.watchedGvk, version: 'v1-' } },
+      /watchedGvk\.version/,
+    ],
+    ['a negative generation', { ...good, generation: -1 }, /generation/],
+    ['a fractional generation', { ...good, generation: 1.5 }, /generation/],
+    ['a numeric uid', { ...good, uid: 5 }, /uid/],
+    [
+      'an empty previous resourceVersion',
+      { ...good, previousResourceVersion: '' },
+      /previousResourceVersion/,
+    ],
     ['null body', null, /\(body\)/],
     ['an array', [good], /\(body\)/],
     ['lower-case keys of watched', { ...good, watched: { namespace: 'a', name: 'b' } }, /watched\.Namespace/],
@@ -55,6 +85,47 @@ describe('callback event contract', () => {
 
   it('builds the body the webhook sends', () => {
     expect(watchEventFor({ namespace: 'kyma-system', name: 'default' }, good.watchedGvk)).to.deep.equal(good);
+  });
+
+  it('builds the fingerprint fields only when given', () => {
+    const fingerprint = { uid: 'u-1', generation: 2, previousResourceVersion: '7' };
+    expect(
+      watchEventFor({ namespace: 'kyma-system', name: 'default' }, good.watchedGvk, fingerprint),
+    ).to.deep.equal({
+      ...good,
+      ...fingerprint,
+    });
+    expect(hasFingerprint({})).to.equal(false);
+    expect(hasFingerprint({ generation: 1 })).to.equal(true);
+  });
+
+  describe('showsChange: whether a read of the object shows the write an event is about', () => {
+    const read = (uid: string, generation: number, resourceVersion: string) => ({
+      metadata: { uid, generation, resourceVersion },
+    });
+    it("an update: once the generation reached the event's and the resourceVersion moved on", () => {
+      const update = { uid: 'u', generation: 4, previousResourceVersion: '41' };
+      expect(showsChange(update, read('u', 3, '41'))).to.equal(false);
+      expect(showsChange(update, read('u', 4, '41'))).to.equal(false);
+      expect(showsChange(update, read('u', 4, '42'))).to.equal(true);
+      expect(showsChange(update, read('u', 5, '50'))).to.equal(true);
+      // Deleted meanwhile, or replaced by another object of the same name: nothing left to wait for.
+      expect(showsChange(update, undefined)).to.equal(true);
+      expect(showsChange(update, read('v', 1, '41'))).to.equal(true);
+    });
+    it('a status update (generation unchanged): once the resourceVersion moved on', () => {
+      const status = { uid: 'u', generation: 4, previousResourceVersion: '41' };
+      expect(showsChange(status, read('u', 4, '43'))).to.equal(true);
+    });
+    it('a create: once the object exists', () => {
+      const create = { uid: 'u', generation: 1 };
+      expect(showsChange(create, undefined)).to.equal(false);
+      expect(showsChange(create, read('u', 1, '1'))).to.equal(true);
+    });
+    it("an event without fingerprint (upstream's webhook): every read shows it", () => {
+      expect(showsChange({}, undefined)).to.equal(true);
+      expect(showsChange({}, read('u', 1, '1'))).to.equal(true);
+    });
   });
 
   it('parses callback paths of both versions and nothing else', () => {

@@ -1,29 +1,11 @@
 // A keyed work queue with client-go semantics: a key is never processed twice at once, repeated adds
 // coalesce, adds during processing re-run the key afterwards, failures back off per key.
-import { REQUEUE_MS } from '@skr-watcher/api';
+import { REQUEUE_MS, unrefClock as systemClock, type Clock, type TimerHandle } from '@skr-watcher/api';
 import { Counter, Gauge, Histogram, type Registry } from '@skr-watcher/telemetry';
 import type { Logger } from '@skr-watcher/telemetry';
 
-/** Time source of the queue; tests pass a manual clock to advance time without sleeping. */
-export interface Clock {
-  now(): number;
-  setTimeout(callback: () => void, ms: number): TimerHandle;
-  clearTimeout(handle: TimerHandle): void;
-}
-
-/** Opaque handle returned by `Clock.setTimeout`. */
-export type TimerHandle = unknown;
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  setTimeout: (callback, ms) => {
-    const timer = setTimeout(callback, ms);
-    // Delayed requeues must not keep a stopping process alive.
-    timer.unref();
-    return timer;
-  },
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
+// One clock interface for every app and package (@skr-watcher/api); queue timers do not hold a stopping process.
+export { systemClock, type Clock, type TimerHandle };
 
 /** What processing a key asks for next: nothing, or another run after a delay. */
 export interface ProcessResult {

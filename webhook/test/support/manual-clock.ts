@@ -1,5 +1,5 @@
 // A clock that moves only when the test says so; timers fire in time order as it advances.
-import type { Clock } from '../../src/dispatch.js';
+import type { Clock } from '@skr-watcher/api';
 
 interface Timer {
   id: number;
