@@ -1,6 +1,6 @@
 // Finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, then the version-keyed cache, else builds them.
 import { spawn } from 'node:child_process';
-import { access, constants, mkdir, rm } from 'node:fs/promises';
+import { access, constants, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +35,24 @@ async function pair(dir: string): Promise<{ kubeApiserver: string; etcd: string 
   return (await executable(kubeApiserver)) && (await executable(etcd)) ? { kubeApiserver, etcd } : undefined;
 }
 
+/** Whether a build lock's owner has died; a lock without an owner yet is its owner's only for a minute. */
+async function abandoned(lock: string): Promise<boolean> {
+  const pid = Number((await readFile(join(lock, 'pid'), 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(pid) || pid <= 0) {
+    const made = await stat(lock).then(
+      (s) => s.mtimeMs,
+      () => undefined,
+    );
+    return made !== undefined && Date.now() - made > 60_000;
+  }
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
 /**
  * Returns runnable binaries, building them from the Go module proxy when neither
  * KUBEBUILDER_ASSETS nor the cache has them. Concurrent callers share one build through a lock dir.
@@ -55,9 +73,15 @@ export async function ensureBinaries(options: { log?: (line: string) => void } =
   for (;;) {
     try {
       await mkdir(lock);
+      await writeFile(join(lock, 'pid'), `${process.pid}\n`);
       break;
     } catch {
-      // Another process is building; wait for it rather than building twice.
+      // Another process is building; wait for it rather than building twice, unless it died (a Ctrl-C
+      // during a first build must not leave the next run waiting forever).
+      if (await abandoned(lock)) {
+        await rm(lock, { recursive: true, force: true });
+        continue;
+      }
       await new Promise((resolve) => setTimeout(resolve, 2000));
       const built = await pair(dir);
       if (built) return { ...built, source: 'cache' };
