@@ -1,22 +1,8 @@
 // The agent's configuration: parsed from command-line flags, validated, with the contract defaults.
 import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
-import { DEFAULTS, REQUEUE_MS } from '@skr-watcher/api';
-
-/** Requeue intervals per Kyma state, in milliseconds (DESIGN 4.4). */
-export interface RequeueIntervals {
-  ready: number;
-  processing: number;
-  warning: number;
-  error: number;
-}
-
-export const DEFAULT_REQUEUE: RequeueIntervals = {
-  ready: REQUEUE_MS.Ready,
-  processing: REQUEUE_MS.Processing,
-  warning: REQUEUE_MS.Warning,
-  error: REQUEUE_MS.Error,
-};
+import { Option } from 'commander';
+import { DEFAULTS, type RequeueIntervals } from '@skr-watcher/api';
 
 export interface Address {
   /** undefined = all interfaces */
@@ -69,6 +55,15 @@ export function parseAddress(flag: string, value: string): Address {
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
+/** The shortest spelling parseDuration reads back: 300000 → `5m`, 2000 → `2s`, 1500 → `1500ms`. */
+export function formatDuration(ms: number): string {
+  for (const unit of ['h', 'm', 's'] as const) {
+    const size = DURATION_UNITS[unit]!;
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
 /** `500ms`, `5s`, `5m`, `1h`, or a plain number of milliseconds. */
 export function parseDuration(flag: string, value: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
@@ -87,6 +82,11 @@ export function parsePositiveInt(flag: string, value: string): number {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** `--log-level` of every command, with the command's default. */
+export function logLevelOption(defaultLevel: AgentConfig['logLevel']): Option {
+  return new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default(defaultLevel);
+}
 
 export function parseLogLevel(value: string): AgentConfig['logLevel'] {
   const level = LOG_LEVELS.find((l) => l === value);
@@ -176,10 +176,10 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
       : undefined,
     workers: parsePositiveInt('--workers', flags.workers),
     requeue: {
-      ready: parseDuration('--requeue-ready', flags.requeueReady),
-      processing: parseDuration('--requeue-processing', flags.requeueProcessing),
-      warning: parseDuration('--requeue-warning', flags.requeueWarning),
-      error: parseDuration('--requeue-error', flags.requeueError),
+      Ready: parseDuration('--requeue-ready', flags.requeueReady),
+      Processing: parseDuration('--requeue-processing', flags.requeueProcessing),
+      Warning: parseDuration('--requeue-warning', flags.requeueWarning),
+      Error: parseDuration('--requeue-error', flags.requeueError),
     },
     resyncMs: parseDuration('--resync-interval', flags.resyncInterval),
     callbackRecheckMs: parseDuration('--callback-recheck-after', flags.callbackRecheckAfter ?? '2s'),

@@ -5,7 +5,6 @@ import {
   GROUP,
   KINDS,
   LABELS,
-  REQUEUE_MS,
   type Kyma,
   type ModuleConfig,
   type ModuleReleaseMeta,
@@ -23,7 +22,6 @@ import {
   type Clock,
 } from '@skr-watcher/kube';
 import { Counter, type Logger, type Registry } from '@skr-watcher/telemetry';
-import { DEFAULT_REQUEUE, type RequeueIntervals } from './config.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
 export interface KymaReconciler {
@@ -35,7 +33,6 @@ export interface ControllerOptions {
   namespace: string;
   reconciler: KymaReconciler;
   workers?: number;
-  requeue?: Partial<RequeueIntervals>;
   /** Full relist of every watched kind; a Kyma relist reconciles every Kyma. Default 10 min. */
   resyncMs?: number;
   /** Restart a watch that delivered nothing for this long. Default 120 s. */
@@ -77,25 +74,6 @@ function sameLabelsAndAnnotations(a: CachedObject & { metadata?: Kyma['metadata'
   );
 }
 
-/**
- * Maps the reconciler's requeue (which follows REQUEUE_MS per state) to the configured intervals,
- * so `--requeue-ready` and friends take effect without the reconciler knowing about flags.
- */
-export function requeueWithIntervals(requeueAfterMs: number | undefined, intervals: RequeueIntervals) {
-  switch (requeueAfterMs) {
-    case REQUEUE_MS.Ready:
-      return intervals.ready;
-    case REQUEUE_MS.Processing:
-      return intervals.processing;
-    case REQUEUE_MS.Warning:
-      return intervals.warning;
-    case REQUEUE_MS.Error:
-      return intervals.error;
-    default:
-      return requeueAfterMs;
-  }
-}
-
 /** The module names a Kyma refers to, in its spec or its status. */
 function modulesOf(kyma: Kyma): Set<string> {
   const names = new Set<string>();
@@ -107,7 +85,6 @@ function modulesOf(kyma: Kyma): Set<string> {
 export function createController(options: ControllerOptions): Controller {
   const { kcp, namespace, reconciler } = options;
   const logger = options.logger?.child({ subsystem: 'controller' });
-  const intervals = { ...DEFAULT_REQUEUE, ...options.requeue };
   const informerDefaults = {
     kubeConfig: kcp,
     resyncMs: options.resyncMs,
@@ -147,10 +124,8 @@ export function createController(options: ControllerOptions): Controller {
     clock: options.clock,
     logger,
     registry: options.registry,
-    process: async (key) => {
-      const result = await reconciler.reconcile(key);
-      return { requeueAfterMs: requeueWithIntervals(result?.requeueAfterMs, intervals) };
-    },
+    // The reconciler decides when to look again (its intervals are configured on it, not mapped here).
+    process: (key) => reconciler.reconcile(key),
   });
 
   const kymas = custom<Kyma>(KINDS.kyma);

@@ -1,11 +1,10 @@
 // The controller's triggers on a real KCP: every watched kind maps to the right Kyma keys, status-only
-// writes do not loop, runtime-ids resolve through the watch cache, and requeues follow the flags.
+// writes do not loop, runtime-ids resolve through the watch cache, and requeues follow the reconciler's answer.
 import { expect } from 'chai';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, REQUEUE_MS } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
-import { createController, requeueWithIntervals, type Controller } from '../src/controller.js';
-import { DEFAULT_REQUEUE } from '../src/config.js';
+import { createController, type Controller } from '../src/controller.js';
 
 async function waitUntil(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -283,11 +282,7 @@ describe('controller triggers on a real KCP', function () {
     expect(keys).to.deep.equal([`${namespace}/beta`]);
   });
 
-  it('requeues after the interval configured for the state the reconciler reported', async () => {
-    expect(requeueWithIntervals(REQUEUE_MS.Ready, { ...DEFAULT_REQUEUE, ready: 1_234 })).to.equal(1_234);
-    expect(requeueWithIntervals(REQUEUE_MS.Error, { ...DEFAULT_REQUEUE, error: 99 })).to.equal(99);
-    expect(requeueWithIntervals(7_777, DEFAULT_REQUEUE)).to.equal(7_777);
-    expect(requeueWithIntervals(undefined, DEFAULT_REQUEUE)).to.equal(undefined);
+  it('requeues a Kyma after the interval the reconciler answered', async () => {
     answer = { requeueAfterMs: 300 };
     const from = reconciled.length;
     controller.enqueue(`${namespace}/gamma`);

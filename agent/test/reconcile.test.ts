@@ -762,6 +762,23 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(kyma.status.modules[0]?.['message']).to.match(/^ChannelNotFound: .* has no channel nightly/);
   });
 
+  it('answers with the requeue interval configured for the state the pass ended in', async function () {
+    const configured = createReconciler({
+      kcp: planes.kcp,
+      namespace: ns,
+      skrTimeoutMs: 5_000,
+      requeue: { Ready: 1_234, Warning: 4_321 },
+    });
+    try {
+      await createKyma(ns, 'kyma-q', 'skr1', [{ name: 'sample' }]);
+      expect(await configured.reconcile(`${ns}/kyma-q`)).to.deep.equal({ requeueAfterMs: 1_234 });
+      await createKyma(ns, 'kyma-w', 'skr2', [{ name: 'sample', customResourcePolicy: 'Ignore' }]);
+      expect(await configured.reconcile(`${ns}/kyma-w`)).to.deep.equal({ requeueAfterMs: 4_321 });
+    } finally {
+      await configured.close();
+    }
+  });
+
   it('with customResourcePolicy Ignore creates no Module CR (Warning) but mirrors one the user creates', async function () {
     await createKyma(ns, 'kyma-i', 'skr1', [{ name: 'sample', customResourcePolicy: 'Ignore' }]);
     expect(await reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Warning });

@@ -1,5 +1,5 @@
 // What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
-import { GROUP, KINDS } from '@skr-watcher/api';
+import { GROUP, KINDS, type RequeueIntervals } from '@skr-watcher/api';
 import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { EventRecorder } from './events.js';
@@ -15,6 +15,8 @@ export interface ReconcileContext {
   skrClients: SkrClients;
   deletionTimeoutMs: number;
   crdDir: string;
+  /** The next look at a Kyma, by the state its pass ended in. */
+  requeue: RequeueIntervals;
   /** Names of the SyncResources of a Kyma from the caller's cache; a watch-cache list when undefined. */
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
   /** SKR webhook registration and broken-watcher detection; off when undefined. */

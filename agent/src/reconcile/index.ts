@@ -33,7 +33,7 @@
  * - The SKR client cache (keyed by the kubeconfig Secret's uid and resourceVersion) is the only state kept.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { DEFAULTS, REQUEUE_MS } from '@skr-watcher/api';
+import { DEFAULTS, DEFAULT_REQUEUE_INTERVALS, REQUEUE_MS, type RequeueIntervals } from '@skr-watcher/api';
 import {
   createClusterClient,
   createSkrClients,
@@ -79,6 +79,11 @@ export interface ReconcilerOptions {
   kcpTimeoutMs?: number;
   /** Directory of the CRD manifests installed in SKRs that lack them (default: this repository's manifests/crds). */
   crdDir?: string;
+  /**
+   * The next look at a Kyma by the state its pass ended in (default REQUEUE_MS). Other requeues (a webhook
+   * probe's answer is due) are returned as they are, so a flag for one state never changes them.
+   */
+  requeue?: Partial<RequeueIntervals>;
   /** Install and watch the webhook in every SKR (issue 6); off when undefined. */
   registration?: RegistrationSettings;
   /**
@@ -90,7 +95,7 @@ export interface ReconcilerOptions {
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
 }
 
-/** Per-state requeue of DESIGN 4.4 (REQUEUE_MS in @skr-watcher/api); undefined: wait for the next trigger. */
+/** When to look again (per state, `ReconcilerOptions.requeue`, or sooner); undefined: wait for the next trigger. */
 export interface ReconcileResult {
   requeueAfterMs?: number;
 }
@@ -173,6 +178,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       skrClients,
       deletionTimeoutMs: options.deletionTimeoutMs ?? DEFAULT_DELETION_TIMEOUT_MS,
       crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
+      requeue: { ...DEFAULT_REQUEUE_INTERVALS, ...options.requeue },
       ...(options.registration ? { registration: options.registration } : {}),
       ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
     };

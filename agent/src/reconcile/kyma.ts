@@ -8,7 +8,6 @@ import {
   KINDS,
   LABELS,
   MANAGED_BY,
-  REQUEUE_MS,
   type Kyma,
   type KymaModule,
   type KymaModuleStatus,
@@ -196,7 +195,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       log.warn({ err: error }, 'could not write the SKR Kyma status');
     }
   }
-  const requeueAfterMs = REQUEUE_MS[state === 'Deleting' ? 'Processing' : state];
+  const requeueAfterMs = ctx.requeue[state === 'Deleting' ? 'Processing' : state];
   // A webhook probe that is out is looked at again when its answer is due.
   return { state, requeueAfterMs: Math.min(requeueAfterMs, webhook?.requeueAfterMs ?? Infinity) };
 }

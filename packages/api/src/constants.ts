@@ -92,6 +92,17 @@ export const REQUEUE_MS = {
   backoffMax: 30_000,
 } as const;
 
+/** How long a reconciled Kyma waits for its next look, by the state it ended in (`--requeue-*` flags). */
+export type RequeueIntervals = Readonly<Record<'Ready' | 'Processing' | 'Warning' | 'Error', number>>;
+
+/** The per-state defaults of REQUEUE_MS as a RequeueIntervals value. */
+export const DEFAULT_REQUEUE_INTERVALS: RequeueIntervals = {
+  Ready: REQUEUE_MS.Ready,
+  Processing: REQUEUE_MS.Processing,
+  Warning: REQUEUE_MS.Warning,
+  Error: REQUEUE_MS.Error,
+};
+
 /** Listener answers (DESIGN 4.3). */
 export const LISTENER_STATUS = {
   accepted: 200,

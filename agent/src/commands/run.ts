@@ -1,0 +1,159 @@
+// skr-agent run: watch KCP, serve the callback listener and reconcile Kymas until SIGTERM, alone or as one
+// of several replicas behind a Lease.
+import { Command } from 'commander';
+import { DEFAULTS, REQUEUE_MS } from '@skr-watcher/api';
+import { createLeaderElector, pooledKubeConfig, type LeaderElector } from '@skr-watcher/kube';
+import { createLogger, createRegistry, createShutdown, startHealthServer } from '@skr-watcher/telemetry';
+import {
+  agentConfigFromFlags,
+  formatDuration,
+  loadKcpKubeConfig,
+  logLevelOption,
+  type RunFlags,
+} from '../config.js';
+import { createEventStream } from '../event-stream.js';
+import { startWork, type Running } from '../work.js';
+
+async function run(flags: RunFlags): Promise<void> {
+  const config = agentConfigFromFlags(flags);
+  const logger = createLogger('skr-agent', config.logLevel);
+  const registry = createRegistry();
+  const kcp = loadKcpKubeConfig(config.kubeconfig);
+  // One connection pool for the watches and the Lease: client-node alone opens a connection per request.
+  const pool = await pooledKubeConfig(kcp);
+  const shutdown = createShutdown({ logger });
+  let work: Running | undefined;
+  let ready = false;
+  const events = createEventStream();
+
+  const health = await startHealthServer({
+    host: config.metricsAddress.host,
+    port: config.metricsAddress.port,
+    registry,
+    ready: () => ready,
+    onUpgrade: (req, socket, head) => events.handleUpgrade(req, socket, head),
+  });
+  logger.info(
+    { metricsPort: health.port, namespace: config.namespace, leaderElection: !!config.leaderElection },
+    'skr-agent starting',
+  );
+  shutdown.add('health server', async () => {
+    await events.close();
+    await health.close();
+  });
+  shutdown.add('agent', async () => {
+    ready = false;
+    await work?.stop();
+    work = undefined;
+    // Release the Lease last, after the in-flight reconciles finished, so a standby takes over at once.
+    await elector?.stop();
+    await pool.close();
+  });
+
+  const begin = async () => {
+    work = await startWork(config, kcp, logger, registry, events, pool);
+    ready = true;
+  };
+  const elector: LeaderElector | undefined =
+    config.leaderElection &&
+    createLeaderElector({
+      kubeConfig: pool.kubeConfig,
+      namespace: config.leaderElection.leaseNamespace,
+      name: config.leaderElection.leaseName,
+      identity: config.leaderElection.identity,
+      logger,
+      registry,
+      onStartedLeading: () =>
+        begin().catch((error: unknown) => {
+          logger.fatal({ err: error }, 'could not start after becoming leader');
+          void shutdown.run('start failed').then(() => process.exit(1));
+        }),
+      onStoppedLeading: (reason) => {
+        if (reason !== 'lost') return;
+        // Another replica may be reconciling already: stop at once and let the Deployment restart us.
+        void shutdown.run('lost the leader Lease').then(() => process.exit(1));
+      },
+    });
+
+  if (!elector) {
+    await begin();
+    return;
+  }
+  void elector.run();
+}
+
+export function runCommand(): Command {
+  return new Command('run')
+    .description('watch KCP, serve the SKR callback listener, reconcile Kymas until SIGTERM')
+    .option('--kubeconfig <path>', 'KCP kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+    .option(
+      '--namespace <ns>',
+      'KCP namespace of Kymas, templates, ModuleConfigs, SyncResources, Secrets',
+      DEFAULTS.kcpNamespace,
+    )
+    .option('--listen-address <[host]:port>', 'callback listener address', ':8082')
+    .option('--no-listener', 'do not serve the callback listener (watches and requeues only)')
+    .option('--tls-cert <file>', 'listener serving certificate (PEM); reloaded when it changes')
+    .option('--tls-key <file>', 'listener private key (PEM); reloaded when it changes')
+    .option(
+      '--ca-bundle <file>',
+      'CA bundle that SKR client certificates must chain to (PEM); reloaded when it changes',
+    )
+    .option(
+      '--gateway-mode',
+      'plain HTTP behind a mesh gateway that terminates mTLS (identity from X-Forwarded-Client-Cert)',
+    )
+    .option(
+      '--trusted-proxies <list>',
+      'comma-separated IPs/CIDRs allowed to send X-Forwarded-Client-Cert (gateway mode)',
+    )
+    .option(
+      '--metrics-address <[host]:port>',
+      'address of /metrics, /healthz and /readyz (plain HTTP)',
+      ':8080',
+    )
+    .option('--leader-elect', 'run as one of several replicas; only the holder of the Lease works')
+    .option('--lease-name <name>', 'name of the coordination.k8s.io Lease', 'skr-agent-leader')
+    .option('--lease-namespace <ns>', 'namespace of the Lease (default: --namespace)')
+    .option('--leader-identity <id>', 'identity in the Lease (default: $HOSTNAME_<pid>_<random>)')
+    .option('--workers <n>', 'Kymas reconciled in parallel', '4')
+    .option('--requeue-ready <duration>', 'requeue of a Ready Kyma', formatDuration(REQUEUE_MS.Ready))
+    .option(
+      '--requeue-processing <duration>',
+      'requeue of a Processing Kyma',
+      formatDuration(REQUEUE_MS.Processing),
+    )
+    .option(
+      '--requeue-warning <duration>',
+      'requeue of a Kyma in Warning',
+      formatDuration(REQUEUE_MS.Warning),
+    )
+    .option(
+      '--requeue-error <duration>',
+      `requeue of a Kyma in Error (failures back off ${formatDuration(REQUEUE_MS.backoffBase)} to ${formatDuration(REQUEUE_MS.backoffMax)})`,
+      formatDuration(REQUEUE_MS.Error),
+    )
+    .option('--resync-interval <duration>', 'full relist of every watched kind; reconciles every Kyma', '10m')
+    .option(
+      '--callback-recheck-after <duration>',
+      'after a callback, look at its Kyma once more this much later (admission runs before the write is stored); 0 disables',
+      '2s',
+    )
+    .option(
+      '--register-skr-webhook',
+      'install and maintain the webhook in every SKR (certificate, Secret, configuration, Deployment)',
+    )
+    .option(
+      '--skr-webhook-image <image>',
+      'image of the in-cluster SKR webhook',
+      'ghcr.io/example/skr-watcher:0.1.0',
+    )
+    .option('--skr-webhook-kcp-address <host:port>', 'address of this listener as SKR webhooks reach it')
+    .option('--skr-webhook-namespace <ns>', 'namespace of the webhook in every SKR', DEFAULTS.skrNamespace)
+    .option('--watcher-probe-after <duration>', 'probe an SKR whose webhook has been quiet this long', '5m')
+    .option('--watcher-probe-timeout <duration>', 'a probe must come back as an event within this', '30s')
+    .addOption(logLevelOption('info'))
+    .action(async (flags: RunFlags) => {
+      await run(flags);
+    });
+}

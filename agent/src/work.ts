@@ -1,0 +1,154 @@
+// The work of one active replica: the KCP watches and work queue (controller), the reconciler they drive,
+// and the callback listener that wakes single Kymas.
+import { watchFile, unwatchFile } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { PooledKubeConfig } from '@skr-watcher/kube';
+import type { Logger, Registry } from '@skr-watcher/telemetry';
+import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
+import { createController, type Controller } from './controller.js';
+import type { EventStream } from './event-stream.js';
+import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
+import { createReconciler } from './reconcile/index.js';
+import { createWatcherHealth } from './registration/index.js';
+
+const TLS_POLL_MS = 5_000;
+
+export interface Running {
+  stop(): Promise<void>;
+}
+
+/** Starts the controller and the listener; returned stop() undoes it in order. */
+export async function startWork(
+  config: AgentConfig,
+  kcp: KubeConfig,
+  logger: Logger,
+  registry: Registry,
+  events: EventStream,
+  pool: PooledKubeConfig,
+): Promise<Running> {
+  // The reconciler keeps its own pooled KCP client; the watches share `pool`.
+  // Broken-watcher detection needs to know when each SKR last called back: the listener tells it.
+  const watcherHealth = config.registration
+    ? createWatcherHealth({
+        quietAfterMs: config.registration.probeAfterMs,
+        probeTimeoutMs: config.registration.probeTimeoutMs,
+      })
+    : undefined;
+  let controller: Controller | undefined;
+  const reconciler = createReconciler({
+    kcp,
+    namespace: config.namespace,
+    logger,
+    registry,
+    // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources.
+    syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
+    requeue: config.requeue,
+    ...(config.registration
+      ? {
+          registration: {
+            options: {
+              image: config.registration.image,
+              kcpAddress: config.registration.kcpAddress,
+              skrNamespace: config.registration.skrNamespace,
+            },
+            health: watcherHealth,
+          },
+        }
+      : {}),
+  });
+  let listener: Listener | undefined;
+  let stopTlsWatch: (() => void) | undefined;
+  const stop = async () => {
+    stopTlsWatch?.();
+    // Stop taking events first, then let the reconciles in flight finish, then drop SKR connections.
+    await listener?.close();
+    await controller?.stop();
+    await reconciler.close();
+  };
+  try {
+    controller = createController({
+      kcp: pool.kubeConfig,
+      namespace: config.namespace,
+      reconciler,
+      workers: config.workers,
+      resyncMs: config.resyncMs,
+      logger,
+      registry,
+    });
+    await controller.start();
+    if (config.listener) {
+      const onAccepted = (event: AcceptedEvent) => {
+        watcherHealth?.recordEvent(event.runtimeId, event.receivedAt);
+        events.publish(event);
+      };
+      const started = await startConfiguredListener(
+        config.listener,
+        controller,
+        logger,
+        registry,
+        onAccepted,
+        config.callbackRecheckMs,
+      );
+      listener = started.listener;
+      stopTlsWatch = started.stopTlsWatch;
+    }
+    return { stop };
+  } catch (error) {
+    await stop().catch(() => {});
+    throw error;
+  }
+}
+
+async function startConfiguredListener(
+  config: ListenerConfig,
+  controller: Controller,
+  logger: Logger,
+  registry: Registry,
+  onAccepted: (event: AcceptedEvent) => void,
+  recheckMs: number,
+): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
+  const common = {
+    host: config.address.host,
+    port: config.address.port,
+    resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
+    enqueue: (kymaKey: string) => {
+      controller.enqueue(kymaKey);
+      // Validating admission runs before the API server stores the write, so a fast reconcile can read the
+      // object just before the change lands; one more look a little later makes sure it is not missed.
+      if (recheckMs > 0) controller.queue.addAfter(kymaKey, recheckMs);
+    },
+    // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
+    onAccepted,
+    logger,
+    registry,
+  };
+  if (config.kind === 'gateway') {
+    const listener = await startListener({
+      ...common,
+      mode: { kind: 'gateway', trustedProxies: config.trustedProxies },
+    });
+    logger.info({ port: listener.port, mode: 'gateway' }, 'listener started');
+    return { listener };
+  }
+  const tls = await readListenerTls(config);
+  const listener = await startListener({ ...common, mode: { kind: 'direct', ...tls } });
+  logger.info({ port: listener.port, mode: 'direct' }, 'listener started');
+  // Mounted Secrets change by symlink swap; polling the files catches that where fs.watch may not.
+  const files = [config.certFile, config.keyFile, config.caBundleFile];
+  let reloading = false;
+  const reload = () => {
+    if (reloading) return;
+    reloading = true;
+    readListenerTls(config)
+      .then((material) => {
+        listener.updateTls(material);
+        logger.info('listener TLS material reloaded');
+      })
+      .catch((error: unknown) =>
+        logger.error({ err: error }, 'listener TLS reload failed; keeping the old material'),
+      )
+      .finally(() => (reloading = false));
+  };
+  for (const file of files) watchFile(file, { interval: TLS_POLL_MS, persistent: false }, reload);
+  return { listener, stopTlsWatch: () => files.forEach((file) => unwatchFile(file, reload)) };
+}
