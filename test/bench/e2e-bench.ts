@@ -1,4 +1,4 @@
-// End-to-end benchmark (issue 6, DESIGN 5: p50 ≤ 150 ms, p99 ≤ 500 ms): Module CR edits in the SKRs reaching
+// End-to-end benchmark (DESIGN 5: p50 ≤ 150 ms, p99 ≤ 500 ms): Module CR edits in the SKRs reaching
 // their ModuleConfigs in KCP over the real path (SKR API server → skr-webhook → mTLS listener → skr-agent →
 // KCP API server), on the same local system as the demo (demo/system.ts).
 //

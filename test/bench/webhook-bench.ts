@@ -1,4 +1,4 @@
-// Webhook benchmark (issue 3, DESIGN 5): the webhook against a bare Node TLS responder, the floor.
+// Webhook benchmark (DESIGN 5): the webhook against a bare Node TLS responder, the floor.
 //   npx tsx --conditions=source test/bench/webhook-bench.ts [--rate 1000] [--seconds 10] [--connections 200]
 //   [--servers floor,up,down] [--baseline <dir>/webhook/src/index.ts]: adds another build, KCP up and down, to
 //   the same run; <dir> must sit inside this tree so its imports resolve, e.g.

@@ -1,4 +1,4 @@
-// Issue 6 end to end, on real API servers, through the real path: SKR API server → skr-webhook → KCP listener →
+// Registration and callbacks end to end on real API servers, through the real path: SKR API server → skr-webhook → KCP listener →
 // skr-agent. Requeues and resyncs are an hour long, so only a callback can explain a prompt update in KCP.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// Names and keys of the KCP Secrets that hold the PKI (issue 4); the I/O lives in the apps.
+// Names and keys of the KCP Secrets that hold the PKI; the I/O lives in the apps.
 
 /** The signing CA: `tls.crt`, `tls.key`; during a rotation also the pending and the previous CA. */
 export const CA_SECRET_NAME = 'skr-watcher-ca';
