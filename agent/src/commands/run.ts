@@ -115,7 +115,10 @@ export function runCommand(): Command {
     .option('--leader-elect', 'run as one of several replicas; only the holder of the Lease works')
     .option('--lease-name <name>', 'name of the coordination.k8s.io Lease', 'skr-agent-leader')
     .option('--lease-namespace <ns>', 'namespace of the Lease (default: --namespace)')
-    .option('--leader-identity <id>', 'identity in the Lease (default: $HOSTNAME_<pid>_<random>)')
+    .option(
+      '--leader-identity <id>',
+      'identity in the Lease, unique per replica: a live Lease under this identity that another process holds is treated as foreign (default: $HOSTNAME_<pid>_<random>)',
+    )
     .option('--workers <n>', 'Kymas reconciled in parallel', '4')
     .option('--requeue-ready <duration>', 'requeue of a Ready Kyma', formatDuration(REQUEUE_MS.Ready))
     .option(

@@ -97,6 +97,8 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
     : undefined;
 
   let observed: ObservedRecord | undefined;
+  /** This elector wrote the current holder record itself; a Lease naming our identity is not proof of that. */
+  let tookLease = false;
   let leading = false;
   let stopped = false;
   let leadership: AbortController | undefined;
@@ -164,11 +166,14 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
         },
       });
       observe(created);
+      tookLease = true;
       return true;
     }
     observe(lease);
     const current = observed as ObservedRecord;
-    const heldByOther = current.holder !== '' && current.holder !== identity;
+    // A live Lease under our identity that this elector never took belongs to another replica started with
+    // the same identity: treat it as foreign, or both would renew it and both would lead.
+    const heldByOther = current.holder !== '' && (current.holder !== identity || !tookLease);
     if (heldByOther && current.observedAt + current.leaseDurationMs > clock.now()) return false;
 
     const spec = lease.spec ?? {};
@@ -184,6 +189,7 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
       body: { ...lease, spec: { ...spec, ...leaseSpec(acquireTime, transitions) } },
     });
     observe(updated);
+    tookLease = true;
     return true;
   };
 
@@ -212,6 +218,7 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
   };
 
   const stopLeading = (reason: 'lost' | 'released') => {
+    tookLease = false;
     if (!leading) return;
     leading = false;
     leaderGauge?.set({ lease: `${namespace}/${name}` }, 0);

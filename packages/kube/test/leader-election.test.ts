@@ -82,6 +82,22 @@ describe('LeaderElector on a real API server', function () {
     expect(renewText).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
   });
 
+  it('a second candidate started with the same identity does not lead while the first holds the Lease', async () => {
+    const a = elector('same-identity', 'replica-x');
+    await waitUntil('the first leads', () => a.elector.isLeader);
+    const b = elector('same-identity', 'replica-x');
+    // Marker: the first renews three more times, so the second has made several attempts meanwhile.
+    const renewals = new Set<string>();
+    await waitUntil('three renewals by the first', async () => {
+      const lease = await leases.readNamespacedLease({ name: 'same-identity', namespace });
+      renewals.add(String(lease.spec?.renewTime as unknown));
+      return renewals.size >= 4;
+    });
+    expect(a.elector.isLeader).to.equal(true);
+    expect(b.elector.isLeader).to.equal(false);
+    expect(b.events).to.deep.equal([]);
+  });
+
   it('renews: a standby stays standby for several lease durations while the leader lives', async () => {
     const a = elector('renew', 'replica-a');
     await waitUntil('a leads', () => a.elector.isLeader);
