@@ -173,10 +173,18 @@ export function createController(options: ControllerOptions): Controller {
   });
   watchers.addHandler(onSpecChange<Watcher>(() => enqueueAll('watcher')));
 
-  // Templates and release metas change what a module resolves to: the Kymas that use the module.
+  // Templates and release metas change what a module resolves to (the Kymas that use the module) and, when the
+  // module catalog is copied to SKRs or the module is mandatory, concern every Kyma.
   const byModule = (source: string) => (object: ModuleTemplate | ModuleReleaseMeta) => {
     const moduleName = object.spec?.moduleName;
-    enqueueAll(source, (kyma) => !moduleName || modulesOf(kyma).has(moduleName));
+    enqueueAll(
+      source,
+      (kyma) =>
+        !moduleName ||
+        kyma.spec?.sync?.moduleCatalog !== false ||
+        Boolean(object.spec?.mandatory) ||
+        modulesOf(kyma).has(moduleName),
+    );
   };
   const templates = custom<ModuleTemplate>(KINDS.moduleTemplate);
   templates.addHandler(onSpecChange<ModuleTemplate>(byModule('moduletemplate')));

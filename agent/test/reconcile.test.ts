@@ -5,7 +5,6 @@ import { expect } from 'chai';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
-  CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
@@ -14,6 +13,7 @@ import { DEFAULTS, GROUP, KINDS, KYMA_FINALIZER, LABELS, REQUEUE_MS } from '@skr
 import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry } from '@skr-watcher/telemetry';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
+import { custom, getOrUndefined, kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
 const SKR_NS = DEFAULTS.skrNamespace;
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -28,21 +28,10 @@ interface Planes {
 
 let env: Environment;
 let planes: Planes;
-let kcpCustom: CustomObjectsApi;
+let kcpCustom: ReturnType<typeof custom>;
 let kcpCore: CoreV1Api;
 let counter = 0;
 
-function custom(kc: KubeConfig) {
-  return kc.makeApiClient(CustomObjectsApi);
-}
-
-const kymaRef = (namespace: string, name: string) => ({
-  group: GROUP,
-  version: KINDS.kyma.version,
-  plural: KINDS.kyma.plural,
-  namespace,
-  name,
-});
 const skrKymaRef = kymaRef(SKR_NS, DEFAULTS.skrKymaName);
 const sampleRef = (name = 'sample') => ({
   group: GROUP,
@@ -51,20 +40,6 @@ const sampleRef = (name = 'sample') => ({
   namespace: SKR_NS,
   name,
 });
-
-async function getOrUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await read();
-    } catch (error) {
-      const code = (error as { code?: number }).code;
-      if (code === 404) return undefined;
-      // A fresh CRD answers 429 "storage is (re)initializing" for a moment.
-      if (code !== 429 || attempt > 20) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-  }
-}
 
 /** A fresh KCP namespace with the sample module's catalog and a kubeconfig Secret per given Kyma. */
 async function kcpNamespace(): Promise<string> {
@@ -105,21 +80,6 @@ async function kcpNamespace(): Promise<string> {
     },
   });
   return namespace;
-}
-
-/**
- * The reconciler learns which Secrets and SyncResources exist from the API server's watch cache (as an informer
- * would); a test that creates one and reconciles at once waits until the cache has it, as a watch trigger would.
- */
-async function untilInWatchCache(
-  list: () => Promise<{ items: { metadata?: { name?: string } }[] }>,
-  name: string,
-): Promise<void> {
-  for (let attempt = 0; attempt < 250; attempt++) {
-    if ((await list()).items.some((item) => item.metadata?.name === name)) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`${name} never reached the watch cache`);
 }
 
 async function kubeconfigSecret(namespace: string, kyma: string, kubeconfig: string): Promise<void> {
@@ -262,19 +222,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     };
     kcpCustom = custom(planes.kcp);
     kcpCore = planes.kcp.makeApiClient(CoreV1Api);
-    // Fresh CRDs answer 429 "storage is (re)initializing" for a moment; wait that out once per plane.
-    for (const kc of [planes.kcp, planes.skr1, planes.skr2]) {
-      for (const kind of Object.values(KINDS)) {
-        await getOrUndefined(() =>
-          custom(kc).listNamespacedCustomObject({
-            group: GROUP,
-            version: kind.version,
-            plural: kind.plural,
-            namespace: 'default',
-          }),
-        );
-      }
-    }
+    await untilCrdsServe([planes.kcp, planes.skr1, planes.skr2]);
     // The SKRs' kyma-system namespace is created by the reconciler when missing; make one SKR already have it.
     await planes.skr2.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: SKR_NS } } });
   });
@@ -317,16 +265,29 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         name: 'sample',
         channel: 'regular',
         version: '1.0.0',
-        template: 'sample-1.0.0',
         state: 'Ready',
-        resource: { group: GROUP, version: 'v1alpha1', kind: 'Sample', name: 'sample', namespace: SKR_NS },
+        template: {
+          apiVersion: `${GROUP}/${KINDS.moduleTemplate.version}`,
+          kind: KINDS.moduleTemplate.kind,
+          metadata: { name: 'sample-1.0.0', namespace: ns, generation: 1 },
+        },
+        resource: {
+          apiVersion: `${GROUP}/${KINDS.sample.version}`,
+          kind: KINDS.sample.kind,
+          metadata: { name: 'sample', namespace: SKR_NS },
+        },
+        maintenance: false,
       },
     ]);
+    expect(kymaA.status['activeChannel']).to.equal('regular');
     const skr1Kyma = (await custom(planes.skr1).getNamespacedCustomObject(skrKymaRef)) as {
       spec: Json;
       status: Json;
     };
-    expect(skr1Kyma.spec['modules']).to.deep.equal([{ name: 'sample' }]);
+    // The CRD's defaults (upstream's) are part of the spec the SKR Kyma is created from.
+    expect(skr1Kyma.spec['modules']).to.deep.equal([
+      { name: 'sample', managed: true, customResourcePolicy: 'CreateAndDelete' },
+    ]);
     expect(skr1Kyma.status['state']).to.equal('Ready');
 
     const sample = (await custom(planes.skr1).getNamespacedCustomObject(sampleRef())) as {
@@ -424,7 +385,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(broken?.['message']).to.match(/TemplateNotFound: ModuleTemplate .*\/nosuch-9\.9\.9 not found/);
     expect(kyma.status.modules.find((m) => m['name'] === 'sample')?.['state']).to.equal('Ready');
     expect(await moduleConfig(ns, 'kyma-m', 'sample')).to.not.equal(undefined);
-    const condition = kyma.status.conditions.find((c) => c['type'] === 'ModulesReady');
+    const condition = kyma.status.conditions.find((c) => c['type'] === 'Modules');
     expect(condition).to.include({ status: 'False', reason: 'ModulesNotReady' });
 
     const events = await kcpCore.listNamespacedEvent({ namespace: ns });
@@ -734,11 +695,8 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     await createKyma(ns, 'kyma-c', 'skr1', [{ name: 'sample', channel: 'fast' }]);
     await reconciler.reconcile(`${ns}/kyma-c`);
     let kyma = (await kcpKyma(ns, 'kyma-c')) as { status: { modules: Json[] } };
-    expect(kyma.status.modules[0]).to.include({
-      channel: 'fast',
-      version: '1.1.0',
-      template: 'sample-1.1.0',
-    });
+    expect(kyma.status.modules[0]).to.include({ channel: 'fast', version: '1.1.0' });
+    expect(kyma.status.modules[0]?.['template']).to.nested.include({ 'metadata.name': 'sample-1.1.0' });
     const sample = (await custom(planes.skr1).getNamespacedCustomObject(sampleRef())) as { spec: Json };
     expect(sample.spec['greeting']).to.equal('hello from 1.1.0');
 
@@ -749,7 +707,8 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     );
     await reconciler.reconcile(`${ns}/kyma-c`);
     kyma = (await kcpKyma(ns, 'kyma-c')) as typeof kyma;
-    expect(kyma.status.modules[0]).to.include({ version: '1.0.0', template: 'sample-1.0.0', state: 'Ready' });
+    expect(kyma.status.modules[0]).to.include({ version: '1.0.0', state: 'Ready' });
+    expect(kyma.status.modules[0]?.['template']).to.nested.include({ 'metadata.name': 'sample-1.0.0' });
     expect(kyma.status.modules[0]).to.not.have.property('channel');
 
     await custom(planes.skr1).patchNamespacedCustomObject(
@@ -877,7 +836,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(after.status.conditions.map((c) => c['type'])).to.include.members([
       'Foo',
       'SKRConnected',
-      'ModulesReady',
+      'Modules',
     ]);
   });
 

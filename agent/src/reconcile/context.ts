@@ -1,9 +1,9 @@
 // What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
-import { GROUP, KINDS, type RequeueIntervals } from '@skr-watcher/api';
+import { GROUP, KINDS, type Kyma, type RequeueIntervals } from '@skr-watcher/api';
 import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { EventRecorder } from './events.js';
-import type { RegistrationSettings } from './registration.js';
+import type { RegistrationSettings } from './skr-webhook.js';
 
 export interface ReconcileContext {
   kcp: ClusterClient;
@@ -29,6 +29,20 @@ type KindName = keyof typeof KINDS;
 export function refOf(kind: KindName, namespace: string, name: string): CustomObjectRef {
   const { plural, version } = KINDS[kind];
   return { group: GROUP, version, plural, namespace, name };
+}
+
+/** Address of a KCP Kyma. */
+export function refOfKyma(ctx: ReconcileContext, kyma: Kyma): CustomObjectRef {
+  return refOf('kyma', kyma.metadata.namespace ?? ctx.namespace, kyma.metadata.name);
+}
+
+/** What Events about a KCP Kyma are recorded on. */
+export function eventTarget(ctx: ReconcileContext, kyma: Kyma) {
+  return {
+    namespace: kyma.metadata.namespace ?? ctx.namespace,
+    name: kyma.metadata.name,
+    ...(kyma.metadata.uid ? { uid: kyma.metadata.uid } : {}),
+  };
 }
 
 export function apiVersionOf(kind: KindName): string {

@@ -9,12 +9,13 @@ import {
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { refOf, type ReconcileContext } from './context.js';
+import { eventTarget, refOf, type ReconcileContext } from './context.js';
 import { dropFinalizer } from './finalizers.js';
-import { eventTarget, kymaStatus, skrKymaRef, writeKymaStatus } from './kyma.js';
 import { moduleConfigsOf } from './module-config.js';
-import { CONDITIONS, kymaStatusChanged } from './status.js';
-import { removeSkrWebhook } from './registration.js';
+import { recordedModuleCr } from './modules.js';
+import { skrKymaRef } from './skr-kyma.js';
+import { removeSkrWebhook } from './skr-webhook.js';
+import { CONDITIONS, kymaStatus, kymaStatusChanged, writeKymaStatus } from './status.js';
 import { removeAppliedObjects, removeFinalizer, syncResourcesOf } from './sync-resource.js';
 
 export interface DeletionOutcome {
@@ -30,30 +31,16 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     return { requeueAfterMs: undefined };
   }
   const kymaRef = refOf('kyma', kymaNamespace, kymaName);
-  const deleting = kymaStatus(ctx, kyma.status, 'Deleting', kyma.status?.modules ?? [], []);
-  if (kymaStatusChanged(kyma.status, deleting)) await writeKymaStatus(ctx, ctx.kcp, kymaRef, deleting);
+  const deleting = kymaStatus(ctx, kyma, 'Deleting', kyma.status?.modules ?? [], []);
+  if (kymaStatusChanged(kyma.status, deleting)) await writeKymaStatus(ctx.kcp, kymaRef, deleting);
 
-  // Gather every Module CR identity before the ModuleConfigs that record them are gone.
+  // Gather every Module CR identity before the ModuleConfigs that record them are gone; the user keeps the
+  // Module CRs of unmanaged modules.
   const configs = await moduleConfigsOf(ctx, kymaName);
   const moduleCrs = new Map<string, ObjectRef>();
-  for (const config of configs.values()) {
-    const { apiVersion, kind, metadata } = config.spec.resource;
-    addRef(moduleCrs, {
-      apiVersion,
-      kind,
-      name: metadata.name,
-      ...(metadata.namespace ? { namespace: metadata.namespace } : {}),
-    });
-  }
+  for (const config of configs.values()) addRef(moduleCrs, recordedModuleCr(undefined, config));
   for (const module of kyma.status?.modules ?? []) {
-    const resource = module.resource;
-    if (!resource?.kind || !resource.name) continue;
-    addRef(moduleCrs, {
-      apiVersion: resource.group ? `${resource.group}/${resource.version}` : resource.version,
-      kind: resource.kind,
-      name: resource.name,
-      ...(resource.namespace ? { namespace: resource.namespace } : {}),
-    });
+    if (module.state !== 'Unmanaged') addRef(moduleCrs, recordedModuleCr(module, undefined));
   }
 
   // 1. ModuleConfigs: KCP only, always possible.
@@ -85,10 +72,10 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     const since = Date.parse(kyma.metadata.deletionTimestamp ?? '');
     const waited = Number.isNaN(since) ? 0 : ctx.clock().getTime() - since;
     if (!noCredentials && waited < ctx.deletionTimeoutMs) {
-      const status = kymaStatus(ctx, kyma.status, 'Deleting', kyma.status?.modules ?? [], [
+      const status = kymaStatus(ctx, kyma, 'Deleting', kyma.status?.modules ?? [], [
         { type: CONDITIONS.skrConnected, ok: false, reason: 'SKRCleanupFailed', message },
       ]);
-      if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx, ctx.kcp, kymaRef, status);
+      if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, kymaRef, status);
       throw new Error(`delete Kyma ${kymaNamespace}/${kymaName}: SKR cleanup failed (retrying)`, {
         cause: skrError,
       });
@@ -114,8 +101,8 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
   return { requeueAfterMs: undefined };
 }
 
-function addRef(refs: Map<string, ObjectRef>, ref: ObjectRef): void {
-  refs.set(JSON.stringify([ref.apiVersion, ref.kind, ref.namespace ?? '', ref.name]), ref);
+function addRef(refs: Map<string, ObjectRef>, ref: ObjectRef | undefined): void {
+  if (ref) refs.set(JSON.stringify([ref.apiVersion, ref.kind, ref.namespace ?? '', ref.name]), ref);
 }
 
 async function cleanUpSkr(

@@ -55,12 +55,12 @@ import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
-import type { RegistrationSettings } from './registration.js';
+import type { RegistrationSettings } from './skr-webhook.js';
 import { parseKyma } from './shapes.js';
 
 export { moduleConfigName } from './module-config.js';
 export { CONDITIONS } from './status.js';
-export { SKR_WEBHOOK_CONDITION, type RegistrationSettings } from './registration.js';
+export { SKR_WEBHOOK_CONDITION, type RegistrationSettings } from './skr-webhook.js';
 
 export interface ReconcilerOptions {
   /** KCP access (@kubernetes/client-node). */

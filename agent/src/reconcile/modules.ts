@@ -1,111 +1,253 @@
-// Module resolution (DESIGN 3): the ModuleReleaseMeta named after the module gives the version of the
-// channel (module channel, else Kyma channel, else `regular`) unless the module pins one; the template is
-// the ModuleTemplate `<module>-<version>`. A missing channel or template fails that module only.
-import { DEFAULTS, type KymaModule, type ModuleTemplate } from '@skr-watcher/api';
-import { getCustomObject } from '@skr-watcher/kube';
-import { refOf, type ReconcileContext } from './context.js';
-import { parseModuleReleaseMeta, parseModuleTemplate, ShapeError } from './shapes.js';
+// The modules of one Kyma: for each wanted module (listed in the SKR Kyma, or mandatory) its resolution, its
+// Module CR in the SKR (created from the template's spec.data when absent) and its ModuleConfig mirror in KCP;
+// for each module no longer wanted, its ModuleConfig and the Module CR the agent created. The result is the
+// Kyma's status.modules in upstream's shape.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import {
+  DEFAULTS,
+  FIELD_MANAGER,
+  KINDS,
+  LABELS,
+  MANAGED_BY,
+  trackedObject,
+  type Kyma,
+  type KymaModule,
+  type KymaModuleStatus,
+  type ModuleConfig,
+  type ModuleReleaseMeta,
+} from '@skr-watcher/api';
+import {
+  createIfAbsent,
+  deleteIfExists,
+  isUnreachable,
+  KubeRequestError,
+  readObject,
+  type ClusterClient,
+  type ObjectRef,
+} from '@skr-watcher/kube';
+import { apiVersionOf, type ReconcileContext } from './context.js';
+import { deleteModuleConfig, mirrorModuleCr, readModuleConfig } from './module-config.js';
+import { isModuleFailure, resolveModule, type ModuleFailure, type ResolvedModule } from './resolution.js';
+import { isResourceState, worstState } from './status.js';
 
-export interface ResolvedModule {
-  name: string;
-  /** The channel used, or undefined for a pinned version. */
-  channel: string | undefined;
-  version: string;
-  template: ModuleTemplate;
-  /** Identity of the Module CR this module version manages in the SKR. */
-  resource: { apiVersion: string; kind: string; name: string; namespace: string };
+/** What a module is reconciled from; `mandatory` is its ModuleReleaseMeta when the module is mandatory. */
+export interface WantedModule {
+  module: KymaModule;
+  mandatory?: ModuleReleaseMeta;
 }
 
-/** Why a module could not be resolved; `reason` is a CamelCase word for conditions and Events. */
-export interface ModuleFailure {
-  name: string;
-  reason: 'ModuleReleaseMetaNotFound' | 'ChannelNotFound' | 'TemplateNotFound' | 'TemplateInvalid';
-  message: string;
+/**
+ * The wanted modules: those listed in the SKR Kyma, then every mandatory module (a listed mandatory module
+ * counts once, as mandatory: upstream installs it for every Kyma whatever the list says).
+ */
+export function wantedModules(skrKyma: Kyma, mandatory: ModuleReleaseMeta[]): WantedModule[] {
+  const mandatoryNames = new Set(mandatory.map((meta) => meta.spec.moduleName));
+  return [
+    ...(skrKyma.spec.modules ?? [])
+      .filter((module) => !mandatoryNames.has(module.name))
+      .map((module) => ({ module })),
+    ...mandatory.map((meta) => ({ module: { name: meta.spec.moduleName }, mandatory: meta })),
+  ];
 }
 
-export function isModuleFailure(value: ResolvedModule | ModuleFailure): value is ModuleFailure {
-  return 'reason' in value;
+/** Like Promise.all, but waits for every promise, so no work of this pass runs on after it has failed. */
+async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<T>).value);
 }
 
-export async function resolveModule(
+export async function reconcileModules(
   ctx: ReconcileContext,
-  module: KymaModule,
+  kyma: Kyma,
+  skr: ClusterClient,
+  wanted: WantedModule[],
   kymaChannel: string | undefined,
   skrNamespace: string,
-): Promise<ResolvedModule | ModuleFailure> {
-  const { namespace } = ctx;
-  let version = module.version;
-  let channel: string | undefined;
-  if (!version) {
-    channel = module.channel ?? kymaChannel ?? DEFAULTS.channel;
-    const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleReleaseMeta', namespace, module.name));
-    if (raw === undefined) {
-      return {
-        name: module.name,
-        reason: 'ModuleReleaseMetaNotFound',
-        message: `ModuleReleaseMeta ${namespace}/${module.name} not found`,
-      };
+  configs: Map<string, ModuleConfig>,
+): Promise<KymaModuleStatus[]> {
+  const kymaName = kyma.metadata.name;
+  const previousStatus = new Map((kyma.status?.modules ?? []).map((module) => [module.name, module]));
+  // Modules are independent of each other: one round trip of latency for all of them, not one each.
+  const statuses = await settleAll(
+    wanted.map((entry) =>
+      reconcileModule(
+        ctx,
+        kyma,
+        entry,
+        kymaChannel,
+        skrNamespace,
+        skr,
+        previousStatus.get(entry.module.name),
+      ),
+    ),
+  );
+
+  // Modules no longer wanted: their ModuleConfig goes, and a Module CR the agent created goes with it, unless
+  // the module was unmanaged (then the user owns the Module CR).
+  const wantedNames = new Set(wanted.map((entry) => entry.module.name));
+  const dropped = new Set(
+    [...configs.keys(), ...previousStatus.keys()].filter((name) => !wantedNames.has(name)),
+  );
+  for (const name of dropped) {
+    const config = configs.get(name);
+    const previous = previousStatus.get(name);
+    const moduleCr = recordedModuleCr(previous, config);
+    if (moduleCr && previous?.state !== 'Unmanaged') {
+      const current = await readObject(skr.objects, moduleCr);
+      if (current?.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY)
+        await deleteIfExists(skr.objects, moduleCr);
     }
-    let entry;
-    try {
-      entry = parseModuleReleaseMeta(raw, `ModuleReleaseMeta ${namespace}/${module.name}`).spec.channels.find(
-        (candidate) => candidate.channel === channel,
-      );
-    } catch (error) {
-      if (!(error instanceof ShapeError)) throw error;
-      return { name: module.name, reason: 'TemplateInvalid', message: error.message };
-    }
-    if (!entry) {
-      return {
-        name: module.name,
-        reason: 'ChannelNotFound',
-        message: `ModuleReleaseMeta ${namespace}/${module.name} has no channel ${channel}`,
-      };
-    }
-    version = entry.version;
+    await deleteModuleConfig(ctx, kymaName, name, config);
+    ctx.logger.info({ kyma: kymaName, module: name }, 'module disabled; ModuleConfig removed');
+  }
+  return statuses;
+}
+
+/** Identity of a Module CR as recorded in a ModuleConfig or, failing that, a Kyma module status. */
+export function recordedModuleCr(
+  status: KymaModuleStatus | undefined,
+  config: ModuleConfig | undefined,
+): ObjectRef | undefined {
+  if (config) {
+    const { apiVersion, kind, metadata } = config.spec.resource;
+    return {
+      apiVersion,
+      kind,
+      name: metadata.name,
+      ...(metadata.namespace ? { namespace: metadata.namespace } : {}),
+    };
+  }
+  return trackedObject(status?.resource);
+}
+
+/** The module status of a resolved module, before its Module CR is looked at. */
+function resolvedStatus(resolved: ResolvedModule): KymaModuleStatus {
+  const { template } = resolved;
+  return {
+    name: resolved.name,
+    ...(resolved.fqdn ? { fqdn: resolved.fqdn } : {}),
+    ...(resolved.channel ? { channel: resolved.channel } : {}),
+    version: resolved.version,
+    state: 'Ready',
+    template: {
+      apiVersion: apiVersionOf('moduleTemplate'),
+      kind: KINDS.moduleTemplate.kind,
+      metadata: {
+        name: template.metadata.name,
+        namespace: template.metadata.namespace ?? '',
+        ...(template.metadata.generation === undefined ? {} : { generation: template.metadata.generation }),
+      },
+    },
+    ...(resolved.resource
+      ? {
+          resource: {
+            apiVersion: resolved.resource.apiVersion,
+            kind: resolved.resource.kind,
+            metadata: { name: resolved.resource.name, namespace: resolved.resource.namespace },
+          },
+        }
+      : {}),
+  };
+}
+
+/**
+ * A resolution failure. A ModuleReleaseMeta that went missing under an installed module keeps what was
+ * installed in status: Error the first time, Warning from then on, as upstream reports it.
+ */
+function failedStatus(failure: ModuleFailure, previous: KymaModuleStatus | undefined): KymaModuleStatus {
+  const message = `${failure.reason}: ${failure.message}`;
+  if (failure.reason === 'ModuleReleaseMetaNotFound' && previous?.template) {
+    const reported = previous.state === 'Error' || previous.state === 'Warning';
+    return { ...previous, state: reported ? 'Warning' : 'Error', message };
+  }
+  return { name: failure.name, state: 'Error', message };
+}
+
+async function reconcileModule(
+  ctx: ReconcileContext,
+  kyma: Kyma,
+  { module, mandatory }: WantedModule,
+  kymaChannel: string | undefined,
+  skrNamespace: string,
+  skr: ClusterClient,
+  previous: KymaModuleStatus | undefined,
+): Promise<KymaModuleStatus> {
+  const kymaName = kyma.metadata.name;
+  // Read fresh (not from a list that may lag our own last write): whether to write depends on it.
+  const configRead = readModuleConfig(ctx, kymaName, module.name);
+  configRead.catch(() => undefined);
+
+  if (module.managed === false) {
+    // The user runs the module: its Module CR is left alone and no longer mirrored (docs/decisions/009).
+    if (await configRead) await deleteModuleConfig(ctx, kymaName, module.name);
+    const kept = { ...previous, name: module.name, state: 'Unmanaged' as const };
+    delete kept.message;
+    return kept;
   }
 
-  const templateName = `${module.name}-${version}`;
-  const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleTemplate', namespace, templateName));
-  if (raw === undefined) {
-    return {
-      name: module.name,
-      reason: 'TemplateNotFound',
-      message: `ModuleTemplate ${namespace}/${templateName} not found (version ${version}${channel ? `, channel ${channel}` : ''})`,
-    };
+  const resolved = await resolveModule(ctx, {
+    module,
+    kyma,
+    kymaChannel,
+    skrNamespace,
+    installedVersion: previous?.version,
+    ...(mandatory ? { mandatory } : {}),
+  });
+  // The mirror of an existing Module CR stays: a catalog problem in KCP is no reason to lose user data.
+  if (isModuleFailure(resolved)) return failedStatus(resolved, previous);
+
+  const base = resolvedStatus(resolved);
+  const warn = (status: KymaModuleStatus): KymaModuleStatus =>
+    resolved.warning
+      ? { ...status, state: worstState([status.state, 'Warning']), message: resolved.warning }
+      : status;
+  if (!resolved.resource) {
+    // A module without a default CR (no spec.data) is installed without one, as upstream does.
+    if (await configRead) await deleteModuleConfig(ctx, kymaName, module.name);
+    return warn(base);
   }
-  let template: ModuleTemplate;
+  const resource = resolved.resource;
+  let moduleCr: (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
   try {
-    template = parseModuleTemplate(raw, `ModuleTemplate ${namespace}/${templateName}`);
+    moduleCr = (await readObject(skr.objects, resource)) as
+      (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
+    if (!moduleCr) {
+      if ((module.customResourcePolicy ?? 'CreateAndDelete') === 'Ignore') {
+        if (await configRead) await deleteModuleConfig(ctx, kymaName, module.name);
+        return warn({
+          ...base,
+          state: 'Warning',
+          message: `Module CR ${resource.kind} ${resource.namespace}/${resource.name} absent; customResourcePolicy Ignore leaves it to the user`,
+        });
+      }
+      const data = resolved.template.spec.data!;
+      const body = {
+        apiVersion: data.apiVersion,
+        kind: data.kind,
+        metadata: {
+          name: resource.name,
+          namespace: resource.namespace,
+          labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.watchedBy]: DEFAULTS.manager },
+        },
+        ...(data.spec ? { spec: structuredClone(data.spec) } : {}),
+      };
+      moduleCr =
+        (await createIfAbsent(skr.objects, body, FIELD_MANAGER)) ?? (await readObject(skr.objects, resource));
+      if (!moduleCr) throw new Error(`Module CR ${resource.name} vanished right after its creation`);
+      ctx.logger.info(
+        { kyma: kymaName, module: module.name, gvk: `${data.apiVersion}/${data.kind}` },
+        'created Module CR from template',
+      );
+    }
   } catch (error) {
-    if (!(error instanceof ShapeError)) throw error;
-    return { name: module.name, reason: 'TemplateInvalid', message: error.message };
+    // An SKR answer about this module only (e.g. its CRD is not installed) fails the module; no answer fails the pass.
+    if (isUnreachable(error) || !(error instanceof KubeRequestError)) throw error;
+    return { ...base, state: 'Error', message: error.message };
   }
-  if (template.spec.moduleName !== module.name) {
-    return {
-      name: module.name,
-      reason: 'TemplateInvalid',
-      message: `ModuleTemplate ${namespace}/${templateName} is for module ${template.spec.moduleName}`,
-    };
-  }
-  const data = template.spec.data;
-  if (!data) {
-    return {
-      name: module.name,
-      reason: 'TemplateInvalid',
-      message: `ModuleTemplate ${namespace}/${templateName} has no spec.data (the default Module CR)`,
-    };
-  }
-  return {
-    name: module.name,
-    channel,
-    version,
-    template,
-    resource: {
-      apiVersion: data.apiVersion,
-      kind: data.kind,
-      name: data.metadata?.name ?? module.name,
-      namespace: data.metadata?.namespace ?? skrNamespace,
-    },
-  };
+  const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
+  const state = isResourceState(crState) ? crState : 'Ready';
+  await mirrorModuleCr(ctx, kymaName, module.name, moduleCr, state, await configRead);
+  return warn({ ...base, state, ...(state !== 'Ready' ? { message: `Module CR state ${state}` } : {}) });
 }

@@ -1,37 +1,54 @@
 // Status of the Kymas: the worst state wins, conditions keep their transition time while unchanged, and a
-// status is only written when something a reader would see has changed (not on every pass).
+// status is only written when something a reader would see has changed (not on every pass). The shape is
+// upstream lifecycle-manager's (tracking objects, activeChannel, its condition types), so tools written for
+// it read ours the same way.
 import { isDeepStrictEqual } from 'node:util';
-import type { Condition, KymaModuleStatus, KymaStatus, ResourceState } from '@skr-watcher/api';
+import {
+  FIELD_MANAGER,
+  KINDS,
+  type Condition,
+  type Kyma,
+  type KymaModuleStatus,
+  type KymaStatus,
+  type ModuleState,
+  type ResourceState,
+} from '@skr-watcher/api';
+import { applyCustomStatus, type ClusterClient, type CustomObjectRef } from '@skr-watcher/kube';
+import { apiVersionOf, type ReconcileContext } from './context.js';
 
 /** Severity order: Error > Warning > Processing > Ready (Deleting is reported on its own). */
-const SEVERITY: Record<ResourceState, number> = {
+const SEVERITY: Record<ModuleState, number> = {
   Ready: 0,
+  // The user runs an unmanaged module; for the Kyma it is as good as Ready, as upstream counts it.
+  Unmanaged: 0,
   Processing: 1,
   Warning: 2,
   Error: 3,
   Deleting: 4,
 };
 
-export function worstState(states: Iterable<ResourceState>): ResourceState {
+export function worstState(states: Iterable<ModuleState>): ResourceState {
   let worst: ResourceState = 'Ready';
-  for (const state of states) if (SEVERITY[state] > SEVERITY[worst]) worst = state;
+  for (const state of states) if (SEVERITY[state] > SEVERITY[worst]) worst = state as ResourceState;
   return worst;
 }
 
 export function isResourceState(value: unknown): value is ResourceState {
-  return typeof value === 'string' && value in SEVERITY;
+  return typeof value === 'string' && value in SEVERITY && value !== 'Unmanaged';
 }
 
-/** Condition types on the Kyma (KCP and SKR). */
+/** Condition types on the Kyma (KCP and SKR): upstream's where it has one, ours where it has none. */
 export const CONDITIONS = {
-  /** The kubeconfig Secret exists and the SKR answered. */
-  skrConnected: 'SKRConnected',
-  /** Every module resolved, its Module CR exists and is mirrored into a ModuleConfig. */
-  modulesReady: 'ModulesReady',
-  /** Every item of every SyncResource of this Kyma is applied. */
-  syncResourcesApplied: 'SyncResourcesApplied',
-  /** The SKR webhook is installed and its events arrive (set only when registration is on). */
+  /** Upstream's: every module resolved, its Module CR exists and is mirrored into a ModuleConfig. */
+  modules: 'Modules',
+  /** Upstream's: the module catalog the Kyma may use is copied into the SKR. */
+  moduleCatalog: 'ModuleCatalog',
+  /** Upstream's: the SKR webhook is installed and its events arrive (set only when registration is on). */
   skrWebhook: 'SKRWebhook',
+  /** Ours: the kubeconfig Secret exists and the SKR answered. */
+  skrConnected: 'SKRConnected',
+  /** Ours: every item of every SyncResource of this Kyma is applied. */
+  syncResourcesApplied: 'SyncResourcesApplied',
 } as const;
 
 const OWN_CONDITIONS = new Set<string>(Object.values(CONDITIONS));
@@ -48,6 +65,7 @@ export function conditionsFor(
   inputs: ConditionInput[],
   previous: Condition[] | undefined,
   now: Date,
+  observedGeneration: number | undefined,
 ): Condition[] {
   return inputs.map((input) => {
     const status = input.ok ? 'True' : 'False';
@@ -58,26 +76,79 @@ export function conditionsFor(
       reason: input.reason,
       message: input.message,
       lastTransitionTime: before?.status === status ? before.lastTransitionTime : now.toISOString(),
+      ...(observedGeneration === undefined ? {} : { observedGeneration }),
     };
   });
+}
+
+/**
+ * The Kyma status of this pass. Conditions not given this time (e.g. Modules when the SKR was unreachable)
+ * keep their last value; only our own condition types, since applying another controller's condition would
+ * make us co-own it.
+ */
+export function kymaStatus(
+  ctx: ReconcileContext,
+  kyma: Kyma,
+  state: ResourceState,
+  modules: KymaModuleStatus[],
+  conditions: ConditionInput[],
+  activeChannel: string | undefined = kyma.status?.activeChannel,
+): KymaStatus {
+  const now = ctx.clock();
+  const previous = kyma.status;
+  const kept = (previous?.conditions ?? []).filter(
+    (c) => OWN_CONDITIONS.has(c.type) && !conditions.some((input) => input.type === c.type),
+  );
+  return {
+    state,
+    modules,
+    conditions: [...conditionsFor(conditions, previous?.conditions, now, kyma.metadata.generation), ...kept],
+    lastOperation: { operation: `reconciled: ${state}`, lastUpdateTime: now.toISOString() },
+    ...(activeChannel ? { activeChannel } : {}),
+  };
 }
 
 /** True when `next` differs from `current` in anything but timestamps and other controllers' conditions. */
 export function kymaStatusChanged(current: KymaStatus | undefined, next: KymaStatus): boolean {
   const comparable = (status: KymaStatus | undefined) => ({
     state: status?.state,
-    modules: (status?.modules ?? []).map((module: KymaModuleStatus) => ({ ...module })),
+    activeChannel: status?.activeChannel,
+    // As JSON: an absent field and one set to undefined read the same; the CRD defaults maintenance to false.
+    modules: JSON.parse(
+      JSON.stringify(
+        (status?.modules ?? []).map((module) => ({ ...module, maintenance: module.maintenance ?? false })),
+      ),
+    ) as unknown,
     conditions: (status?.conditions ?? [])
       .filter((condition) => OWN_CONDITIONS.has(condition.type))
       .sort((a, b) => a.type.localeCompare(b.type))
-      .map(({ type, status: value, reason, message }) => ({
+      .map(({ type, status: value, reason, message, observedGeneration }) => ({
         type,
         status: value,
         reason,
         message,
+        observedGeneration,
       })),
   });
   return !isDeepStrictEqual(comparable(current), comparable(next));
+}
+
+export async function writeKymaStatus(
+  cluster: ClusterClient,
+  ref: CustomObjectRef,
+  status: KymaStatus,
+): Promise<void> {
+  await applyCustomStatus(
+    cluster.custom,
+    ref,
+    {
+      apiVersion: apiVersionOf('kyma'),
+      kind: KINDS.kyma.kind,
+      metadata: { name: ref.name, namespace: ref.namespace },
+      status,
+    },
+    { fieldManager: FIELD_MANAGER, force: true },
+  );
 }
 
 /** A one-line summary of failures for condition messages and Events. */

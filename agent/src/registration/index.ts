@@ -17,7 +17,9 @@ import {
   GROUP,
   KINDS,
   LABELS,
+  listItems,
   splitApiVersion,
+  watcherSchema,
   type GroupVersionResource,
   type Kyma,
   type Watcher,
@@ -272,21 +274,19 @@ function ipAddressesOf(url: string): string[] {
   }
 }
 
-async function listWatchers(kcp: ClusterClient, namespace: string): Promise<Watcher[]> {
+/** The live Watchers of a namespace; one that does not parse is left out, so it cannot break the others. */
+export async function listWatchers(kcp: ClusterClient, namespace: string): Promise<Watcher[]> {
   const { plural, version } = KINDS.watcher;
+  let list: unknown;
   try {
-    const list = (await kcp.custom.listNamespacedCustomObject({
-      group: GROUP,
-      version,
-      namespace,
-      plural,
-    })) as {
-      items?: Watcher[];
-    };
-    return (list.items ?? []).filter((w) => !w.metadata.deletionTimestamp);
+    list = await kcp.custom.listNamespacedCustomObject({ group: GROUP, version, namespace, plural });
   } catch (cause) {
     throw new Error(`list Watchers in ${namespace}`, { cause });
   }
+  return listItems(list, `Watcher list ${namespace}`).flatMap((item) => {
+    const parsed = watcherSchema.safeParse(item);
+    return parsed.success && !parsed.data.metadata.deletionTimestamp ? [parsed.data] : [];
+  });
 }
 
 /** Resolves Module CR kinds to resources through the SKR's CRDs (Module CRs are always custom resources). */

@@ -9,6 +9,7 @@ import {
   GROUP,
   LABELS,
   MANAGED_BY,
+  managerOf,
   type GroupVersionResource,
   type Watcher,
 } from '@skr-watcher/api';
@@ -67,7 +68,7 @@ export function webhookConfigurationFor(input: WebhookConfigurationInput): V1Val
       return {
         ...common,
         name: webhookNameFor(watcher.metadata.name),
-        clientConfig: clientConfig(input.target, watcher.spec.manager, input.caBundlePem),
+        clientConfig: clientConfig(input.target, managerOf(watcher), input.caBundlePem),
         objectSelector: { matchLabels: { ...(watcher.spec.labelsToWatch ?? {}) } },
         rules: [
           {

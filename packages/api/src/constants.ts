@@ -41,6 +41,12 @@ export const LABELS = {
   watchedBy: 'operator.kyma-project.io/watched-by',
   /** "true" pauses reconciliation of a Kyma. */
   skipReconciliation: 'operator.kyma-project.io/skip-reconciliation',
+  /** "true" on a Kyma admits beta modules; on a ModuleTemplate, marks it beta (upstream's label). */
+  beta: 'operator.kyma-project.io/beta',
+  /** "true" on a Kyma admits internal modules; on a ModuleTemplate, marks it internal. */
+  internal: 'operator.kyma-project.io/internal',
+  /** "false" on a ModuleTemplate keeps it out of every SKR's module catalog (upstream's label). */
+  sync: 'operator.kyma-project.io/sync',
 } as const;
 
 export const ANNOTATIONS = {
@@ -114,7 +120,3 @@ export const LISTENER_STATUS = {
   payloadTooLarge: 413,
   unsupportedMediaType: 415,
 } as const;
-
-/** Resource state, ordered so that the worst state wins when aggregating. */
-export const STATES = ['Ready', 'Processing', 'Warning', 'Error', 'Deleting'] as const;
-export type State = (typeof STATES)[number];

@@ -1,178 +1,9 @@
-// Shapes of the custom resources (DESIGN 3). Only the fields this project reads or writes are typed.
+// The custom resources (DESIGN 3). Their zod schemas in ./schemas are the one description of each kind; the
+// types here are inferred from them, and manifests/crds/ describes the same fields to the API server.
+import { DEFAULTS, LABELS } from './constants.js';
+import type { LabelSelector, TrackingObject, Watcher } from './schemas/index.js';
 
-export interface ObjectMeta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-}
-
-export interface TypedObject<Spec, Status = unknown> {
-  apiVersion: string;
-  kind: string;
-  metadata: ObjectMeta;
-  spec: Spec;
-  status?: Status;
-}
-
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
-
-export interface LastOperation {
-  operation: string;
-  lastUpdateTime: string;
-}
-
-export type ResourceState = 'Ready' | 'Processing' | 'Warning' | 'Error' | 'Deleting';
-
-// Kyma
-
-export interface KymaModule {
-  name: string;
-  channel?: string;
-  version?: string;
-  customResourcePolicy?: 'CreateAndDelete' | 'Ignore';
-}
-
-export interface KymaSpec {
-  channel?: string;
-  modules?: KymaModule[];
-  sync?: { enabled?: boolean; namespace?: string; moduleCatalog?: boolean };
-}
-
-export interface KymaModuleStatus {
-  name: string;
-  channel?: string;
-  version?: string;
-  template?: string;
-  state: ResourceState;
-  message?: string;
-  resource?: GroupVersionKind & { name: string; namespace?: string };
-}
-
-export interface KymaStatus {
-  state?: ResourceState;
-  conditions?: Condition[];
-  modules?: KymaModuleStatus[];
-  lastOperation?: LastOperation;
-}
-
-export type Kyma = TypedObject<KymaSpec, KymaStatus>;
-
-// ModuleTemplate and ModuleReleaseMeta
-
-export interface ModuleTemplateSpec {
-  moduleName: string;
-  version: string;
-  /** The default Module CR of this module version; its apiVersion and kind name the Module CR type. */
-  data?: { apiVersion: string; kind: string; metadata?: Partial<ObjectMeta>; spec?: Record<string, unknown> };
-  channel?: string;
-}
-export type ModuleTemplate = TypedObject<ModuleTemplateSpec>;
-
-export interface ModuleReleaseMetaSpec {
-  moduleName: string;
-  channels: { channel: string; version: string }[];
-}
-export type ModuleReleaseMeta = TypedObject<ModuleReleaseMetaSpec>;
-
-// Watcher
-
-export interface WatcherSpec {
-  manager: string;
-  labelsToWatch?: Record<string, string>;
-  resourceToWatch: { group: string; version: string; resource: string };
-  field: 'spec' | 'status';
-  serviceInfo?: { name: string; port: number; namespace: string };
-  gateway?: { selector?: { matchLabels?: Record<string, string> } };
-}
-export type Watcher = TypedObject<WatcherSpec>;
-
-// ModuleConfig
-
-export interface MirroredResource {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string };
-  spec?: Record<string, unknown>;
-}
-
-export interface ModuleConfigSpec {
-  kyma: string;
-  module: string;
-  resource: MirroredResource;
-}
-
-export interface ModuleConfigStatus {
-  state?: ResourceState;
-  conditions?: Condition[];
-  lastOperation?: LastOperation;
-  observedGeneration?: number;
-  /** resourceVersion of the Module CR in the SKR that this mirror was taken from. */
-  sourceResourceVersion?: string;
-}
-export type ModuleConfig = TypedObject<ModuleConfigSpec, ModuleConfigStatus>;
-
-// SyncResource
-
-export type SyncStrategy = 'CreateAndSync' | 'CreateAndIgnore' | 'Delete';
-
-export interface SyncItem {
-  name: string;
-  strategy: SyncStrategy;
-  resource: { apiVersion: string; kind: string; metadata: Partial<ObjectMeta> & { name: string } } & Record<
-    string,
-    unknown
-  >;
-}
-
-export interface SyncItemStatus {
-  name: string;
-  state: ResourceState;
-  message?: string;
-  /** Identity of what was applied, so that items dropped from the spec can be removed from the SKR. */
-  applied?: { apiVersion: string; kind: string; name: string; namespace?: string };
-}
-
-export interface SyncResourceSpec {
-  kyma: string;
-  items: SyncItem[];
-}
-
-export interface SyncResourceStatus {
-  state?: ResourceState;
-  conditions?: Condition[];
-  lastOperation?: LastOperation;
-  observedGeneration?: number;
-  items?: SyncItemStatus[];
-}
-export type SyncResource = TypedObject<SyncResourceSpec, SyncResourceStatus>;
-
-// Shared identifiers
-
-export interface GroupVersionKind {
-  group: string;
-  version: string;
-  kind: string;
-}
-
-export interface GroupVersionResource {
-  group: string;
-  version: string;
-  resource: string;
-}
+export * from './schemas/index.js';
 
 /** `group/version`, or `version` for the core group. */
 export function apiVersionOf(gv: { group: string; version: string }): string {
@@ -185,4 +16,44 @@ export function splitApiVersion(apiVersion: string): { group: string; version: s
   return slash < 0
     ? { group: '', version: apiVersion }
     : { group: apiVersion.slice(0, slash), version: apiVersion.slice(slash + 1) };
+}
+
+/** The component a Watcher's events wake: `spec.manager`, else upstream's `managed-by` label, else the default. */
+export function managerOf(watcher: Pick<Watcher, 'spec' | 'metadata'>): string {
+  return watcher.spec.manager || watcher.metadata.labels?.[LABELS.managedBy] || DEFAULTS.manager;
+}
+
+/** Identity of an object recorded in a tracking object; undefined when it lacks a kind or name. */
+export function trackedObject(
+  tracking: TrackingObject | undefined,
+): { apiVersion: string; kind: string; name: string; namespace?: string } | undefined {
+  const name = tracking?.metadata?.name;
+  if (!tracking?.apiVersion || !tracking.kind || !name) return undefined;
+  const namespace = tracking.metadata?.namespace;
+  return { apiVersion: tracking.apiVersion, kind: tracking.kind, name, ...(namespace ? { namespace } : {}) };
+}
+
+/**
+ * Whether `labels` satisfy a label selector, with the Kubernetes semantics (all terms ANDed). An empty
+ * selector selects nothing here: upstream treats a restricted module with an empty kymaSelector as closed.
+ */
+export function selectsLabels(selector: LabelSelector, labels: Record<string, string> | undefined): boolean {
+  const have = labels ?? {};
+  const matchLabels = Object.entries(selector.matchLabels ?? {});
+  const expressions = selector.matchExpressions ?? [];
+  if (matchLabels.length === 0 && expressions.length === 0) return false;
+  if (matchLabels.some(([key, value]) => have[key] !== value)) return false;
+  return expressions.every(({ key, operator, values }) => {
+    const present = Object.hasOwn(have, key);
+    switch (operator) {
+      case 'In':
+        return present && (values ?? []).includes(have[key]!);
+      case 'NotIn':
+        return !present || !(values ?? []).includes(have[key]!);
+      case 'Exists':
+        return present;
+      case 'DoesNotExist':
+        return !present;
+    }
+  });
 }

@@ -1,6 +1,13 @@
-// The SKR webhook as part of a Kyma's reconcile: registration (certificate, Secret, webhook configuration) and
-// broken-watcher detection, reported as the Kyma's SKRWebhook condition.
-import { ANNOTATIONS, LABELS, type Kyma, type KymaModuleStatus, type ResourceState } from '@skr-watcher/api';
+// The SKR webhook as one step of a Kyma's reconcile: calls ../registration (certificate, Secret, webhook
+// configuration) and broken-watcher detection, and reports both as the Kyma's SKRWebhook condition.
+import {
+  ANNOTATIONS,
+  LABELS,
+  trackedObject,
+  type Kyma,
+  type KymaModuleStatus,
+  type ResourceState,
+} from '@skr-watcher/api';
 import { mergePatchCustomObject, type ClusterClient } from '@skr-watcher/kube';
 import {
   registerSkrWebhook,
@@ -36,18 +43,10 @@ export async function reconcileSkrWebhook(
   modules: KymaModuleStatus[],
 ): Promise<SkrWebhookOutcome> {
   const now = ctx.clock();
-  const moduleKinds = modules.flatMap((module) =>
-    module.resource?.kind
-      ? [
-          {
-            apiVersion: module.resource.group
-              ? `${module.resource.group}/${module.resource.version}`
-              : module.resource.version,
-            kind: module.resource.kind,
-          },
-        ]
-      : [],
-  );
+  const moduleKinds = modules.flatMap((module) => {
+    const moduleCr = trackedObject(module.resource);
+    return moduleCr ? [{ apiVersion: moduleCr.apiVersion, kind: moduleCr.kind }] : [];
+  });
   const result = await registerSkrWebhook({
     kcp: ctx.kcp,
     namespace: ctx.namespace,

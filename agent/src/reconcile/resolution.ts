@@ -1,0 +1,218 @@
+// Module resolution (DESIGN 3) with upstream lifecycle-manager's rules. A listed module resolves through the
+// ModuleReleaseMeta named after it: its channel (module channel, else Kyma channel, else `regular`) gives the
+// version, unless the module pins one; a mandatory module's ModuleReleaseMeta gives its version directly. The
+// template is the ModuleTemplate `<module>-<version>`. Who may use a module: beta and internal modules only
+// Kymas labelled for them, restricted modules (a kymaSelector) only Kymas it selects. A channel never
+// downgrades an installed module. Every refusal fails that module only.
+import {
+  DEFAULTS,
+  LABELS,
+  selectsLabels,
+  type Kyma,
+  type KymaModule,
+  type ModuleReleaseMeta,
+  type ModuleTemplate,
+} from '@skr-watcher/api';
+import { getCustomObject } from '@skr-watcher/kube';
+import { refOf, type ReconcileContext } from './context.js';
+import { parseModuleReleaseMeta, parseModuleTemplate, ShapeError } from './shapes.js';
+
+export interface ResolvedModule {
+  name: string;
+  /** The channel used; undefined for a pinned version or a mandatory module. */
+  channel: string | undefined;
+  version: string;
+  /** The module's OCM component name, where its ModuleReleaseMeta gives one. */
+  fqdn: string | undefined;
+  template: ModuleTemplate;
+  /** Identity of the Module CR this module version manages in the SKR; undefined when it has none (no spec.data). */
+  resource: { apiVersion: string; kind: string; name: string; namespace: string } | undefined;
+  /** Resolved, but not as asked (e.g. a downgrade refused); the module is Warning with this message. */
+  warning?: string;
+}
+
+/** Why a module could not be resolved; `reason` is a CamelCase word for conditions and Events. */
+export interface ModuleFailure {
+  name: string;
+  reason:
+    | 'ModuleReleaseMetaNotFound'
+    | 'ChannelNotFound'
+    | 'TemplateNotFound'
+    | 'TemplateInvalid'
+    | 'ModuleNotAllowed';
+  message: string;
+}
+
+export function isModuleFailure(value: ResolvedModule | ModuleFailure): value is ModuleFailure {
+  return 'reason' in value;
+}
+
+export interface ResolutionInput {
+  module: KymaModule;
+  /** The KCP Kyma: its labels decide access to beta, internal and restricted modules. */
+  kyma: Kyma;
+  kymaChannel: string | undefined;
+  skrNamespace: string;
+  /** The version installed so far (from the Kyma status), which a channel must not go below. */
+  installedVersion: string | undefined;
+  /** Set for a mandatory module: its ModuleReleaseMeta, already read. */
+  mandatory?: ModuleReleaseMeta;
+}
+
+const ENABLED = 'true';
+
+function kymaHasLabel(kyma: Kyma, label: string): boolean {
+  return kyma.metadata.labels?.[label]?.toLowerCase() === ENABLED;
+}
+
+/** Why this Kyma may not use a module, or undefined when it may. */
+function refusal(kyma: Kyma, flags: { beta: boolean; internal: boolean }, what: string): string | undefined {
+  if (flags.beta && !kymaHasLabel(kyma, LABELS.beta))
+    return `${what} is beta; the Kyma is not labelled ${LABELS.beta}=true`;
+  if (flags.internal && !kymaHasLabel(kyma, LABELS.internal))
+    return `${what} is internal; the Kyma is not labelled ${LABELS.internal}=true`;
+  return undefined;
+}
+
+/** Whether a Kyma may see a ModuleReleaseMeta (resolution and the SKR's module catalog share the rule). */
+export function releaseMetaRefusal(kyma: Kyma, meta: ModuleReleaseMeta, what: string): string | undefined {
+  const access = refusal(
+    kyma,
+    { beta: meta.spec.beta === true, internal: meta.spec.internal === true },
+    what,
+  );
+  if (access) return access;
+  const selector = meta.spec.kymaSelector;
+  if (selector && !selectsLabels(selector, kyma.metadata.labels))
+    return `${what} is restricted; its kymaSelector does not select this Kyma`;
+  return undefined;
+}
+
+/** Whether a Kyma may see a ModuleTemplate, by its beta and internal labels. */
+export function templateRefusal(kyma: Kyma, template: ModuleTemplate, what: string): string | undefined {
+  const labels = template.metadata.labels ?? {};
+  return refusal(
+    kyma,
+    {
+      beta: labels[LABELS.beta]?.toLowerCase() === ENABLED,
+      internal: labels[LABELS.internal]?.toLowerCase() === ENABLED,
+    },
+    what,
+  );
+}
+
+/** Orders semantic versions (`1.2.3`, `1.2.3-rc1`); undefined when either is not one. */
+export function compareVersions(a: string, b: string): number | undefined {
+  const parse = (version: string) => /^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+.*)?$/.exec(version);
+  const left = parse(a);
+  const right = parse(b);
+  if (!left || !right) return undefined;
+  for (let part = 1; part <= 3; part++) {
+    const difference = Number(left[part]) - Number(right[part]);
+    if (difference !== 0) return Math.sign(difference);
+  }
+  // A pre-release sorts before its release; two pre-releases compare as text (enough for rc1 < rc2).
+  if (left[4] === right[4]) return 0;
+  if (left[4] === undefined) return 1;
+  if (right[4] === undefined) return -1;
+  return left[4] < right[4] ? -1 : 1;
+}
+
+async function readReleaseMeta(
+  ctx: ReconcileContext,
+  name: string,
+): Promise<ModuleReleaseMeta | ShapeError | undefined> {
+  const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleReleaseMeta', ctx.namespace, name));
+  if (raw === undefined) return undefined;
+  try {
+    return parseModuleReleaseMeta(raw, `ModuleReleaseMeta ${ctx.namespace}/${name}`);
+  } catch (error) {
+    if (error instanceof ShapeError) return error;
+    throw error;
+  }
+}
+
+export async function resolveModule(
+  ctx: ReconcileContext,
+  input: ResolutionInput,
+): Promise<ResolvedModule | ModuleFailure> {
+  const { module, kyma, skrNamespace } = input;
+  const { namespace } = ctx;
+  const name = module.name;
+  const fail = (reason: ModuleFailure['reason'], message: string): ModuleFailure => ({
+    name,
+    reason,
+    message,
+  });
+
+  // The ModuleReleaseMeta: always for a channel; for a pinned version only its access rules apply.
+  const meta = input.mandatory ?? (await readReleaseMeta(ctx, name));
+  if (meta instanceof ShapeError) return fail('TemplateInvalid', meta.message);
+  const metaWhat = `module ${name} (ModuleReleaseMeta ${namespace}/${name})`;
+  if (meta && !input.mandatory) {
+    if (meta.spec.mandatory)
+      return fail(
+        'ModuleNotAllowed',
+        `${metaWhat} is mandatory: it is installed in every Kyma without being listed`,
+      );
+    const refused = releaseMetaRefusal(kyma, meta, metaWhat);
+    if (refused) return fail('ModuleNotAllowed', refused);
+  }
+
+  let version = input.mandatory?.spec.mandatory?.version ?? module.version;
+  let channel: string | undefined;
+  let warning: string | undefined;
+  if (!version) {
+    channel = module.channel ?? input.kymaChannel ?? DEFAULTS.channel;
+    if (!meta) return fail('ModuleReleaseMetaNotFound', `ModuleReleaseMeta ${namespace}/${name} not found`);
+    const entry = meta.spec.channels?.find((candidate) => candidate.channel === channel);
+    if (!entry)
+      return fail('ChannelNotFound', `ModuleReleaseMeta ${namespace}/${name} has no channel ${channel}`);
+    version = entry.version;
+    const installed = input.installedVersion;
+    if (installed && (compareVersions(version, installed) ?? 0) < 0) {
+      // Upstream never downgrades on a channel switch: the installed version stays until the channel catches up.
+      warning = `channel ${channel} serves version ${version}, older than the installed ${installed}; downgrades are refused, ${installed} stays`;
+      version = installed;
+    }
+  }
+
+  const templateName = `${name}-${version}`;
+  const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleTemplate', namespace, templateName));
+  if (raw === undefined) {
+    return fail(
+      'TemplateNotFound',
+      `ModuleTemplate ${namespace}/${templateName} not found (version ${version}${channel ? `, channel ${channel}` : ''})`,
+    );
+  }
+  let template: ModuleTemplate;
+  try {
+    template = parseModuleTemplate(raw, `ModuleTemplate ${namespace}/${templateName}`);
+  } catch (error) {
+    if (!(error instanceof ShapeError)) throw error;
+    return fail('TemplateInvalid', error.message);
+  }
+  const templateWhat = `ModuleTemplate ${namespace}/${templateName}`;
+  if (template.spec.moduleName && template.spec.moduleName !== name)
+    return fail('TemplateInvalid', `${templateWhat} is for module ${template.spec.moduleName}`);
+  if (template.spec.mandatory && !input.mandatory)
+    return fail('ModuleNotAllowed', `${templateWhat} is a mandatory module's template`);
+  const refused = templateRefusal(kyma, template, templateWhat);
+  if (refused) return fail('ModuleNotAllowed', refused);
+
+  const data = template.spec.data;
+  return {
+    name,
+    channel,
+    version,
+    fqdn: meta?.spec.ocmComponentName,
+    template,
+    resource: data && {
+      apiVersion: data.apiVersion,
+      kind: data.kind,
+      name: data.metadata?.name ?? name,
+      namespace: data.metadata?.namespace ?? skrNamespace,
+    },
+    ...(warning ? { warning } : {}),
+  };
+}

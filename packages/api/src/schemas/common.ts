@@ -1,0 +1,115 @@
+// Pieces shared by every resource schema: object metadata, conditions, states, tracking objects.
+// Schemas describe what the agent reads; they accept anything the CRDs accept (upstream's too) and drop
+// fields the agent never reads, so an object written by another controller still parses.
+import { z } from 'zod';
+
+/** `null` reads as absent: API servers and hand-written YAML both produce it for empty fields. */
+export function optional<T extends z.ZodType>(schema: T) {
+  return z.preprocess((value) => (value === null ? undefined : value), schema.optional());
+}
+
+export const stringMap = z.record(z.string(), z.string());
+
+/** A timestamp as the API server sends it; client code may hand us a Date. */
+const timestamp = z.union([z.string(), z.date().transform((date) => date.toISOString())]);
+
+export const objectMetaSchema = z.object({
+  name: z.string().min(1, 'is required'),
+  namespace: optional(z.string()),
+  uid: optional(z.string()),
+  resourceVersion: optional(z.string()),
+  generation: optional(z.number()),
+  creationTimestamp: optional(timestamp),
+  deletionTimestamp: optional(timestamp),
+  labels: optional(stringMap),
+  annotations: optional(stringMap),
+  finalizers: optional(z.array(z.string())),
+});
+export type ObjectMeta = z.infer<typeof objectMetaSchema>;
+
+/** apiVersion, kind, metadata and the given spec and status. */
+export function typedObject<Spec extends z.ZodType, Status extends z.ZodType>(spec: Spec, status: Status) {
+  return z.object({
+    apiVersion: z.string().min(1, 'is required'),
+    kind: z.string().min(1, 'is required'),
+    metadata: objectMetaSchema,
+    spec,
+    status: optional(status),
+  });
+}
+
+export interface TypedObject<Spec, Status = unknown> {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+  spec: Spec;
+  status?: Status | undefined;
+}
+
+/** States of a Kyma and of the objects it aggregates, as upstream's `shared.State` enumerates them. */
+export const RESOURCE_STATES = ['Ready', 'Processing', 'Warning', 'Error', 'Deleting'] as const;
+export const resourceStateSchema = z.enum(RESOURCE_STATES);
+export type ResourceState = z.infer<typeof resourceStateSchema>;
+
+/** A module's state adds Unmanaged (`managed: false`: the user runs the module, the agent leaves it alone). */
+export const MODULE_STATES = [...RESOURCE_STATES, 'Unmanaged'] as const;
+export const moduleStateSchema = z.enum(MODULE_STATES);
+export type ModuleState = z.infer<typeof moduleStateSchema>;
+
+/** metav1.Condition. */
+export const conditionSchema = z.object({
+  type: z.string(),
+  status: z.enum(['True', 'False', 'Unknown']),
+  reason: z.string(),
+  message: z.string(),
+  lastTransitionTime: z.string(),
+  observedGeneration: optional(z.number()),
+});
+export type Condition = z.infer<typeof conditionSchema>;
+
+export const lastOperationSchema = z.object({
+  operation: z.string(),
+  lastUpdateTime: optional(z.string()),
+});
+export type LastOperation = z.infer<typeof lastOperationSchema>;
+
+/** Upstream's TrackingObject: type meta and a partial object meta, enough to find and compare an object. */
+export const trackingObjectSchema = z.object({
+  apiVersion: optional(z.string()),
+  kind: optional(z.string()),
+  metadata: optional(
+    z.object({
+      name: optional(z.string()),
+      namespace: optional(z.string()),
+      generation: optional(z.number()),
+    }),
+  ),
+});
+export type TrackingObject = z.infer<typeof trackingObjectSchema>;
+
+/** metav1.LabelSelector. */
+export const labelSelectorSchema = z.object({
+  matchLabels: optional(stringMap),
+  matchExpressions: optional(
+    z.array(
+      z.object({
+        key: z.string(),
+        operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']),
+        values: optional(z.array(z.string())),
+      }),
+    ),
+  ),
+});
+export type LabelSelector = z.infer<typeof labelSelectorSchema>;
+
+export interface GroupVersionKind {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+export interface GroupVersionResource {
+  group: string;
+  version: string;
+  resource: string;
+}

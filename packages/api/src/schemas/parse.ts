@@ -1,0 +1,34 @@
+// Turning untyped JSON from an API server into typed values: a CRD schema can be loosened, an SKR user can
+// write anything, and a bad object must fail one module or item with a message that names the field.
+import type { z } from 'zod';
+
+export class ShapeError extends Error {
+  override name = 'ShapeError';
+}
+
+/** `spec.modules[0].name` from a zod issue path. */
+function fieldPath(path: readonly PropertyKey[]): string {
+  return path
+    .map((key, index) => (typeof key === 'number' ? `[${key}]` : `${index === 0 ? '' : '.'}${String(key)}`))
+    .join('');
+}
+
+/** Parses `value` with `schema`; a mismatch throws a ShapeError naming `what` and the first bad field. */
+export function parseShape<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const field = issue && issue.path.length > 0 ? ` ${fieldPath(issue.path)}` : '';
+  throw new ShapeError(`${what}${field}: ${issue?.message ?? 'invalid'}`, { cause: result.error });
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Items of a list answer (`{items: [...]}`), which CustomObjectsApi returns as untyped JSON. */
+export function listItems(value: unknown, what: string): unknown[] {
+  const items = isRecord(value) ? value['items'] : undefined;
+  if (!Array.isArray(items)) throw new ShapeError(`${what}: list answer without items`);
+  return items;
+}
