@@ -181,3 +181,13 @@ export async function syncModuleCatalog(
         message: summarize(failures),
       };
 }
+
+/** Deletion: every copy the agent made in the SKR. */
+export async function removeModuleCatalog(skr: ClusterClient, namespace: string): Promise<void> {
+  const failures = [
+    ...(await syncKind(skr, 'moduleReleaseMeta', [], namespace)),
+    ...(await syncKind(skr, 'moduleTemplate', [], namespace)),
+  ];
+  if (failures.length > 0)
+    throw new Error(`remove the module catalog from ${skr.name}: ${summarize(failures)}`);
+}

@@ -1,7 +1,8 @@
 // Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
-// SyncResources, Module CRs, the SKR Kyma, the SKR webhook (when registration is on), then the finalizer. An SKR that stays unreachable for
-// deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway. Without a
-// kubeconfig Secret there is nothing to wait for: the SKR side is skipped at once, with an Event.
+// SyncResources, Module CRs (not those of unmanaged modules), the SKR Kyma and the module catalog copies, the SKR
+// webhook (when registration is on), then the finalizer. An SKR that stays unreachable for deletionTimeoutMs
+// after the deletion began is given up on: Event, finalizer removed anyway. Without a kubeconfig Secret there
+// is nothing to wait for: the SKR side is skipped at once, with an Event.
 import { KYMA_FINALIZER, LABELS, type Kyma } from '@skr-watcher/api';
 import {
   deleteCustomObjectIfExists,
@@ -9,6 +10,7 @@ import {
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
+import { removeModuleCatalog } from './catalog.js';
 import { eventTarget, refOf, type ReconcileContext } from './context.js';
 import { dropFinalizer } from './finalizers.js';
 import { moduleConfigsOf } from './module-config.js';
@@ -119,9 +121,10 @@ async function cleanUpSkr(
   }
   // 3. Module CRs.
   for (const ref of moduleCrs) await deleteIfExists(skr.objects, ref);
-  // 4. The SKR Kyma.
+  // 4. The SKR Kyma and the module catalog copied next to it.
   const skrKyma = skrKymaRef(kyma);
   await deleteCustomObjectIfExists(skr.custom, skrKyma);
+  await removeModuleCatalog(skr, skrKyma.namespace);
   // 5. The webhook, its Secret and deployment, and the certificate in KCP.
   if (ctx.registration) await removeSkrWebhook(ctx, ctx.registration, kyma, skr);
 }
