@@ -18,12 +18,15 @@
  *   what is in effect is reported in the KCP Kyma's `status.modules` (resolved version, template, state).
  * - Module CRs: created from the template's `spec.data` when absent (customResourcePolicy CreateAndDelete, the
  *   default) and then left to the user; removed when the module is disabled, but only when the agent created
- *   them (label `operator.kyma-project.io/managed-by=skr-watcher`). With policy Ignore nothing is created.
+ *   them (label `operator.kyma-project.io/managed-by=skr-watcher`). With policy Ignore nothing is created; with
+ *   `managed: false` (state Unmanaged) the Module CR is left to the user and its ModuleConfig removed. Resolution
+ *   follows upstream's rules (mandatory, beta/internal, kymaSelector, no downgrade; docs/decisions/009).
  * - ModuleConfig name: `<kyma>-<module>-<8 hex of sha256(kyma, module)>` (see `moduleConfigName`), labelled
  *   with kyma-name and module-name.
  * - SyncResources get our finalizer, so deleting one removes what it applied from the SKR first.
  * - `skip-reconciliation=true` pauses everything, deletion included, and returns no requeue.
- * - Deletion: ModuleConfigs, objects applied from SyncResources, Module CRs, the SKR Kyma, then the finalizer.
+ * - Deletion: ModuleConfigs, objects applied from SyncResources, Module CRs, the SKR Kyma and the module catalog
+ *   copied into the SKR, then the finalizer.
  *   An unreachable SKR is retried (the call throws) until `deletionTimeoutMs` after the deletionTimestamp, then
  *   given up on with a `SKRCleanupAbandoned` Event; without a kubeconfig Secret the SKR side is skipped at once
  *   (`SKRCleanupSkipped` Event). The SKR's namespace (kyma-system) stays.
