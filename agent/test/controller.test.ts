@@ -153,7 +153,8 @@ describe('controller triggers on a real KCP', function () {
     expect(labelled).to.deep.equal([`${namespace}/alpha`]);
   });
 
-  it('maps a ModuleTemplate and a ModuleReleaseMeta to the Kymas that use the module', async () => {
+  // The module catalog is copied into every SKR (decision 009): a catalog change concerns every Kyma.
+  it('maps a ModuleTemplate and a ModuleReleaseMeta to every Kyma whose SKR gets the module catalog', async () => {
     const keys = await keysAfter(
       () =>
         api.createNamespacedCustomObject({
@@ -167,7 +168,7 @@ describe('controller triggers on a real KCP', function () {
         }),
       [`${namespace}/alpha`],
     );
-    expect(keys).to.deep.equal([`${namespace}/alpha`]);
+    expect(keys).to.deep.equal(controller.kymaKeys().sort());
     const metaKeys = await keysAfter(
       () =>
         api.createNamespacedCustomObject({
@@ -181,7 +182,7 @@ describe('controller triggers on a real KCP', function () {
         }),
       [`${namespace}/beta`],
     );
-    expect(metaKeys).to.deep.equal([`${namespace}/beta`]);
+    expect(metaKeys).to.deep.equal(controller.kymaKeys().sort());
   });
 
   it('maps a Watcher change to every Kyma', async () => {
