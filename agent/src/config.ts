@@ -2,7 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Option } from 'commander';
-import { DEFAULTS, type RequeueIntervals } from '@skr-watcher/api';
+import { DEFAULTS, SYNC_RESOURCE_ALLOWED, type RequeueIntervals } from '@skr-watcher/api';
 
 export interface Address {
   /** undefined = all interfaces */
@@ -25,6 +25,8 @@ export interface AgentConfig {
   requeue: RequeueIntervals;
   /** Full relist of every watched kind; every Kyma is reconciled then. */
   resyncMs: number;
+  /** What SyncResource items may touch in SKRs. */
+  syncResourcePolicy: { kinds: string[]; namespaces: string[] };
   /** A callback wakes its Kyma now and once more after this long (0: not again); see --callback-recheck-after. */
   callbackRecheckMs: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -119,6 +121,8 @@ export interface RunFlags {
   requeueWarning: string;
   requeueError: string;
   resyncInterval: string;
+  syncResourceKinds?: string;
+  syncResourceNamespaces?: string;
   callbackRecheckAfter: string;
   logLevel: string;
   registerSkrWebhook?: boolean;
@@ -182,10 +186,23 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
       Error: parseDuration('--requeue-error', flags.requeueError),
     },
     resyncMs: parseDuration('--resync-interval', flags.resyncInterval),
+    syncResourcePolicy: {
+      kinds: parseList(flags.syncResourceKinds, SYNC_RESOURCE_ALLOWED.kinds),
+      namespaces: parseList(flags.syncResourceNamespaces, SYNC_RESOURCE_ALLOWED.namespaces),
+    },
     callbackRecheckMs: parseDuration('--callback-recheck-after', flags.callbackRecheckAfter ?? '2s'),
     logLevel: parseLogLevel(flags.logLevel),
     registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
   };
+}
+
+/** A comma-separated list; empty entries are dropped. */
+function parseList(value: string | undefined, fallback: readonly string[]): string[] {
+  if (value === undefined) return [...fallback];
+  return value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0);
 }
 
 function registrationFromFlags(flags: RunFlags): NonNullable<AgentConfig['registration']> {

@@ -40,6 +40,7 @@ export async function startWork(
     namespace: config.namespace,
     logger,
     registry,
+    syncResourcePolicy: config.syncResourcePolicy,
     // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources.
     syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
     requeue: config.requeue,

@@ -1,17 +1,20 @@
 // Lifecycle reconciliation on real control planes: one KCP and two SKRs of a private environment (the SKR
-// side always uses kyma-system/default, so these tests must not share SKRs with other suites).
+// side always uses kyma-system/default, so these tests must not share SKRs with other suites). The reconciler
+// talks to KCP as the shipped skr-agent ServiceAccount under manifests/kcp/rbac.yaml, not as system:masters.
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
   PatchStrategy,
+  RbacAuthorizationV1Api,
   setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, KYMA_FINALIZER, LABELS, REQUEUE_MS } from '@skr-watcher/api';
 import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry } from '@skr-watcher/telemetry';
+import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 import { custom, getOrUndefined, kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
@@ -237,7 +240,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     ns = await kcpNamespace();
     registry = createRegistry();
     reconciler = createReconciler({
-      kcp: planes.kcp,
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       registry,
       skrTimeoutMs: 5_000,
@@ -446,6 +449,13 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(
       events.items.some((e) => e.reason === 'KubeconfigMissing' && e.involvedObject.name === 'kyma-n'),
     ).to.equal(true);
+    // The same failure again folds into that Event: the agent reads it back (`get` on Events) and bumps its count.
+    await reconciler.reconcile(`${ns}/kyma-n`).catch(() => undefined);
+    const repeated = await kcpCore.listNamespacedEvent({ namespace: ns });
+    expect(
+      repeated.items.find((e) => e.reason === 'KubeconfigMissing' && e.involvedObject.name === 'kyma-n')
+        ?.count,
+    ).to.equal(2);
 
     // Deleting it does not wait for an SKR nobody can reach: the SKR side is skipped, with an Event.
     await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-n'));
@@ -558,6 +568,55 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     });
   });
 
+  it('refuses SyncResource items outside the allow-list of kinds and namespaces, item by item', async function () {
+    await createKyma(ns, 'kyma-p', 'skr1', []);
+    await reconciler.reconcile(`${ns}/kyma-p`);
+    const skrCore = planes.skr1.makeApiClient(CoreV1Api);
+    const guarded = `guarded-${counter}`;
+    await skrCore.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: guarded } } });
+    const role = `sync-escalation-${counter}`;
+    await createSyncResource(ns, 'sync-p', 'kyma-p', [
+      configMapItem('allowed', 'CreateAndSync', 'cm-allowed', { a: '1' }),
+      {
+        name: 'cluster-role',
+        strategy: 'CreateAndSync',
+        resource: {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRole',
+          metadata: { name: role },
+          rules: [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }],
+        },
+      },
+      {
+        name: 'other-namespace',
+        strategy: 'Delete',
+        resource: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: guarded, namespace: 'default' } },
+      },
+    ]);
+    await reconciler.reconcile(`${ns}/kyma-p`);
+    expect(await skrConfigMap(planes.skr1, 'cm-allowed')).to.not.equal(undefined);
+    const roles = await planes.skr1
+      .makeApiClient(RbacAuthorizationV1Api)
+      .listClusterRole({ fieldSelector: `metadata.name=${role}` });
+    expect(roles.items, 'a SyncResource created a ClusterRole').to.have.length(0);
+    expect(
+      await getOrUndefined(() => skrCore.readNamespacedConfigMap({ namespace: 'default', name: guarded })),
+    ).to.not.equal(undefined);
+    const sync = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-p'))) as {
+      status: { state: string; items: { name: string; state: string; message?: string }[] };
+    };
+    expect(sync.status.items.map((item) => [item.name, item.state])).to.deep.equal([
+      ['allowed', 'Ready'],
+      ['cluster-role', 'Error'],
+      ['other-namespace', 'Error'],
+    ]);
+    expect(sync.status.items[1]?.message).to.include(
+      'kind ClusterRole.rbac.authorization.k8s.io is not allowed',
+    );
+    expect(sync.status.items[2]?.message).to.include(`may touch namespaces ${SKR_NS} only; refused`);
+    await skrCore.deleteNamespacedConfigMap({ namespace: 'default', name: guarded });
+  });
+
   it('deleting a Kyma leaves nothing of it in KCP or its SKR', async function () {
     await createKyma(ns, 'kyma-x', 'skr2', [{ name: 'sample' }]);
     await reconciler.reconcile(`${ns}/kyma-x`);
@@ -602,7 +661,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     let now = Date.now();
     await reconciler.close();
     reconciler = createReconciler({
-      kcp: planes.kcp,
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       skrTimeoutMs: 1_000,
       deletionTimeoutMs: 60_000,
@@ -844,7 +903,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     await reconciler.close();
     const asked: string[] = [];
     reconciler = createReconciler({
-      kcp: planes.kcp,
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       syncResourceNames: (namespace, kyma) => {
         asked.push(`${namespace}/${kyma}`);

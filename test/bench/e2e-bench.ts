@@ -2,8 +2,10 @@
 // their ModuleConfigs in KCP over the real path (SKR API server → skr-webhook → mTLS listener → skr-agent →
 // KCP API server), on the same local system as the demo (demo/system.ts).
 //
-//   npx tsx --conditions=source test/bench/e2e-bench.ts [--edits 200] [--rate 10] [--warmup 4]
+//   npx tsx --conditions=source test/bench/e2e-bench.ts [--edits 200] [--rate 10] [--warmup 4] [--hung 20]
 //
+// --hung N adds N Kymas whose SKR accepts TLS and never answers (issue 10: a hung SKR must not stall the
+// others); they are created and their reconciles under way before the measured edits start.
 // Edits are paced open loop at --rate per second, alternating SKR 1 and SKR 2, each setting spec.greeting of
 // the sample Module CR to a unique value. Latency: from the edit's write returning to this process seeing the
 // ModuleConfig carry that value (a watch on KCP). When a later edit of the same SKR arrives first (the
@@ -15,14 +17,18 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from '../../demo/system.js';
+import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
+import { seedKyma } from '../support/kcp-seed.js';
 
 const { values } = parseArgs({
   options: {
     edits: { type: 'string', default: '200' },
     rate: { type: 'string', default: '10' },
     warmup: { type: 'string', default: '4' },
+    hung: { type: 'string', default: '0' },
   },
 });
+const HUNG = Number(values.hung);
 const EDITS = Number(values.edits);
 const RATE = Number(values.rate);
 const WARMUP = Number(values.warmup);
@@ -130,7 +136,17 @@ async function main(): Promise<void> {
     dir: join(parent, 'system'),
     progress: (line) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${line}`),
   });
+  let hung: HostileSkr | undefined;
   try {
+    if (HUNG > 0) {
+      hung = await startHostileSkr(neverAnswers);
+      for (let i = 0; i < HUNG; i++)
+        await seedKyma(system.kcp, system.namespace, `hung-${i}`, hung.kubeconfig);
+      const since = Date.now();
+      while (hung.pending() < Math.min(HUNG, 4) && Date.now() - since < 60_000)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      console.log(`${HUNG} Kymas with a hung SKR added; ${hung.pending()} of their requests hanging`);
+    }
     console.log(`system up in ${Date.now() - t0} ms; warm-up: ${WARMUP} edits`);
     await runEdits(system, editsFor(system, WARMUP, 'warmup'));
     const before = await Promise.all(system.skrs.map((skr) => scrape(skr.webhookMetricsPort)));
@@ -185,7 +201,10 @@ async function main(): Promise<void> {
       .filter(([, delta]) => delta > 0)
       .map(([key, delta]) => `${key} +${delta}`);
     console.log(`agent during the run: ${agentSeries.join(', ') || 'nothing'}`);
+    if (hung)
+      console.log(`hung SKR: ${hung.requests()} requests received, ${hung.pending()} hanging at the end`);
   } finally {
+    await hung?.close();
     await system.stop();
     await rm(parent, { recursive: true, force: true });
   }

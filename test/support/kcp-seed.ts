@@ -3,7 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import type { Environment } from '@skr-watcher/testenv';
 import { parse as parseYaml } from 'yaml';
@@ -40,24 +40,34 @@ export async function seedKcp(env: Environment, namespace: string, skrs: readonl
     });
   }
   for (const skr of skrs) {
-    await core.createNamespacedSecret({
-      namespace,
-      body: {
-        metadata: { name: `kubeconfig-${skr}`, namespace, labels: { [LABELS.kymaName]: skr } },
-        stringData: { config: await readFile(env.plane(skr).kubeconfigPath, 'utf8') },
-      },
-    });
-    await api.createNamespacedCustomObject({
-      group: GROUP,
-      version: KINDS.kyma.version,
-      plural: KINDS.kyma.plural,
-      namespace,
-      body: {
-        apiVersion: `${GROUP}/${KINDS.kyma.version}`,
-        kind: 'Kyma',
-        metadata: { name: skr, namespace, labels: { [LABELS.runtimeId]: skr } },
-        spec: { channel: 'regular', modules: [{ name: 'sample' }] },
-      },
-    });
+    await seedKyma(kcp, namespace, skr, await readFile(env.plane(skr).kubeconfigPath, 'utf8'));
   }
+}
+
+/** A kubeconfig Secret and a Kyma (runtime-id = name) enabling the sample module, for any SKR address. */
+export async function seedKyma(
+  kcp: KubeConfig,
+  namespace: string,
+  name: string,
+  kubeconfig: string,
+): Promise<void> {
+  await kcp.makeApiClient(CoreV1Api).createNamespacedSecret({
+    namespace,
+    body: {
+      metadata: { name: `kubeconfig-${name}`, namespace, labels: { [LABELS.kymaName]: name } },
+      stringData: { config: kubeconfig },
+    },
+  });
+  await kcp.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+    group: GROUP,
+    version: KINDS.kyma.version,
+    plural: KINDS.kyma.plural,
+    namespace,
+    body: {
+      apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+      kind: 'Kyma',
+      metadata: { name, namespace, labels: { [LABELS.runtimeId]: name } },
+      spec: { channel: 'regular', modules: [{ name: 'sample' }] },
+    },
+  });
 }

@@ -1,7 +1,7 @@
 // skr-agent run: watch KCP, serve the callback listener and reconcile Kymas until SIGTERM, alone or as one
 // of several replicas behind a Lease.
 import { Command } from 'commander';
-import { DEFAULTS, REQUEUE_MS } from '@skr-watcher/api';
+import { DEFAULTS, REQUEUE_MS, SYNC_RESOURCE_ALLOWED } from '@skr-watcher/api';
 import { createLeaderElector, pooledKubeConfig, type LeaderElector } from '@skr-watcher/kube';
 import { createLogger, createRegistry, createShutdown, startHealthServer } from '@skr-watcher/telemetry';
 import {
@@ -137,6 +137,16 @@ export function runCommand(): Command {
       formatDuration(REQUEUE_MS.Error),
     )
     .option('--resync-interval <duration>', 'full relist of every watched kind; reconciles every Kyma', '10m')
+    .option(
+      '--sync-resource-kinds <list>',
+      'kinds SyncResource items may apply or delete in SKRs (Kind or Kind.group, comma-separated)',
+      SYNC_RESOURCE_ALLOWED.kinds.join(','),
+    )
+    .option(
+      '--sync-resource-namespaces <list>',
+      'SKR namespaces SyncResource items may touch (comma-separated); cluster-scoped objects are refused',
+      SYNC_RESOURCE_ALLOWED.namespaces.join(','),
+    )
     .option(
       '--callback-recheck-after <duration>',
       'after a callback, look at its Kyma once more this much later (admission runs before the write is stored); 0 disables',

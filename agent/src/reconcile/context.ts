@@ -17,10 +17,18 @@ export interface ReconcileContext {
   crdDir: string;
   /** The next look at a Kyma, by the state its pass ended in. */
   requeue: RequeueIntervals;
+  /** The kinds and namespaces SyncResource items may touch in an SKR (SYNC_RESOURCE_ALLOWED by default). */
+  syncResourcePolicy: SyncResourcePolicy;
   /** Names of the SyncResources of a Kyma from the caller's cache; a watch-cache list when undefined. */
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
   /** SKR webhook registration and broken-watcher detection; off when undefined. */
   registration?: RegistrationSettings;
+}
+
+export interface SyncResourcePolicy {
+  /** `Kind` (core group) or `Kind.group`. */
+  kinds: readonly string[];
+  namespaces: readonly string[];
 }
 
 type KindName = keyof typeof KINDS;

@@ -36,13 +36,20 @@
  * - The SKR client cache (keyed by the kubeconfig Secret's uid and resourceVersion) is the only state kept.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { DEFAULTS, DEFAULT_REQUEUE_INTERVALS, REQUEUE_MS, type RequeueIntervals } from '@skr-watcher/api';
+import {
+  DEFAULTS,
+  DEFAULT_REQUEUE_INTERVALS,
+  REQUEUE_MS,
+  SYNC_RESOURCE_ALLOWED,
+  type RequeueIntervals,
+} from '@skr-watcher/api';
 import {
   createClusterClient,
   createSkrClients,
   getCustomObject,
   type ClusterClient,
   type SkrClients,
+  withinDeadline,
 } from '@skr-watcher/kube';
 import {
   Counter,
@@ -53,7 +60,7 @@ import {
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
-import { parseKymaKey, refOf, type ReconcileContext } from './context.js';
+import { parseKymaKey, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
 import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
@@ -80,6 +87,13 @@ export interface ReconcilerOptions {
   deletionTimeoutMs?: number;
   /** Bound on every KCP request (default 30 s). */
   kcpTimeoutMs?: number;
+  /**
+   * Every SKR request of one reconcile is aborted once this has passed (default DEFAULT_RECONCILE_DEADLINE_MS):
+   * a slow SKR costs its own reconcile a bounded time, however many calls it makes.
+   */
+  reconcileDeadlineMs?: number;
+  /** Kinds and namespaces SyncResource items may touch in SKRs (default SYNC_RESOURCE_ALLOWED). */
+  syncResourcePolicy?: SyncResourcePolicy;
   /** Directory of the CRD manifests installed in SKRs that lack them (default: this repository's manifests/crds). */
   crdDir?: string;
   /**
@@ -112,6 +126,8 @@ export interface Reconciler {
 
 export const DEFAULT_SKR_TIMEOUT_MS = 10_000;
 export const DEFAULT_KCP_TIMEOUT_MS = 30_000;
+/** Three SKR request timeouts: a healthy SKR's reconcile takes well under a second. */
+export const DEFAULT_RECONCILE_DEADLINE_MS = 30_000;
 export const DEFAULT_DELETION_TIMEOUT_MS = 10 * 60_000;
 
 interface ReconcileMetrics {
@@ -182,6 +198,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       deletionTimeoutMs: options.deletionTimeoutMs ?? DEFAULT_DELETION_TIMEOUT_MS,
       crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
       requeue: { ...DEFAULT_REQUEUE_INTERVALS, ...options.requeue },
+      syncResourcePolicy: options.syncResourcePolicy ?? SYNC_RESOURCE_ALLOWED,
       ...(options.registration ? { registration: options.registration } : {}),
       ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
     };
@@ -216,7 +233,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       const started = process.hrtime.bigint();
       let label = 'failed';
       try {
-        const { result, label: outcome } = await reconcileOnce(kymaKey);
+        const { result, label: outcome } = await withinDeadline(
+          `reconcile ${kymaKey}`,
+          options.reconcileDeadlineMs ?? DEFAULT_RECONCILE_DEADLINE_MS,
+          () => reconcileOnce(kymaKey),
+        );
         label = outcome;
         return result;
       } catch (error) {

@@ -8,7 +8,9 @@ import {
   FIELD_MANAGER,
   KINDS,
   LABELS,
+  LIMITS,
   MANAGED_BY,
+  nestsDeeperThan,
   trackedObject,
   type Kyma,
   type KymaModule,
@@ -245,6 +247,12 @@ async function reconcileModule(
     // An SKR answer about this module only (e.g. its CRD is not installed) fails the module; no answer fails the pass.
     if (isUnreachable(error) || !(error instanceof KubeRequestError)) throw error;
     return { ...base, state: 'Error', message: error.message };
+  }
+  // Deeper objects overflow the stack in cloning and comparison: an Error on this module, not a failed pass.
+  if (nestsDeeperThan(moduleCr.spec, LIMITS.objectDepth)) {
+    const { kind, namespace, name } = resolved.resource;
+    const message = `Module CR ${kind} ${namespace}/${name}: spec nests deeper than ${LIMITS.objectDepth} levels; not mirrored`;
+    return { ...base, state: 'Error', message };
   }
   const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
   const state = isResourceState(crState) ? crState : 'Ready';

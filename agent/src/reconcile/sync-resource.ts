@@ -8,6 +8,7 @@ import {
   KINDS,
   LABELS,
   MANAGED_BY,
+  splitApiVersion,
   type ResourceState,
   type SyncItemStatus,
 } from '@skr-watcher/api';
@@ -24,7 +25,7 @@ import {
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
+import { apiVersionOf, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
 import { addFinalizer, dropFinalizer } from './finalizers.js';
 import { listItems, parseSyncItem, parseSyncResource, ShapeError, type RawSyncResource } from './shapes.js';
 import { worstState } from './status.js';
@@ -122,6 +123,20 @@ function objectRef(applied: Applied): ObjectRef {
   return applied;
 }
 
+/**
+ * Why SyncResources may not touch this object, or undefined when they may. A module manager's SyncResource must
+ * not reach anything in the SKR (RBAC, webhooks, other tenants' namespaces): only allowed kinds in allowed namespaces.
+ */
+export function refusedByPolicy(policy: SyncResourcePolicy, applied: Applied): string | undefined {
+  const { group } = splitApiVersion(applied.apiVersion);
+  const kind = group ? `${applied.kind}.${group}` : applied.kind;
+  if (!policy.kinds.includes(kind))
+    return `${describe(applied)}: kind ${kind} is not allowed for SyncResources (allowed: ${policy.kinds.join(', ')}); refused`;
+  if (!applied.namespace || !policy.namespaces.includes(applied.namespace))
+    return `${describe(applied)}: SyncResources may touch namespaces ${policy.namespaces.join(', ')} only; refused`;
+  return undefined;
+}
+
 function describe(applied: Applied): string {
   return `${applied.kind} ${applied.namespace ? `${applied.namespace}/` : ''}${applied.name}`;
 }
@@ -169,18 +184,23 @@ export async function reconcileSyncResource(
       !isDeepStrictEqual(before.applied, identity) &&
       !wanted.has(identityKey(before.applied))
     ) {
-      const removal = await removeApplied(skr, before.applied);
+      const removal = await removeApplied(ctx, skr, before.applied);
       if (removal) {
         statuses.push({ ...before, name: item.name, state: 'Error', message: removal });
         continue;
       }
+    }
+    const refusal = refusedByPolicy(ctx.syncResourcePolicy, identity);
+    if (refusal) {
+      statuses.push(itemStatus(item.name, 'Error', refusal, undefined));
+      continue;
     }
     statuses.push(await applyItem(skr, item.name, item.strategy, item.resource, identity, before));
   }
   // Items dropped from the spec: remove what they applied; keep them in status until that succeeds.
   for (const [name, before] of previous) {
     if (seen.has(name) || !before.applied || wanted.has(identityKey(before.applied))) continue;
-    const removal = await removeApplied(skr, before.applied);
+    const removal = await removeApplied(ctx, skr, before.applied);
     if (removal) statuses.push({ ...before, state: 'Error', message: `removing dropped item: ${removal}` });
   }
 
@@ -253,8 +273,17 @@ function itemStatus(
   return { name, state, message, ...(applied ? { applied } : {}) };
 }
 
-/** Deletes one applied object; returns an error message, or undefined when it is gone. */
-async function removeApplied(skr: ClusterClient, applied: Applied): Promise<string | undefined> {
+/**
+ * Deletes one applied object; returns an error message, or undefined when it is gone. Records are checked
+ * against the policy too: whoever may write SyncResource status must not be able to delete anything by it.
+ */
+async function removeApplied(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  applied: Applied,
+): Promise<string | undefined> {
+  const refusal = refusedByPolicy(ctx.syncResourcePolicy, applied);
+  if (refusal) return refusal;
   try {
     await deleteIfExists(skr.objects, objectRef(applied));
     return undefined;
@@ -288,6 +317,7 @@ export async function removeAppliedObjects(
     }
   }
   for (const target of targets.values()) {
+    if (refusedByPolicy(ctx.syncResourcePolicy, target)) continue; // never applied by us
     await deleteIfExists(skr.objects, objectRef(target));
   }
   if ((sync.status?.items?.length ?? 0) > 0 && !sync.metadata.deletionTimestamp) {

@@ -28,6 +28,7 @@ import {
   applyObject,
   deleteIfExists,
   KcpPkiSecrets,
+  listInPages,
   signingCaFor,
   type ClusterClient,
 } from '@skr-watcher/kube';
@@ -289,15 +290,37 @@ export async function listWatchers(kcp: ClusterClient, namespace: string): Promi
   });
 }
 
+interface CrdNames {
+  group: string;
+  kind: string;
+  plural: string;
+  served: string[];
+}
+
 /** Resolves Module CR kinds to resources through the SKR's CRDs (Module CRs are always custom resources). */
 async function resolveModuleResources(
   skr: ClusterClient,
   kinds: { apiVersion: string; kind: string }[],
 ): Promise<{ resolved: GroupVersionResource[]; unresolved: string[] }> {
   if (kinds.length === 0) return { resolved: [], unresolved: [] };
-  let crds: V1CustomResourceDefinition[];
+  // Paged, and only the names kept: an SKR with hundreds of large CRDs must not be held in memory at once.
+  let crds: CrdNames[];
   try {
-    crds = (await skr.apiextensions.listCustomResourceDefinition()).items;
+    crds = await listInPages(
+      async ({ limit, continueToken }) => {
+        const page = await skr.apiextensions.listCustomResourceDefinition({
+          limit,
+          ...(continueToken ? { _continue: continueToken } : {}),
+        });
+        return { items: page.items, metadata: { continue: page.metadata?._continue ?? '' } };
+      },
+      (crd: V1CustomResourceDefinition): CrdNames => ({
+        group: crd.spec.group,
+        kind: crd.spec.names.kind,
+        plural: crd.spec.names.plural,
+        served: crd.spec.versions.filter((v) => v.served).map((v) => v.name),
+      }),
+    );
   } catch (cause) {
     throw new Error('list CRDs in the SKR', { cause });
   }
@@ -305,13 +328,8 @@ async function resolveModuleResources(
   const unresolved: string[] = [];
   for (const { apiVersion, kind } of kinds) {
     const { group, version } = splitApiVersion(apiVersion);
-    const crd = crds.find(
-      (c) =>
-        c.spec.group === group &&
-        c.spec.names.kind === kind &&
-        c.spec.versions.some((v) => v.name === version && v.served),
-    );
-    if (crd) resolved.push({ group, version, resource: crd.spec.names.plural });
+    const crd = crds.find((c) => c.group === group && c.kind === kind && c.served.includes(version));
+    if (crd) resolved.push({ group, version, resource: crd.plural });
     else unresolved.push(`${kind}.${apiVersion}`);
   }
   return { resolved, unresolved };

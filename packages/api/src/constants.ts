@@ -85,6 +85,28 @@ export const LIMITS = {
   eventBodyBytes: 16 * 1024,
   /** UPDATE reviews carry two objects; a few MiB covers any CR the API server accepts (etcd caps at 1.5 MiB). */
   admissionBodyBytes: 4 * 1024 * 1024,
+  /**
+   * Largest SKR API answer the agent reads: one object is at most 1.5 MiB (etcd) and lists are paged to fit, so
+   * 8 MiB is ample, and a hostile SKR costs at most this per request in flight instead of the agent's memory.
+   */
+  skrResponseBytes: 8 * 1024 * 1024,
+  /** API error answers are small Status objects; their text travels into messages and status. */
+  apiErrorBodyBytes: 64 * 1024,
+  /**
+   * Deepest nesting of an object the agent mirrors: real Module CRs nest a dozen levels, and recursion (clone,
+   * deep comparison) stays far from the stack limit, which 9,000 levels (accepted by the API server) exceed.
+   */
+  objectDepth: 100,
+} as const;
+
+/**
+ * What SyncResource items may apply or delete in an SKR unless the agent is configured otherwise: the
+ * configuration module managers hand their modules (ConfigMaps, Secrets) in the Kyma namespace. Kinds are
+ * written `Kind` for the core group and `Kind.group` otherwise, as kubectl does; cluster-scoped objects are refused.
+ */
+export const SYNC_RESOURCE_ALLOWED = {
+  kinds: ['ConfigMap', 'Secret'],
+  namespaces: [DEFAULTS.skrNamespace],
 } as const;
 
 /** Per-state requeue intervals in milliseconds, as the reference KCP uses. */

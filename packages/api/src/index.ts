@@ -3,3 +3,4 @@ export * from './resources.js';
 export * from './events.js';
 export * from './admission.js';
 export * from './timing.js';
+export * from './depth.js';

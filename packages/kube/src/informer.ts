@@ -1,15 +1,7 @@
 // A list+watch cache that keeps running: restarts with backoff after errors and closed watches,
 // relists on 410 Gone, restarts a watch that goes silent, and relists periodically.
 // resourceVersions are opaque strings: they are passed back to the server and compared only for equality.
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  HttpMethod,
-  RequestContext,
-  Watch,
-  type KubeConfig,
-  type V1Secret,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { Counter, Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { systemClock, type Clock, type TimerHandle } from './workqueue.js';
 
@@ -564,46 +556,6 @@ export function secretSource(
         _continue: continueToken,
       });
       return { items: page.items, metadata: page.metadata };
-    },
-  };
-}
-
-/** A KubeConfig whose requests and watches share one connection pool. */
-export interface PooledKubeConfig {
-  readonly kubeConfig: KubeConfig;
-  /** TLS connections opened so far; steady when connections are reused. */
-  connectionsOpened(): number;
-  close(): Promise<void>;
-}
-
-type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
-
-/**
- * client-node 2.0.1 builds a new undici Agent, so a new TLS connection, for every request and every watch.
- * This derives a KubeConfig that keeps everything else (credentials are still applied per request, so
- * rotating tokens work) but hands every request the same Agent, for API clients and Watch alike.
- */
-export async function pooledKubeConfig(source: KubeConfig): Promise<PooledKubeConfig> {
-  const cluster = source.getCurrentCluster();
-  if (!cluster) throw new Error('kubeconfig has no current cluster');
-  const probe = new RequestContext(cluster.server, HttpMethod.GET);
-  await source.applySecurityAuthentication(probe);
-  const dispatcher: Dispatcher | undefined = probe.getDispatcher();
-  let connections = 0;
-  dispatcher?.on('connect', () => {
-    connections += 1;
-  });
-  // A child of the source object: every other method and field is the source's own.
-  const pooled = Object.create(source) as KubeConfig;
-  pooled.applySecurityAuthentication = async (context: RequestContext) => {
-    await source.applySecurityAuthentication(context);
-    if (dispatcher) context.setDispatcher(dispatcher);
-  };
-  return {
-    kubeConfig: pooled,
-    connectionsOpened: () => connections,
-    close: async () => {
-      await dispatcher?.close();
     },
   };
 }

@@ -1,26 +1,27 @@
 // Clients for many clusters in one process: one pooled connection agent per cluster, a bound on every
 // request, and a cache of SKR clients keyed by the kubeconfig Secret they were built from.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  HttpMethod,
-  KubeConfig,
   KubernetesObjectApi,
   Observable,
-  RequestContext,
+  ResponseContext,
   ServerConfiguration,
   createConfiguration,
   type Configuration,
   type HttpLibrary,
-  type ResponseContext,
-  type SecurityAuthentication,
+  type KubeConfig,
+  type RequestContext,
+  type ResponseBody,
 } from '@kubernetes/client-node';
-import { DEFAULTS, LABELS } from '@skr-watcher/api';
+import { DEFAULTS, LABELS, LIMITS } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
-import { KubeRequestError } from './apply.js';
-
-type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+import { KubeRequestError, isUnreachable } from './apply.js';
+import { kubeConfigFromYaml } from './kubeconfig.js';
+import type { ListPage } from './informer.js';
+import { pooledKubeConfig } from './pooled-kubeconfig.js';
 
 /** The API clients of one cluster; they share one connection pool. */
 export interface ClusterClient {
@@ -43,6 +44,19 @@ export interface ClusterClientOptions {
   name?: string;
   /** Every request is aborted after this long, so an unreachable cluster cannot hang a caller. */
   timeoutMs?: number;
+  /**
+   * Largest response body read; a larger one is cut off and the request fails with ResponseTooLargeError, so a
+   * cluster cannot make this process hold more than this per request in flight. Error answers get at most
+   * LIMITS.apiErrorBodyBytes (their text travels into messages and status).
+   */
+  maxResponseBytes?: number;
+  /**
+   * Fail fast while the cluster is known unreachable: after CIRCUIT.failuresToOpen requests in a row got no
+   * answer, requests fail at once (ECIRCUITOPEN) until a single probe request is let through after a cooldown.
+   */
+  circuitBreaker?: boolean;
+  /** Requests made inside `withinDeadline` are also aborted at that deadline. */
+  boundByDeadline?: boolean;
 }
 
 /**
@@ -57,70 +71,131 @@ export async function createClusterClient(
   if (!cluster)
     throw new Error(`kubeconfig${options.name ? ` of ${options.name}` : ''} has no current cluster`);
   const name = options.name ?? cluster.name;
+  const pool = await pooledKubeConfig(kubeConfig);
 
-  // Let client-node build its dispatcher once (it knows proxies, CAs, client certificates), then keep it.
-  const probe = new RequestContext(cluster.server, HttpMethod.GET);
-  await kubeConfig.applySecurityAuthentication(probe);
-  const dispatcher: Dispatcher | undefined = probe.getDispatcher();
-  let connections = 0;
-  dispatcher?.on('connect', () => {
-    connections += 1;
-  });
-
-  const auth: SecurityAuthentication = {
-    getName: () => 'pooled kubeconfig authentication',
-    async applySecurityAuthentication(context) {
-      // Headers (tokens, exec plugins, impersonation) are refreshed per request; the connection pool is not.
-      await kubeConfig.applySecurityAuthentication(context);
-      if (dispatcher) context.setDispatcher(dispatcher);
-    },
-  };
   const timeoutMs = options.timeoutMs;
+  let httpApi = retryingTooManyRequests(createConfiguration().httpApi);
+  if (options.circuitBreaker) httpApi = circuitBreaking(httpApi, name);
+  if (options.maxResponseBytes !== undefined) httpApi = boundedResponses(httpApi, options.maxResponseBytes);
+  const boundByDeadline = options.boundByDeadline === true;
   const configuration: Configuration = createConfiguration({
     baseServer: new ServerConfiguration(cluster.server, {}),
-    httpApi: retryingTooManyRequests(createConfiguration().httpApi),
-    authMethods: { default: auth },
+    httpApi,
+    authMethods: { default: pool.kubeConfig },
     promiseMiddleware: [
       {
         pre: async (context) => {
           context.setHeaderParam('User-Agent', 'skr-watcher');
-          if (timeoutMs !== undefined && !context.getSignal())
-            context.setSignal(AbortSignal.timeout(timeoutMs));
+          if (context.getSignal()) return context;
+          const signals: AbortSignal[] = [];
+          if (timeoutMs !== undefined) signals.push(AbortSignal.timeout(timeoutMs));
+          const deadline = boundByDeadline ? deadlines.getStore() : undefined;
+          if (deadline) signals.push(deadline);
+          if (signals.length > 0) context.setSignal(AbortSignal.any(signals));
           return context;
         },
         post: async (response) => response,
       },
     ],
   });
-  // Namespaced objects given without a namespace go to `default`, as kubectl does.
-  const objects = new KubernetesObjectApi(configuration);
-  let closed = false;
   return {
     name,
     server: cluster.server,
     core: new CoreV1Api(configuration),
     custom: new CustomObjectsApi(configuration),
     apiextensions: new ApiextensionsV1Api(configuration),
-    objects,
-    connectionsOpened: () => connections,
-    async close() {
-      if (closed || !dispatcher) return;
-      closed = true;
-      // Graceful first; a connection stuck in a handshake with a silent server would hold close() for undici's
-      // 10 s connect timeout, so what is left after the grace period is destroyed.
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), CLOSE_GRACE_MS);
-      });
-      const outcome = await Promise.race([dispatcher.close().then(() => 'closed' as const), grace]);
-      clearTimeout(timer);
-      if (outcome === 'late') await dispatcher.destroy();
-    },
+    // Namespaced objects given without a namespace go to `default`, as kubectl does.
+    objects: new KubernetesObjectApi(configuration),
+    connectionsOpened: pool.connectionsOpened,
+    close: pool.close,
   };
 }
 
+/** The deadline of the work this request is part of (a reconcile), if any. */
+const deadlines = new AsyncLocalStorage<AbortSignal>();
+
+/** The deadline passed: what requests made within `withinDeadline` are aborted with. */
+export class DeadlineExceededError extends Error {
+  constructor(what: string, ms: number) {
+    super(`${what}: deadline of ${ms} ms passed`);
+    // Named like AbortSignal.timeout's reason, so callers treat it as the cluster not answering in time.
+    this.name = 'TimeoutError';
+  }
+}
+
+/**
+ * Runs `work` so that every request of a `boundByDeadline` client made inside it, however deep, is aborted
+ * once `ms` have passed: one slow cluster costs its own work at most `ms`, whatever the number of calls.
+ */
+export async function withinDeadline<T>(what: string, ms: number, work: () => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DeadlineExceededError(what, ms)), ms);
+  timer.unref();
+  try {
+    return await deadlines.run(controller.signal, work);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Circuit breaker settings of cluster clients (per cluster). */
+export const CIRCUIT = {
+  /** Two unanswered requests in a row: one lost connection on a healthy cluster does not open it. */
+  failuresToOpen: 2,
+  /** First cooldown; doubles while probes keep failing, up to maxOpenMs. */
+  openMs: 10_000,
+  /** A cluster that comes back is used again within two minutes. */
+  maxOpenMs: 120_000,
+} as const;
+
+/** A request refused at once because its cluster has not been answering. */
+export class CircuitOpenError extends Error {
+  /** A network-style code, so isUnreachable() and callers treat it like a refused connection. */
+  readonly code = 'ECIRCUITOPEN';
+
+  constructor(cluster: string, retryAt: number) {
+    super(
+      `${cluster}: not answering; requests are refused until ${new Date(retryAt).toISOString()} (circuit open)`,
+    );
+    this.name = 'CircuitOpenError';
+  }
+}
+
+/** Closed → open after CIRCUIT.failuresToOpen unanswered requests → one probe after the cooldown → closed. */
+function circuitBreaking(inner: HttpLibrary, cluster: string): HttpLibrary {
+  let failures = 0;
+  let openUntil = 0;
+  let openMs: number = CIRCUIT.openMs;
+  let probing = false;
+  async function send(request: RequestContext): Promise<ResponseContext> {
+    const now = Date.now();
+    if (openUntil > now || (openUntil > 0 && probing)) throw new CircuitOpenError(cluster, openUntil);
+    const probe = openUntil > 0;
+    if (probe) probing = true;
+    try {
+      const response = await inner.send(request).toPromise();
+      failures = 0;
+      openUntil = 0;
+      openMs = CIRCUIT.openMs;
+      return response;
+    } catch (error) {
+      // Only silence counts: an HTTP answer, even 5xx, came from a cluster that is there.
+      if (isUnreachable(error)) {
+        failures += 1;
+        if (probe || failures >= CIRCUIT.failuresToOpen) {
+          openUntil = Date.now() + openMs;
+          if (probe) openMs = Math.min(openMs * 2, CIRCUIT.maxOpenMs);
+        }
+      }
+      throw error;
+    } finally {
+      if (probe) probing = false;
+    }
+  }
+  return { send: (request) => new Observable(send(request)) };
+}
+
 const TOO_MANY_REQUESTS_ATTEMPTS = 5;
-const CLOSE_GRACE_MS = 1_000;
 const RETRY_AFTER_CAP_MS = 2_000;
 
 /**
@@ -146,25 +221,75 @@ function retryingTooManyRequests(inner: HttpLibrary): HttpLibrary {
   return { send: (request) => new Observable(send(request)) };
 }
 
-/** Loads and checks a kubeconfig held in memory (e.g. a Secret's `config` key). */
-export function kubeConfigFromYaml(yaml: string, source: string): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  try {
-    kubeConfig.loadFromString(yaml);
-  } catch (cause) {
-    throw new Error(`${source}: not a kubeconfig`, { cause });
+/** A response body above the client's bound: the rest was not read and the connection was dropped. */
+export class ResponseTooLargeError extends Error {
+  readonly limitBytes: number;
+
+  constructor(request: string, limitBytes: number, declaredBytes?: number) {
+    super(
+      `${request}: response body ${declaredBytes !== undefined ? `of ${declaredBytes} bytes ` : ''}exceeds the ` +
+        `limit of ${limitBytes} bytes; not read`,
+    );
+    this.name = 'ResponseTooLargeError';
+    this.limitBytes = limitBytes;
   }
-  const cluster = kubeConfig.getCurrentCluster();
-  if (!cluster) throw new Error(`${source}: kubeconfig has no current context with a cluster`);
-  let url: URL;
-  try {
-    url = new URL(cluster.server);
-  } catch (cause) {
-    throw new Error(`${source}: cluster server ${JSON.stringify(cluster.server)} is not a URL`, { cause });
+}
+
+export function isResponseTooLarge(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 8; depth++) {
+    if (current instanceof ResponseTooLargeError) return true;
+    current = current.cause;
   }
-  if (url.protocol !== 'https:')
-    throw new Error(`${source}: cluster server must be https, got ${url.protocol}`);
-  return kubeConfig;
+  return false;
+}
+
+/**
+ * Reads every response body through a counter that stops at `maxBytes` (client-node would buffer any size
+ * with `text()`): a larger body is cancelled, which closes its connection, and the call fails.
+ */
+function boundedResponses(inner: HttpLibrary, maxBytes: number): HttpLibrary {
+  async function send(request: RequestContext): Promise<ResponseContext> {
+    const response = await inner.send(request).toPromise();
+    const limit = response.httpStatusCode >= 400 ? Math.min(maxBytes, LIMITS.apiErrorBodyBytes) : maxBytes;
+    const what = `${request.getHttpMethod()} ${new URL(request.getUrl()).pathname}`;
+    let read: Promise<Buffer> | undefined;
+    const bytes = () => (read ??= readBounded(response.body.stream(), limit, what, response.headers));
+    const body: ResponseBody = {
+      binary: bytes,
+      text: async () => (await bytes()).toString('utf8'),
+      stream: () => null,
+    };
+    return new ResponseContext(response.httpStatusCode, response.headers, body);
+  }
+  return { send: (request) => new Observable(send(request)) };
+}
+
+async function readBounded(
+  stream: ReadableStream<Uint8Array> | null,
+  limit: number,
+  what: string,
+  headers: Record<string, string>,
+): Promise<Buffer> {
+  if (!stream) return Buffer.alloc(0);
+  const declared = Number(headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    await stream.cancel().catch(() => undefined);
+    throw new ResponseTooLargeError(what, limit, declared);
+  }
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw new ResponseTooLargeError(what, limit);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, total);
 }
 
 /** An SKR's client, and the Secret it was built from. */
@@ -181,6 +306,8 @@ export interface SkrClientsOptions {
   namespace: string;
   /** Bound on every SKR request. */
   timeoutMs?: number;
+  /** Largest SKR answer read (default LIMITS.skrResponseBytes): an SKR cannot exhaust the agent's memory. */
+  maxResponseBytes?: number;
   logger?: Logger;
 }
 
@@ -241,6 +368,9 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
     const yaml = Buffer.from(secret.data?.[DEFAULTS.kubeconfigSecretKey] ?? '', 'base64').toString('utf8');
     const client = await createClusterClient(kubeConfigFromYaml(yaml, source), {
       name: `skr ${kyma}`,
+      maxResponseBytes: options.maxResponseBytes ?? LIMITS.skrResponseBytes,
+      circuitBreaker: true,
+      boundByDeadline: true,
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     });
     const skr: SkrClient = { kyma, client, secret: { namespace, name, resourceVersion } };
@@ -274,4 +404,34 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
       await Promise.all(all.map((entry) => entry.skr.client.close()));
     },
   };
+}
+
+const FIRST_PAGE_SIZE = 100;
+
+/**
+ * Every item of a list, read page by page so no answer grows with the cluster; a page above the client's
+ * response bound is asked again at half the size, down to one object. `keep` reduces each item as its page
+ * arrives, so what is held is the kept part only.
+ */
+export async function listInPages<T, K>(
+  listPage: (page: { limit: number; continueToken?: string }) => Promise<ListPage<T>>,
+  keep: (item: T) => K,
+): Promise<K[]> {
+  const kept: K[] = [];
+  let limit = FIRST_PAGE_SIZE;
+  let continueToken: string | undefined;
+  for (;;) {
+    let page: ListPage<T>;
+    try {
+      page = await listPage({ limit, ...(continueToken ? { continueToken } : {}) });
+    } catch (error) {
+      if (!isResponseTooLarge(error) || limit === 1) throw error;
+      limit = Math.max(1, Math.floor(limit / 2));
+      continue;
+    }
+    for (const item of page.items) kept.push(keep(item));
+    continueToken = page.metadata?.continue || undefined;
+    if (!continueToken) break;
+  }
+  return kept;
 }

@@ -19,6 +19,12 @@ export interface WorkQueueOptions {
   process: (key: string) => Promise<ProcessResult | void>;
   /** How many keys are processed in parallel (each key only once at a time). Default 4. */
   workers?: number;
+  /**
+   * A run still going after this long stops counting as a worker (it is waiting on a slow or hung cluster, not
+   * using the CPU) and its key is marked slow. Default SLOW_RUN_MS.
+   */
+  slowAfterMs?: number;
+
   /** Per-key exponential backoff on failure: base doubles per consecutive failure, up to max. */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
@@ -41,6 +47,12 @@ interface QueueMetrics {
   queueDuration: Histogram;
   inFlight: Gauge;
 }
+
+/**
+ * Healthy reconciles take tens to hundreds of milliseconds; one still running after a second is waiting on a slow
+ * cluster, and must not keep a healthy key's edit (bar: 500 ms end to end) waiting for a worker.
+ */
+export const SLOW_RUN_MS = 1_000;
 
 const WORK_BUCKETS_SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -129,6 +141,7 @@ export class WorkQueue {
   readonly name: string;
   private readonly processKey: (key: string) => Promise<ProcessResult | void>;
   private readonly workers: number;
+  private readonly slowAfterMs: number;
   private readonly backoffBaseMs: number;
   private readonly backoffMaxMs: number;
   private readonly clock: Clock;
@@ -145,6 +158,18 @@ export class WorkQueue {
   private readonly delayed = new Map<string, { due: number; timer: TimerHandle }>();
   private readonly failures = new Map<string, number>();
   private readonly running = new Set<Promise<void>>();
+  /** Runs that count as workers: all runs but the slow ones. */
+  private workerRuns = 0;
+  /** Of those, runs of suspect keys. */
+  private suspectWorkerRuns = 0;
+  private slowRuns = 0;
+  /** One per run in the worker lane; cleared on stop, when freeing workers no longer matters. */
+  private readonly slowTimers = new Set<TimerHandle>();
+  /**
+   * Keys whose last run failed or went slow. They may hold all workers but one, so N hung clusters cannot make
+   * a healthy key wait behind them (client-go has no such rule; its keys are assumed to cost the same).
+   */
+  private readonly suspect = new Set<string>();
   private started = false;
   private stopping = false;
   private drainOnStop = false;
@@ -154,6 +179,8 @@ export class WorkQueue {
     this.name = options.name;
     this.processKey = options.process;
     this.workers = Math.max(1, options.workers ?? 4);
+    this.slowAfterMs = options.slowAfterMs ?? SLOW_RUN_MS;
+
     this.backoffBaseMs = options.backoffBaseMs ?? REQUEUE_MS.backoffBase;
     this.backoffMaxMs = options.backoffMaxMs ?? REQUEUE_MS.backoffMax;
     this.clock = options.clock ?? systemClock;
@@ -224,6 +251,7 @@ export class WorkQueue {
   /** Forgets the failure history of a key (its next failure starts from the base backoff). */
   forget(key: string): void {
     this.failures.delete(key);
+    this.suspect.delete(key);
   }
 
   /** Resolves when nothing is queued or in flight (delayed keys do not count). For tests and `--once`. */
@@ -242,6 +270,8 @@ export class WorkQueue {
       this.drainOnStop = options.drain === true && this.started;
       for (const { timer } of this.delayed.values()) this.clock.clearTimeout(timer);
       this.delayed.clear();
+      for (const timer of this.slowTimers) this.clock.clearTimeout(timer);
+      this.slowTimers.clear();
       if (!this.drainOnStop) {
         if (this.queue.length > 0) {
           this.logger?.info(
@@ -268,11 +298,25 @@ export class WorkQueue {
     return Math.min(this.backoffBaseMs * 2 ** Math.max(0, failures - 1), this.backoffMaxMs);
   }
 
+  private leaveWorkers(wasSuspect: boolean): void {
+    this.workerRuns -= 1;
+    if (wasSuspect) this.suspectWorkerRuns -= 1;
+  }
+
+  /** Index of the next queued key a free worker may take; suspect keys leave the last worker to the others. */
+  private nextRunnable(): number {
+    const suspectLimit = this.workers > 1 ? this.workers - 1 : 1;
+    if (this.suspectWorkerRuns < suspectLimit) return this.queue.length > 0 ? 0 : -1;
+    return this.queue.findIndex((key) => !this.suspect.has(key));
+  }
+
   private pump(): void {
     if (!this.started) return;
-    while (this.running.size < this.workers && this.queue.length > 0) {
+    while (this.workerRuns < this.workers) {
       if (this.stopping && !this.drainOnStop) return;
-      const key = this.queue.shift() as string;
+      const index = this.nextRunnable();
+      if (index < 0) return;
+      const key = this.queue.splice(index, 1)[0] as string;
       this.dirty.delete(key);
       this.processing.add(key);
       this.setDepth();
@@ -281,7 +325,28 @@ export class WorkQueue {
       if (addedAt !== undefined) {
         this.metrics?.queueDuration.observe({ name: this.name }, (this.clock.now() - addedAt) / 1000);
       }
-      const run: Promise<void> = this.runKey(key).finally(() => {
+      const wasSuspect = this.suspect.has(key);
+      this.workerRuns += 1;
+      if (wasSuspect) this.suspectWorkerRuns += 1;
+      let wentSlow = false;
+      // A run waiting this long is waiting on a cluster, not working: it frees its worker and its key is suspect.
+      // Slow runs are not capped: each is bounded by its own deadline and holds a socket, not the CPU.
+      const slowTimer = this.clock.setTimeout(() => {
+        this.slowTimers.delete(slowTimer);
+        wentSlow = true;
+        this.suspect.add(key);
+        this.slowRuns += 1;
+        this.leaveWorkers(wasSuspect);
+        this.pump();
+      }, this.slowAfterMs);
+      this.slowTimers.add(slowTimer);
+      const run: Promise<void> = this.runKey(key).then((succeeded) => {
+        this.clock.clearTimeout(slowTimer);
+        this.slowTimers.delete(slowTimer);
+        if (wentSlow) this.slowRuns -= 1;
+        else this.leaveWorkers(wasSuspect);
+        if (succeeded && !wentSlow) this.suspect.delete(key);
+        else this.suspect.add(key);
         this.running.delete(run);
         this.processing.delete(key);
         this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
@@ -298,13 +363,15 @@ export class WorkQueue {
     }
   }
 
-  private async runKey(key: string): Promise<void> {
+  /** Processes a key; true when it succeeded. Never rejects. */
+  private async runKey(key: string): Promise<boolean> {
     const startedAt = this.clock.now();
     try {
       const result = await this.processKey(key);
       this.failures.delete(key);
       const requeueAfterMs = result?.requeueAfterMs;
       if (requeueAfterMs !== undefined && Number.isFinite(requeueAfterMs)) this.addAfter(key, requeueAfterMs);
+      return true;
     } catch (error) {
       const failures = (this.failures.get(key) ?? 0) + 1;
       this.failures.set(key, failures);
@@ -318,6 +385,7 @@ export class WorkQueue {
         this.metrics?.retries.inc({ name: this.name });
         this.addAfter(key, delayMs);
       }
+      return false;
     } finally {
       this.metrics?.workDuration.observe({ name: this.name }, (this.clock.now() - startedAt) / 1000);
     }

@@ -6,7 +6,8 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { ResilientInformer, customResourceSource, objectKey, pooledKubeConfig } from '../src/informer.js';
+import { ResilientInformer, customResourceSource, objectKey } from '../src/informer.js';
+import { pooledKubeConfig } from '../src/pooled-kubeconfig.js';
 
 const KYMA = { group: GROUP, version: KINDS.kyma.version, plural: KINDS.kyma.plural };
 

@@ -1,16 +1,23 @@
 // Cluster clients and the SKR client cache against real API servers.
-import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type Socket } from 'node:net';
 import { expect } from 'chai';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { LABELS } from '@skr-watcher/api';
+import { LABELS, LIMITS } from '@skr-watcher/api';
 import { sharedEnvironment, type Environment } from '@skr-watcher/testenv';
+import { hugeBody, malformedKubeconfig, startHostileSkr } from '../../../test/support/hostile-skr.js';
 import {
   apiErrorCode,
   createClusterClient,
   createSkrClients,
+  isResponseTooLarge,
+  KubeconfigRefusedError,
   isUnreachable,
   kubeConfigFromYaml,
+  listInPages,
   type ClusterClient,
 } from '../src/index.js';
 
@@ -156,6 +163,159 @@ current-context: x
         await untilCached(secretName, undefined);
         expect(await skrs.forKyma('k1')).to.equal(undefined);
         expect(skrs.size()).to.equal(0);
+      } finally {
+        await skrs.close();
+      }
+    });
+
+    it('reads at most LIMITS.skrResponseBytes of a 300 MB SKR answer and fails that request only', async function () {
+      const body = hugeBody(300 * 1024 * 1024);
+      const hostile = await startHostileSkr(body.handler);
+      const skrs = createSkrClients({ kcp, namespace: ns, timeoutMs: 60_000 });
+      try {
+        const created = await kcp.core.createNamespacedSecret({
+          namespace: ns,
+          body: {
+            metadata: { name: secretName, labels: { [LABELS.kymaName]: 'k1' } },
+            data: { config: Buffer.from(hostile.kubeconfig).toString('base64') },
+          },
+        });
+        await untilCached(secretName, created.metadata?.resourceVersion);
+        const skr = await skrs.forKyma('k1');
+        const failure = await skr!.client.custom
+          .getNamespacedCustomObject({ group: 'g', version: 'v1', plural: 'p', namespace: 'n', name: 'x' })
+          .catch((error: unknown) => error);
+        expect(isResponseTooLarge(failure), String(failure)).to.equal(true);
+        expect(String(failure)).to.include(`limit of ${LIMITS.skrResponseBytes} bytes`);
+        // What the server could push is the bound plus socket buffers, not the 300 MB.
+        expect(body.sent()).to.be.below(LIMITS.skrResponseBytes + 16 * 1024 * 1024);
+        // The same Kyma's client keeps working for the next request, and KCP was never affected.
+        await kcp.core.listNamespace();
+        const again = await skr!.client.core.listNamespace().catch((error: unknown) => error);
+        expect(isResponseTooLarge(again)).to.equal(true);
+      } finally {
+        await skrs.close();
+        await hostile.close();
+      }
+    });
+
+    it('pages a list and halves the page size while a page exceeds the response bound', async function () {
+      // Each object is 1 MiB of whitespace; pages of more than 7 objects exceed the 8 MiB bound.
+      const objectBytes = 1024 * 1024;
+      const pad = ' '.repeat(objectBytes);
+      const total = 20;
+      const limits: number[] = [];
+      const hostile = await startHostileSkr((request, response) => {
+        const url = new URL(request.url ?? '/', 'https://x');
+        const limit = Number(url.searchParams.get('limit'));
+        const from = Number(url.searchParams.get('continue') || 0);
+        limits.push(limit);
+        const to = Math.min(total, from + limit);
+        const items = Array.from({ length: to - from }, (_, i) => `{"n":${from + i},"pad":"${pad}"}`);
+        const next = to < total ? String(to) : '';
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(`{"metadata":{"continue":"${next}"},"items":[${items.join(',')}]}`);
+      });
+      const client = await createClusterClient(kubeConfigFromYaml(hostile.kubeconfig, 'hostile'), {
+        maxResponseBytes: LIMITS.skrResponseBytes,
+      });
+      try {
+        const numbers = await listInPages(
+          async ({ limit, continueToken }) => {
+            const page = (await client.custom.listClusterCustomObject({
+              group: 'g',
+              version: 'v1',
+              plural: 'p',
+              limit,
+              ...(continueToken ? { _continue: continueToken } : {}),
+            })) as { items: { n: number }[]; metadata?: { continue?: string } };
+            return page;
+          },
+          (item) => item.n,
+        );
+        expect(numbers).to.deep.equal(Array.from({ length: total }, (_, i) => i));
+        expect(limits.slice(0, 5)).to.deep.equal([100, 50, 25, 12, 6]);
+      } finally {
+        await client.close();
+        await hostile.close();
+      }
+    });
+
+    async function secretWith(kubeconfig: string): Promise<void> {
+      const created = await kcp.core.createNamespacedSecret({
+        namespace: ns,
+        body: {
+          metadata: { name: secretName, labels: { [LABELS.kymaName]: 'k1' } },
+          data: { config: Buffer.from(kubeconfig).toString('base64') },
+        },
+      });
+      await untilCached(secretName, created.metadata?.resourceVersion);
+    }
+
+    it('refuses exec, auth-provider and file references in a kubeconfig Secret: nothing runs, no file is read', async function () {
+      const dir = await mkdtemp(join(tmpdir(), 'skr-kubeconfig-'));
+      const ran = join(dir, 'exec-ran');
+      const tokenFile = join(dir, 'token');
+      await writeFile(tokenFile, 'stolen-service-account-token');
+      const authorizations: string[] = [];
+      const hostile = await startHostileSkr((request, response) => {
+        authorizations.push(request.headers.authorization ?? '');
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end('{"kind":"NamespaceList","items":[]}');
+      });
+      const users = {
+        // The plugin only has to start to prove code ran; it need not print a credential.
+        exec: `{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch ${ran}"], interactiveMode: Never}}`,
+        'token-file': `{token-file: ${tokenFile}}`,
+        'auth-provider': `{auth-provider: {name: oidc, config: {id-token: x}}}`,
+        'client-certificate': `{client-certificate: ${tokenFile}, client-key: ${tokenFile}}`,
+      };
+      const skrs = createSkrClients({ kcp, namespace: ns });
+      try {
+        for (const [field, user] of Object.entries(users)) {
+          const kubeconfig = hostile.kubeconfig.replace('{token: hostile-token}', user);
+          expect(kubeconfig).to.include(field);
+          await secretWith(kubeconfig);
+          const outcome = await skrs
+            .forKyma('k1')
+            .then((skr) => skr?.client.core.listNamespace())
+            .catch((error: unknown) => error);
+          expect(outcome, field).to.be.instanceOf(KubeconfigRefusedError);
+          expect(String(outcome)).to.include(`users[0].user uses "${field}", which is refused`);
+          await kcp.core.deleteNamespacedSecret({ namespace: ns, name: secretName });
+          await untilCached(secretName, undefined);
+        }
+        const cluster = hostile.kubeconfig.replace(
+          'certificate-authority-data:',
+          `certificate-authority: ${tokenFile}, x:`,
+        );
+        await secretWith(cluster);
+        const refused = await skrs.forKyma('k1').catch((error: unknown) => error);
+        expect(String(refused)).to.include(
+          'clusters[0].cluster uses "certificate-authority", which is refused',
+        );
+        expect(existsSync(ran), 'the exec plugin ran').to.equal(false);
+        expect(authorizations.join(' ')).to.not.include('stolen');
+      } finally {
+        await skrs.close();
+        await hostile.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('keeps every byte of a malformed kubeconfig Secret out of the error and its cause chain', async function () {
+      const marker = 'pw-MARKER-7f3a9c';
+      const malformed = malformedKubeconfig(marker);
+      await secretWith(malformed);
+      const skrs = createSkrClients({ kcp, namespace: ns });
+      try {
+        const failure = await skrs.forKyma('k1').catch((error: unknown) => error);
+        expect(failure).to.be.instanceOf(Error);
+        expect(String(failure)).to.include(`Secret ${ns}/${secretName} key config: not a kubeconfig`);
+        const chain: string[] = [];
+        for (let current: unknown = failure; current instanceof Error; current = current.cause)
+          chain.push(current.message, current.stack ?? '', JSON.stringify(current));
+        expect(chain.join('\n')).to.not.include(marker);
       } finally {
         await skrs.close();
       }

@@ -203,6 +203,69 @@ describe('WorkQueue', () => {
     await queue.stop();
   });
 
+  it('frees the worker of a run that hangs past slowAfterMs, so a new key starts while 20 keys hang', async () => {
+    const clock = new ManualClock();
+    const hung = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 4,
+      clock,
+      slowAfterMs: 1_000,
+      process: async (key) => {
+        started.push(key);
+        if (key.startsWith('hung')) await hung.promise;
+      },
+    });
+    queue.start();
+    for (let i = 0; i < 20; i++) queue.add(`hung-${i}`);
+    await settle();
+    expect(started).to.have.length(4);
+    // Each second the runs still waiting leave the worker lane, and the next keys start.
+    for (let second = 0; second < 5; second++) {
+      clock.advance(1_000);
+      await settle();
+    }
+    expect(started).to.have.length(20);
+    queue.add('healthy');
+    await settle();
+    expect(started).to.include('healthy');
+
+    hung.resolve();
+    await queue.stop();
+  });
+
+  it('lets keys whose last run failed hold all workers but one, so a healthy key never waits behind them', async () => {
+    const clock = new ManualClock();
+    const gate = deferred<void>();
+    const runs: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 2,
+      clock,
+      process: async (key) => {
+        runs.push(key);
+        if (!key.startsWith('bad')) return;
+        if (runs.filter((run) => run === key).length === 1) throw new Error('SKR unreachable');
+        await gate.promise; // the second run waits on its cluster
+      },
+    });
+    queue.start();
+    queue.add('bad-1');
+    queue.add('bad-2');
+    await settle();
+    clock.advance(5_000); // both back off 5 s, then run again
+    await settle();
+    expect(runs).to.deep.equal(['bad-1', 'bad-2', 'bad-1']);
+    queue.add('good');
+    await settle();
+    expect(runs).to.deep.equal(['bad-1', 'bad-2', 'bad-1', 'good']);
+    gate.resolve();
+    await settle();
+    expect(runs).to.include('bad-2');
+    await queue.stop();
+  });
+
   it('stop() lets the keys in flight finish, drops queued ones and cancels delayed ones', async () => {
     const clock = new ManualClock();
     const finished: string[] = [];

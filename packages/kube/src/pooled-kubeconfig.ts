@@ -1,0 +1,57 @@
+// One connection pool per cluster: client-node 2.0.1 builds a new undici Agent, so a new TLS connection, for
+// every request and every watch. The one place that keeps a cluster's Agent and hands it to every request.
+import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+
+/** A KubeConfig whose requests and watches share one connection pool. */
+export interface PooledKubeConfig {
+  readonly kubeConfig: KubeConfig;
+  /** TLS connections opened so far; steady when connections are reused. */
+  connectionsOpened(): number;
+  /** Closes the pooled connections; requests in flight get a short grace period to finish. */
+  close(): Promise<void>;
+}
+
+type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+
+const CLOSE_GRACE_MS = 1_000;
+
+/**
+ * Derives a KubeConfig that keeps everything else of `source` (credentials are still applied per request, so
+ * rotating tokens work) but hands every request the same Agent, for API clients and Watch alike.
+ */
+export async function pooledKubeConfig(source: KubeConfig): Promise<PooledKubeConfig> {
+  const cluster = source.getCurrentCluster();
+  if (!cluster) throw new Error('kubeconfig has no current cluster');
+  // Let client-node build its dispatcher once (it knows proxies, CAs, client certificates), then keep it.
+  const probe = new RequestContext(cluster.server, HttpMethod.GET);
+  await source.applySecurityAuthentication(probe);
+  const dispatcher: Dispatcher | undefined = probe.getDispatcher();
+  let connections = 0;
+  dispatcher?.on('connect', () => {
+    connections += 1;
+  });
+  // A child of the source object: every other method and field is the source's own.
+  const pooled = Object.create(source) as KubeConfig;
+  pooled.applySecurityAuthentication = async (context: RequestContext) => {
+    await source.applySecurityAuthentication(context);
+    if (dispatcher) context.setDispatcher(dispatcher);
+  };
+  let closed = false;
+  return {
+    kubeConfig: pooled,
+    connectionsOpened: () => connections,
+    async close() {
+      if (closed || !dispatcher) return;
+      closed = true;
+      // Graceful first; a connection stuck in a handshake with a silent server would hold close() for undici's
+      // 10 s connect timeout, so what is left after the grace period is destroyed.
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), CLOSE_GRACE_MS);
+      });
+      const outcome = await Promise.race([dispatcher.close().then(() => 'closed' as const), grace]);
+      clearTimeout(timer);
+      if (outcome === 'late') await dispatcher.destroy();
+    },
+  };
+}
