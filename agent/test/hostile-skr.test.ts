@@ -5,9 +5,16 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request as httpsRequest } from 'node:https';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, LIMITS } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createLogger } from '@skr-watcher/telemetry';
@@ -25,7 +32,38 @@ import { createReconciler, moduleConfigName, type Reconciler } from '../src/reco
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-type Json = Record<string, unknown>;
+const sampleModulePath = () => {
+  const { group, version, namespace, plural, name } = SAMPLE_MODULE_CR;
+  return `/apis/${group}/${version}/namespaces/${namespace}/${plural}/${name}`;
+};
+
+/** A merge patch sent as the given text over the plane's own TLS credentials. */
+async function rawMergePatch(kubeConfig: KubeConfig, path: string, body: string): Promise<void> {
+  const cluster = kubeConfig.getCurrentCluster()!;
+  const user = kubeConfig.getCurrentUser()!;
+  const decode = (data: string | undefined) => Buffer.from(data ?? '', 'base64');
+  const url = new URL(path, cluster.server);
+  const status = await new Promise<number>((resolve, reject) => {
+    const request = httpsRequest(
+      url,
+      {
+        method: 'PATCH',
+        ca: decode(cluster.caData),
+        cert: decode(user.certData),
+        key: decode(user.keyData),
+        headers: { 'content-type': 'application/merge-patch+json' },
+      },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve(response.statusCode ?? 0));
+      },
+    );
+    request.on('error', reject);
+    request.end(body);
+  });
+  if (status !== 200) throw new Error(`PATCH ${path}: HTTP ${status}`);
+}
+
 interface KymaStatus {
   state?: string;
   conditions?: { type: string; status: string; reason: string; message: string }[];
@@ -130,13 +168,10 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       await reconciler!.reconcile(`${ns}/skr1`);
       return (await kymaStatus('skr1')).state === 'Ready' || undefined;
     });
-    let nested: Json = { leaf: 'x' };
-    for (let level = 0; level < 9_000; level++) nested = { n: nested };
+    // Written as text: JSON.stringify itself overflows the stack at this depth (as the issue's 40 KB request).
+    const deep = `${'{"n":'.repeat(9_000)}{"leaf":"x"}${'}'.repeat(9_000)}`;
+    await rawMergePatch(env.plane('skr1').kubeConfig(), sampleModulePath(), `{"spec":{"deep":${deep}}}`);
     const skrCustom = env.plane('skr1').kubeConfig().makeApiClient(CustomObjectsApi);
-    await skrCustom.patchNamespacedCustomObject(
-      { ...SAMPLE_MODULE_CR, body: { spec: { deep: nested } } },
-      mergePatch,
-    );
     try {
       await reconciler!.reconcile(`${ns}/skr1`);
       const status = await kymaStatus('skr1');
