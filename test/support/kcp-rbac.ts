@@ -20,7 +20,10 @@ export async function kubeConfigAsAgent(admin: KubeConfig, namespace: string): P
     object.metadata = { ...object.metadata, namespace };
     for (const subject of object.subjects ?? []) subject.namespace = namespace;
     if (object.kind === 'ServiceAccount') serviceAccount = object.metadata.name ?? '';
-    await objects.create(object);
+    // A second reconciler in the same namespace finds them there already.
+    await objects.create(object).catch((error: unknown) => {
+      if ((error as { code?: number }).code !== 409) throw error;
+    });
   }
   const token = await admin.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
     name: serviceAccount,
