@@ -2,7 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Option } from 'commander';
-import { DEFAULTS, SYNC_RESOURCE_ALLOWED, type RequeueIntervals } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, DEFAULTS, SYNC_RESOURCE_ALLOWED, type RequeueIntervals } from '@skr-watcher/api';
 
 export interface Address {
   /** undefined = all interfaces */
@@ -10,9 +10,10 @@ export interface Address {
   port: number;
 }
 
-export type ListenerConfig =
+export type ListenerConfig = (
   | { kind: 'direct'; address: Address; certFile: string; keyFile: string; caBundleFile: string }
-  | { kind: 'gateway'; address: Address; trustedProxies: string[] };
+  | { kind: 'gateway'; address: Address; trustedProxies: string[] }
+) & { maxConnections: number; idleTimeoutMs: number };
 
 export interface AgentConfig {
   kubeconfig?: string;
@@ -105,6 +106,8 @@ export interface RunFlags {
   namespace: string;
   listener: boolean;
   listenAddress: string;
+  listenerMaxConnections?: string;
+  listenerIdleTimeout?: string;
   tlsCert?: string;
   tlsKey?: string;
   caBundle?: string;
@@ -138,6 +141,14 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
   let listener: ListenerConfig | undefined;
   if (flags.listener) {
     const address = parseAddress('--listen-address', flags.listenAddress);
+    const limits = {
+      maxConnections: flags.listenerMaxConnections
+        ? parsePositiveInt('--listener-max-connections', flags.listenerMaxConnections)
+        : CONNECTION_LIMITS.listener.maxConnections,
+      idleTimeoutMs: flags.listenerIdleTimeout
+        ? parseDuration('--listener-idle-timeout', flags.listenerIdleTimeout)
+        : CONNECTION_LIMITS.listener.idleTimeoutMs,
+    };
     if (flags.gatewayMode) {
       const trustedProxies = (flags.trustedProxies ?? '')
         .split(',')
@@ -148,7 +159,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
           '--gateway-mode needs --trusted-proxies (IPs or CIDRs of the gateway that terminates mTLS)',
         );
       }
-      listener = { kind: 'gateway', address, trustedProxies };
+      listener = { kind: 'gateway', address, trustedProxies, ...limits };
     } else {
       const missing = (['tlsCert', 'tlsKey', 'caBundle'] as const).filter((k) => !flags[k]);
       if (missing.length > 0) {
@@ -164,6 +175,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
         certFile: flags.tlsCert as string,
         keyFile: flags.tlsKey as string,
         caBundleFile: flags.caBundle as string,
+        ...limits,
       };
     }
   }

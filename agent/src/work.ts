@@ -111,6 +111,8 @@ async function startConfiguredListener(
   const common = {
     host: config.address.host,
     port: config.address.port,
+    maxConnections: config.maxConnections,
+    idleTimeoutMs: config.idleTimeoutMs,
     resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
     enqueue: (kymaKey: string) => {
       controller.enqueue(kymaKey);

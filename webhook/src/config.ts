@@ -1,6 +1,6 @@
 // Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { LIMITS } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, LIMITS } from '@skr-watcher/api';
 
 export interface WebhookConfig {
   /** Address the admission and metrics servers bind to. */
@@ -14,6 +14,8 @@ export interface WebhookConfig {
   kcpAddr: string;
   kcpContract: 'v2';
   maxBodyBytes: number;
+  maxConnections: number;
+  idleTimeoutMs: number;
   workers: number;
   queueSize: number;
   backoffInitialMs: number;
@@ -31,6 +33,8 @@ export const CONFIG_DEFAULTS = {
   metricsPort: 2112,
   kcpContract: 'v2',
   maxBodyBytes: LIMITS.admissionBodyBytes,
+  maxConnections: CONNECTION_LIMITS.webhook.maxConnections,
+  idleTimeoutMs: CONNECTION_LIMITS.webhook.idleTimeoutMs,
   workers: 8,
   queueSize: 10_000,
   backoffInitialMs: 250,
@@ -108,6 +112,20 @@ const SETTINGS: Setting[] = [
     env: 'MAX_BODY_BYTES',
     description: 'larger AdmissionReviews are answered 413',
     kind: 'count',
+  },
+  {
+    key: 'maxConnections',
+    flag: '--max-connections <n>',
+    env: 'MAX_CONNECTIONS',
+    description: 'open connections at most; more are closed on accept',
+    kind: 'count',
+  },
+  {
+    key: 'idleTimeoutMs',
+    flag: '--idle-timeout-ms <ms>',
+    env: 'IDLE_TIMEOUT_MS',
+    description: 'a TLS handshake not finished, or a request silent, this long is cut',
+    kind: 'ms',
   },
   {
     key: 'workers',

@@ -95,6 +95,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
       port: config.webhookPort,
       material,
       maxBodyBytes: config.maxBodyBytes,
+      limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs },
       logger,
       metrics: metrics.admission,
       onRelevantChange: (manager, event, uid) => void dispatcher.enqueue(manager, event, uid),

@@ -9,6 +9,8 @@ export interface AdmissionMetrics {
   /** Called once per answered request. */
   answered(code: number, seconds: number): void;
   error(reason: AdmissionError): void;
+  /** A connection over the cap was closed on accept. */
+  connectionRefused(): void;
 }
 
 export interface WebhookMetrics {
@@ -75,6 +77,11 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     registers: [registry],
   });
   breakerOpen.set(0);
+  const refused = new Counter({
+    name: 'skr_webhook_connections_refused_total',
+    help: 'Connections closed on accept because the webhook already held its maximum.',
+    registers: [registry],
+  });
   const reloads = new Counter({
     name: 'skr_webhook_tls_reloads_total',
     help: 'Certificate reloads from disk, by result.',
@@ -114,6 +121,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       error(reason) {
         errors.labels(reason).inc();
       },
+      connectionRefused: () => refused.inc(),
     },
     dispatch: {
       enqueued: () => enqueued.inc(),

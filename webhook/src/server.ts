@@ -3,14 +3,20 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import {
   ADMISSION_API_VERSIONS,
   allowedResponse,
   parseAdmissionReview,
   type WatchEventV2,
 } from '@skr-watcher/api';
-import type { Logger } from '@skr-watcher/telemetry';
+import {
+  answerAndClose,
+  closeGracefully,
+  limitConnections,
+  tlsConnectionOptions,
+  type ConnectionLimits,
+  type Logger,
+} from '@skr-watcher/telemetry';
 import { isRelevantChange } from './admission.js';
 import type { AdmissionMetrics } from './metrics.js';
 import type { TlsMaterial } from './tls-reload.js';
@@ -23,6 +29,8 @@ export interface AdmissionServerOptions {
   port: number;
   material: TlsMaterial;
   maxBodyBytes: number;
+  /** Cap on open connections and the bound on silent ones and unfinished TLS handshakes. */
+  limits: ConnectionLimits;
   logger: Logger;
   metrics: AdmissionMetrics;
   /** Receives each relevant change, after the answer has been written. */
@@ -158,6 +166,7 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
   const server: Server = createServer(
     {
       ...secureOptions(options.material),
+      ...tlsConnectionOptions(options.limits),
       // Slowloris guards; the API server sends a review in one go.
       requestTimeout: 30_000,
       headersTimeout: 10_000,
@@ -166,13 +175,15 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
   );
   // The API server keeps connections open between reviews; keep them longer than its idle timeout.
   server.keepAliveTimeout = 95_000;
-  server.on('tlsClientError', (error: Error, socket: TLSSocket) => {
-    if (debug) logger.debug({ err: error, remote: socket.remoteAddress }, 'TLS handshake failed');
+  limitConnections(server, options.limits, {
+    refused: () => metrics.connectionRefused(),
+    handshakeFailed: (error, socket) => {
+      if (debug) logger.debug({ err: error, remote: socket.remoteAddress }, 'TLS handshake failed');
+    },
   });
   server.on('clientError', (error: Error & { code?: string }, socket) => {
-    if (socket.writable && error.code !== 'ECONNRESET') {
-      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-    } else socket.destroy();
+    if (error.code === 'ECONNRESET') socket.destroy();
+    else answerAndClose(socket, 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -187,16 +198,6 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
     updateTls(material) {
       server.setSecureContext(secureOptions(material));
     },
-    close(graceMs) {
-      return new Promise<void>((resolve) => {
-        const force = setTimeout(() => server.closeAllConnections(), graceMs);
-        force.unref();
-        server.close(() => {
-          clearTimeout(force);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
-    },
+    close: (graceMs) => closeGracefully(server, graceMs),
   };
 }

@@ -1,7 +1,7 @@
 // skr-agent run: watch KCP, serve the callback listener and reconcile Kymas until SIGTERM, alone or as one
 // of several replicas behind a Lease.
 import { Command } from 'commander';
-import { DEFAULTS, REQUEUE_MS, SYNC_RESOURCE_ALLOWED } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, DEFAULTS, REQUEUE_MS, SYNC_RESOURCE_ALLOWED } from '@skr-watcher/api';
 import { createLeaderElector, pooledKubeConfig, type LeaderElector } from '@skr-watcher/kube';
 import { createLogger, createRegistry, createShutdown, startHealthServer } from '@skr-watcher/telemetry';
 import {
@@ -93,6 +93,16 @@ export function runCommand(): Command {
     )
     .option('--listen-address <[host]:port>', 'callback listener address', ':8082')
     .option('--no-listener', 'do not serve the callback listener (watches and requeues only)')
+    .option(
+      '--listener-max-connections <n>',
+      'connections the listener holds at most; more are closed on accept',
+      String(CONNECTION_LIMITS.listener.maxConnections),
+    )
+    .option(
+      '--listener-idle-timeout <duration>',
+      'the listener cuts a TLS handshake not finished, or a request silent, this long',
+      `${CONNECTION_LIMITS.listener.idleTimeoutMs / 1000}s`,
+    )
     .option('--tls-cert <file>', 'listener serving certificate (PEM); reloaded when it changes')
     .option('--tls-key <file>', 'listener private key (PEM); reloaded when it changes')
     .option(

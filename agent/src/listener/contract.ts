@@ -48,6 +48,10 @@ export interface ListenerOptions {
   coalesceWindowMs?: number;
   /** How long `close()` lets requests in flight finish before cutting connections. Default 5,000 ms. */
   shutdownGraceMs?: number;
+  /** Connections open at once at most; more are closed on accept. Default `CONNECTION_LIMITS.listener`. */
+  maxConnections?: number;
+  /** An unfinished TLS handshake or a silent request is cut after this. Default `CONNECTION_LIMITS.listener`. */
+  idleTimeoutMs?: number;
 }
 
 export interface Listener {

@@ -7,6 +7,7 @@ export interface ListenerMetrics {
   accepted: Counter<'contract'>;
   enqueued: Counter;
   connections: Gauge;
+  connectionsRefused: Counter;
   tlsUpdates: Counter;
 }
 
@@ -62,6 +63,15 @@ export function listenerMetrics(registry: Registry): ListenerMetrics {
         new Gauge({
           name: 'skr_listener_open_connections',
           help: 'Connections open to the listener now.',
+          registers,
+        }),
+    ),
+    connectionsRefused: reuse(
+      'skr_listener_connections_refused_total',
+      () =>
+        new Counter({
+          name: 'skr_listener_connections_refused_total',
+          help: 'Connections closed on accept because the listener already held its maximum.',
           registers,
         }),
     ),

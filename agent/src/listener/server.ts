@@ -5,6 +5,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import {
+  CONNECTION_LIMITS,
   LABELS,
   LIMITS,
   LISTENER_STATUS,
@@ -12,7 +13,16 @@ import {
   parseWatchEvent,
   type WatchEventV1,
 } from '@skr-watcher/api';
-import { Registry, silentLogger, type Logger } from '@skr-watcher/telemetry';
+import {
+  Registry,
+  answerAndClose,
+  closeGracefully,
+  limitConnections,
+  silentLogger,
+  tlsConnectionOptions,
+  type ConnectionLimits,
+  type Logger,
+} from '@skr-watcher/telemetry';
 import { discardBody, isIdentityEncoding, isJsonMediaType, readLimitedBody } from './body.js';
 import { CoalescingWindow } from './coalescing-window.js';
 import type { Listener, ListenerOptions, TlsMaterial } from './contract.js';
@@ -106,6 +116,10 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     mode.kind === 'gateway' ? trustedProxies(mode.trustedProxies) : undefined;
   const windowMs = options.coalesceWindowMs ?? 0;
   const graceMs = options.shutdownGraceMs ?? 5_000;
+  const limits: ConnectionLimits = {
+    maxConnections: options.maxConnections ?? CONNECTION_LIMITS.listener.maxConnections,
+    idleTimeoutMs: options.idleTimeoutMs ?? CONNECTION_LIMITS.listener.idleTimeoutMs,
+  };
   const utf8 = new TextDecoder('utf-8', { fatal: true });
   // The accepted path is hot (thousands per second): skip building its log object unless it is wanted.
   const debugEnabled = logger.isLevelEnabled('debug');
@@ -385,6 +399,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
       ? createHttpsServer(
           {
             ...checkTlsMaterial(mode),
+            ...tlsConnectionOptions(limits),
             requestCert: true,
             // Verified by OpenSSL against the bundle, but refused in HTTP (401 with a reason) rather than
             // with a handshake alert, so an SKR operator can see why (docs/decisions/005).
@@ -408,13 +423,15 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   server.on('secureConnection', (socket: TLSSocket) => {
     generations.set(socket, tlsGeneration);
   });
-  server.on('tlsClientError', (error: Error, socket: TLSSocket) => {
-    logger.debug({ err: error, peer: socket.remoteAddress }, 'TLS handshake failed');
+  limitConnections(server, limits, {
+    refused: () => metrics.connectionsRefused.inc(),
+    handshakeFailed: (error, socket) =>
+      logger.debug({ err: error, peer: socket.remoteAddress }, 'TLS handshake failed'),
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
     // Malformed HTTP never reaches the handler; answer like Node would, but in JSON, and close.
     const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    if (error.code === 'ECONNRESET' || inFlight?.headersSent) {
       socket.destroy();
       return;
     }
@@ -426,7 +443,8 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
       message: `malformed HTTP request (${error.code ?? 'unknown'})`,
     });
     metrics.requests.inc({ code: String(code) });
-    socket.end(
+    answerAndClose(
+      socket,
       `HTTP/1.1 ${code} ${REASONS[code]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   });
@@ -443,7 +461,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   server.on('error', (error) => logger.error({ err: error }, 'listener server error'));
   const port = (server.address() as AddressInfo).port;
   logger.info(
-    { port, host: options.host ?? '*', mode: mode.kind, coalesceWindowMs: windowMs },
+    { port, host: options.host ?? '*', mode: mode.kind, coalesceWindowMs: windowMs, ...limits },
     'callback listener started',
   );
 
@@ -473,16 +491,8 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
       );
     },
     close(): Promise<void> {
-      closed ??= new Promise<void>((resolve) => {
-        closing = true;
-        const force = setTimeout(() => server.closeAllConnections(), graceMs);
-        force.unref();
-        server.close(() => {
-          clearTimeout(force);
-          resolve();
-        });
-        server.closeIdleConnections();
-      }).then(() => {
+      closing = true;
+      closed ??= closeGracefully(server, graceMs).then(() => {
         window?.flush();
         logger.info({ port }, 'callback listener stopped');
       });

@@ -109,6 +109,17 @@ export const SYNC_RESOURCE_ALLOWED = {
   namespaces: [DEFAULTS.skrNamespace],
 } as const;
 
+/**
+ * Connections each server holds at most, and how long one may stay silent (or sit in an unfinished TLS
+ * handshake) before it is closed, so that idle or hostile peers cannot exhaust the process's descriptors.
+ */
+export const CONNECTION_LIMITS = {
+  /** Thousands of SKRs keep a connection or a few alive; 10,000 leaves room under a 64 Ki descriptor limit. */
+  listener: { maxConnections: 10_000, idleTimeoutMs: 10_000 },
+  /** Only the SKR's API server calls the webhook, one connection per concurrent review. */
+  webhook: { maxConnections: 1_000, idleTimeoutMs: 10_000 },
+} as const;
+
 /** Per-state requeue intervals in milliseconds, as the reference KCP uses. */
 export const REQUEUE_MS = {
   Ready: 5 * 60_000,
