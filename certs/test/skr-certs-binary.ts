@@ -24,9 +24,8 @@ export interface RunResult {
 }
 
 export function startSkrCerts(args: string[]): ChildProcess {
-  return spawn(BINARY, args, {
-    // The shebang says `node`: put this Node (22, from node_modules) first on PATH.
-    env: { ...process.env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
+  // Through this Node (22, from node_modules): tsc does not mark dist/main.js executable.
+  return spawn(process.execPath, [BINARY, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
