@@ -28,8 +28,6 @@ export interface AgentConfig {
   resyncMs: number;
   /** What SyncResource items may touch in SKRs. */
   syncResourcePolicy: { kinds: string[]; namespaces: string[] };
-  /** A callback wakes its Kyma now and once more after this long (0: not again); see --callback-recheck-after. */
-  callbackRecheckMs: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Automatic webhook registration in every SKR; undefined when off. */
   registration?: {
@@ -126,7 +124,6 @@ export interface RunFlags {
   resyncInterval: string;
   syncResourceKinds?: string;
   syncResourceNamespaces?: string;
-  callbackRecheckAfter: string;
   logLevel: string;
   registerSkrWebhook?: boolean;
   skrWebhookImage: string;
@@ -202,7 +199,6 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
       kinds: parseList(flags.syncResourceKinds, SYNC_RESOURCE_ALLOWED.kinds),
       namespaces: parseList(flags.syncResourceNamespaces, SYNC_RESOURCE_ALLOWED.namespaces),
     },
-    callbackRecheckMs: parseDuration('--callback-recheck-after', flags.callbackRecheckAfter ?? '2s'),
     logLevel: parseLogLevel(flags.logLevel),
     registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
   };

@@ -2,13 +2,14 @@
 // and the callback listener that wakes single Kymas.
 import { watchFile, unwatchFile } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
 import type { PooledKubeConfig } from '@skr-watcher/kube';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
 import { createController, type Controller } from './controller.js';
 import type { EventStream } from './event-stream.js';
 import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
-import { createReconciler } from './reconcile/index.js';
+import { createReconciler, type Reconciler } from './reconcile/index.js';
 import { createWatcherHealth } from './registration/index.js';
 
 const TLS_POLL_MS = 5_000;
@@ -88,7 +89,7 @@ export async function startWork(
         logger,
         registry,
         onAccepted,
-        config.callbackRecheckMs,
+        reconciler,
       );
       listener = started.listener;
       stopTlsWatch = started.stopTlsWatch;
@@ -100,13 +101,50 @@ export async function startWork(
   }
 }
 
+/**
+ * Where a callback goes (decision 010). Validating admission runs before the API server stores the write, so a
+ * read right after the callback may not show it yet. An event with a fingerprint takes the targeted path: wait
+ * (milliseconds) until the SKR shows the write, mirror a Module CR at once, then the full reconcile, coalesced.
+ * Without a fingerprint (upstream's webhook) nothing says when the write is in: the full reconcile now and once
+ * more a moment later.
+ */
+function routeCallback(
+  controller: Controller,
+  reconciler: Reconciler,
+  logger: Logger,
+  kymaKey: string,
+  event: AcceptedEvent | undefined,
+): void {
+  if (!event?.fingerprint || !hasFingerprint(event.fingerprint)) {
+    controller.enqueue(kymaKey);
+    if (event) controller.queue.addAfter(kymaKey, MODULE_MIRROR.unfingerprintedRecheckMs);
+    return;
+  }
+  const change = {
+    gvk: event.gvk,
+    namespace: event.watched.namespace,
+    name: event.watched.name,
+    fingerprint: event.fingerprint,
+  };
+  void reconciler
+    .mirrorModuleCr(kymaKey, change)
+    .catch((error: unknown) =>
+      // The full reconcile below retries whatever failed here, with backoff and status.
+      logger.debug(
+        { err: error, kyma: kymaKey, gvk: event.gvk, name: event.watched.name },
+        'targeted mirror failed',
+      ),
+    )
+    .finally(() => controller.enqueue(kymaKey));
+}
+
 async function startConfiguredListener(
   config: ListenerConfig,
   controller: Controller,
   logger: Logger,
   registry: Registry,
   onAccepted: (event: AcceptedEvent) => void,
-  recheckMs: number,
+  reconciler: Reconciler,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
@@ -114,12 +152,8 @@ async function startConfiguredListener(
     maxConnections: config.maxConnections,
     idleTimeoutMs: config.idleTimeoutMs,
     resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
-    enqueue: (kymaKey: string) => {
-      controller.enqueue(kymaKey);
-      // Validating admission runs before the API server stores the write, so a fast reconcile can read the
-      // object just before the change lands; one more look a little later makes sure it is not missed.
-      if (recheckMs > 0) controller.queue.addAfter(kymaKey, recheckMs);
-    },
+    enqueue: (kymaKey: string, event?: AcceptedEvent) =>
+      routeCallback(controller, reconciler, logger, kymaKey, event),
     // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
     onAccepted,
     logger,

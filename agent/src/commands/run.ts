@@ -158,11 +158,6 @@ export function runCommand(): Command {
       SYNC_RESOURCE_ALLOWED.namespaces.join(','),
     )
     .option(
-      '--callback-recheck-after <duration>',
-      'after a callback, look at its Kyma once more this much later (admission runs before the write is stored); 0 disables',
-      '2s',
-    )
-    .option(
       '--register-skr-webhook',
       'install and maintain the webhook in every SKR (certificate, Secret, configuration, Deployment)',
     )

@@ -1,4 +1,5 @@
 // The listener's contract with the rest of the agent; documented in index.ts.
+import type { ChangeFingerprint, WatchEventV2 } from '@skr-watcher/api';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 
 /** One callback that passed every check and woke its Kyma. */
@@ -13,6 +14,8 @@ export interface AcceptedEvent {
   /** The SKR object that changed; namespace is empty for cluster-scoped objects. */
   watched: { namespace: string; name: string };
   gvk: { group: string; version: string; kind: string };
+  /** Which write the event is about (decision 010); empty from webhooks that do not say (upstream's). */
+  fingerprint?: ChangeFingerprint;
   receivedAt: Date;
 }
 
@@ -35,8 +38,12 @@ export interface ListenerOptions {
   mode: ListenerMode;
   /** Synchronous lookup of the Kyma labelled with a runtime-id (an informer cache). */
   resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
-  /** Wakes the reconciliation of `namespace/name`; the caller's work queue coalesces repeats. */
-  enqueue(kymaKey: string): void;
+  /**
+   * Wakes the reconciliation of `namespace/name`; the caller's work queue coalesces repeats. `event` is the
+   * callback that woke it, so the caller can take a targeted path first; undefined for keys released from the
+   * coalescing window, which stand for several events.
+   */
+  enqueue(kymaKey: string, event?: AcceptedEvent): void;
   /** Called after enqueue for every accepted event; exceptions are logged, never answered. */
   onAccepted?(event: AcceptedEvent): void;
   logger?: Logger;
@@ -60,4 +67,15 @@ export interface Listener {
   updateTls(material: TlsMaterial): void;
   /** Stops accepting, lets requests in flight finish (up to the grace period), releases held keys. */
   close(): Promise<void>;
+}
+
+/** The fingerprint fields of a validated callback body; each is left out when the webhook did not send it. */
+export function fingerprintOf(event: WatchEventV2): ChangeFingerprint {
+  return {
+    ...(event.uid !== undefined ? { uid: event.uid } : {}),
+    ...(event.generation !== undefined ? { generation: event.generation } : {}),
+    ...(event.previousResourceVersion !== undefined
+      ? { previousResourceVersion: event.previousResourceVersion }
+      : {}),
+  };
 }

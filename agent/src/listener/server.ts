@@ -25,7 +25,13 @@ import {
 } from '@skr-watcher/telemetry';
 import { discardBody, isIdentityEncoding, isJsonMediaType, readLimitedBody } from './body.js';
 import { CoalescingWindow } from './coalescing-window.js';
-import type { Listener, ListenerOptions, TlsMaterial } from './contract.js';
+import {
+  fingerprintOf,
+  type AcceptedEvent,
+  type Listener,
+  type ListenerOptions,
+  type TlsMaterial,
+} from './contract.js';
 import { listenerMetrics, type ListenerMetrics } from './metrics.js';
 import { trustedProxies, type TrustedProxies } from './trusted-proxies.js';
 import { runtimeIdFromXfcc } from './xfcc.js';
@@ -131,8 +137,8 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   let tlsGeneration = 0;
   let closing = false;
 
-  const enqueueNow = (key: string): void => {
-    options.enqueue(key);
+  const enqueueNow = (key: string, event?: AcceptedEvent): void => {
+    options.enqueue(key, event);
     metrics.enqueued.inc();
   };
   const window =
@@ -346,10 +352,20 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     }
 
     const key = kymaKeyOf(kyma);
+    const accepted: AcceptedEvent = {
+      runtimeId,
+      kyma: { namespace: kyma.namespace, name: kyma.name },
+      component: target.component,
+      contract: target.version,
+      watched: { namespace: watched.Namespace, name: watched.Name },
+      gvk: { group: watchedGvk.group, version: watchedGvk.version, kind: watchedGvk.kind },
+      fingerprint: fingerprintOf(event.value),
+      receivedAt,
+    };
     if (window && !closing) {
       window.hold(key);
     } else {
-      enqueueNow(key);
+      enqueueNow(key, accepted);
     }
     metrics.accepted.inc({ contract: target.version });
     if (debugEnabled) {
@@ -360,15 +376,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     }
     if (options.onAccepted) {
       try {
-        options.onAccepted({
-          runtimeId,
-          kyma: { namespace: kyma.namespace, name: kyma.name },
-          component: target.component,
-          contract: target.version,
-          watched: { namespace: watched.Namespace, name: watched.Name },
-          gvk: { group: watchedGvk.group, version: watchedGvk.version, kind: watchedGvk.kind },
-          receivedAt,
-        });
+        options.onAccepted(accepted);
       } catch (error) {
         logger.error({ err: error, runtimeId, kyma: key }, 'onAccepted subscriber failed');
       }

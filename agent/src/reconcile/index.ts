@@ -65,10 +65,12 @@ import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
+import { mirrorChangedModuleCr, type ModuleCrChange, type ModuleMirrorResult } from './module-mirror.js';
 import type { RegistrationSettings } from './skr-webhook.js';
 import { parseKyma } from './shapes.js';
 
 export { moduleConfigName } from './module-config.js';
+export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './module-mirror.js';
 export { CONDITIONS } from './status.js';
 export { SKR_WEBHOOK_CONDITION, type RegistrationSettings } from './skr-webhook.js';
 
@@ -120,6 +122,11 @@ export interface ReconcileResult {
 export interface Reconciler {
   /** Reconciles the KCP Kyma `namespace/name`. */
   reconcile(kymaKey: string): Promise<ReconcileResult>;
+  /**
+   * The targeted path (decision 010): mirrors one changed Module CR of the Kyma into its ModuleConfig, waiting
+   * (briefly) for the announced write to be stored. Never runs at the same time as a reconcile of that Kyma.
+   */
+  mirrorModuleCr(kymaKey: string, change: ModuleCrChange): Promise<ModuleMirrorResult>;
   /** Closes the pooled connections to KCP and every SKR. */
   close(): Promise<void>;
 }
@@ -133,6 +140,8 @@ export const DEFAULT_DELETION_TIMEOUT_MS = 10 * 60_000;
 interface ReconcileMetrics {
   total: Counter<'result'>;
   duration: Histogram<'result'>;
+  mirrors: Counter<'outcome'>;
+  mirrorReads: Counter;
 }
 
 function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined {
@@ -142,9 +151,22 @@ function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined
     return {
       total: existing as Counter<'result'>,
       duration: registry.getSingleMetric('skr_agent_reconcile_duration_seconds') as Histogram<'result'>,
+      mirrors: registry.getSingleMetric('skr_agent_module_mirrors_total') as Counter<'outcome'>,
+      mirrorReads: registry.getSingleMetric('skr_agent_module_mirror_reads_total') as Counter,
     };
   }
   return {
+    mirrors: new Counter({
+      name: 'skr_agent_module_mirrors_total',
+      help: 'Module CR callbacks mirrored on the targeted path, by outcome (mirrored, unchanged, not-a-module, absent, not-shown).',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    mirrorReads: new Counter({
+      name: 'skr_agent_module_mirror_reads_total',
+      help: 'SKR reads of Module CRs on the targeted path; above the mirrors count when a write had not landed yet.',
+      registers: [registry],
+    }),
     total: new Counter({
       name: 'skr_agent_reconcile_total',
       help: 'Kyma reconciles by result (ready, processing, warning, error, deleting, paused, absent, failed).',
@@ -228,27 +250,60 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
   }
 
+  // The work queue never runs one Kyma twice at once; the targeted mirror joins that rule through this chain, so
+  // a full pass that read a Module CR before an edit never writes its older mirror over the targeted one.
+  const running = new Map<string, Promise<unknown>>();
+  const exclusive = <T>(kymaKey: string, work: () => Promise<T>): Promise<T> => {
+    const before = running.get(kymaKey) ?? Promise.resolve();
+    const result = before.catch(() => undefined).then(work);
+    const settled = result.catch(() => undefined);
+    running.set(kymaKey, settled);
+    void settled.then(() => {
+      if (running.get(kymaKey) === settled) running.delete(kymaKey);
+    });
+    return result;
+  };
+
   return {
-    async reconcile(kymaKey) {
-      const started = process.hrtime.bigint();
-      let label = 'failed';
-      try {
-        const { result, label: outcome } = await withinDeadline(
-          `reconcile ${kymaKey}`,
-          options.reconcileDeadlineMs ?? DEFAULT_RECONCILE_DEADLINE_MS,
-          () => reconcileOnce(kymaKey),
+    reconcile: (kymaKey) =>
+      exclusive(kymaKey, async () => {
+        const started = process.hrtime.bigint();
+        let label = 'failed';
+        try {
+          const { result, label: outcome } = await withinDeadline(
+            `reconcile ${kymaKey}`,
+            options.reconcileDeadlineMs ?? DEFAULT_RECONCILE_DEADLINE_MS,
+            () => reconcileOnce(kymaKey),
+          );
+          label = outcome;
+          return result;
+        } catch (error) {
+          logger.warn({ kyma: kymaKey, err: error }, 'reconcile failed');
+          throw error;
+        } finally {
+          const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+          metrics?.total.inc({ result: label });
+          metrics?.duration.observe({ result: label }, seconds);
+        }
+      }),
+    mirrorModuleCr: (kymaKey, change) =>
+      exclusive(kymaKey, async () => {
+        const { ctx } = await ready;
+        const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
+        const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
+        if (raw === undefined) return { outcome: 'not-a-module' as const, reads: 0 };
+        const kyma = parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
+        if (isPaused(kyma) || kyma.metadata.deletionTimestamp)
+          return { outcome: 'not-a-module' as const, reads: 0 };
+        const result = await mirrorChangedModuleCr(ctx, kyma, change);
+        metrics?.mirrors.inc({ outcome: result.outcome });
+        metrics?.mirrorReads.inc(result.reads);
+        logger.debug(
+          { kyma: kymaKey, gvk: change.gvk, namespace: change.namespace, name: change.name, ...result },
+          'Module CR mirrored on its callback',
         );
-        label = outcome;
         return result;
-      } catch (error) {
-        logger.warn({ kyma: kymaKey, err: error }, 'reconcile failed');
-        throw error;
-      } finally {
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        metrics?.total.inc({ result: label });
-        metrics?.duration.observe({ result: label }, seconds);
-      }
-    },
+      }),
     async close() {
       const { kcp, skrClients } = await ready.catch(() => ({ kcp: undefined, skrClients: undefined }));
       await skrClients?.close();

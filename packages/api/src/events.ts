@@ -139,3 +139,18 @@ export function parseEventPath(path: string): { version: ContractVersion; compon
   if (!match) return undefined;
   return { version: match[1] as ContractVersion, component: match[2] as string };
 }
+
+/** How the agent waits for the write a callback announced to be stored (decision 010). */
+export const MODULE_MIRROR = {
+  /** First re-read after a read that does not show the fingerprint yet: storing takes milliseconds. */
+  rereadInitialMs: 2,
+  /** Re-reads back off up to this, so a slow API server is not asked hundreds of times. */
+  rereadMaxMs: 50,
+  /** After this the write is taken as never stored (refused after admission); the full reconcile follows anyway. */
+  rereadBoundMs: 1_000,
+  /**
+   * An event without fingerprint (upstream's webhook) cannot say whether a read shows it: its Kyma is looked at
+   * once more this long after, which bounds how long a write stored after the first read goes unmirrored.
+   */
+  unfingerprintedRecheckMs: 1_000,
+} as const;
