@@ -71,8 +71,16 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: n
   throw new Error(`${what}: not within ${timeoutMs / 1000} s`, { cause: last });
 }
 
-/** Ready replicas of a Deployment equal its desired replicas, all on the current template. */
-export async function deploymentRolledOut(kubeConfig: KubeConfig, namespace: string, name: string) {
+/**
+ * Every replica of a Deployment is on the current template and `ready` of them are Ready (default: all). The
+ * agent's standby replicas answer /readyz 503 until they lead, so for it one Ready replica is the goal.
+ */
+export async function deploymentRolledOut(
+  kubeConfig: KubeConfig,
+  namespace: string,
+  name: string,
+  ready?: number,
+) {
   const deployment: V1Deployment = await kubeConfig
     .makeApiClient(AppsV1Api)
     .readNamespacedDeployment({ name, namespace });
@@ -81,7 +89,7 @@ export async function deploymentRolledOut(kubeConfig: KubeConfig, namespace: str
   return (
     (status?.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 1) &&
     status?.updatedReplicas === want &&
-    status?.readyReplicas === want &&
+    (status?.readyReplicas ?? 0) >= (ready ?? want) &&
     (status?.replicas ?? 0) === want
   );
 }
@@ -219,7 +227,7 @@ export async function startPodSystem(options: PodSystemOptions): Promise<PodSyst
     const deployed = Date.now();
     await waitFor(
       `Deployment ${namespace}/${AGENT_DEPLOYMENT} rolled out`,
-      () => deploymentRolledOut(kcp, namespace, AGENT_DEPLOYMENT),
+      () => deploymentRolledOut(kcp, namespace, AGENT_DEPLOYMENT, 1),
       240_000,
     );
     timings['agent Deployment Ready'] = (Date.now() - deployed) / 1000;

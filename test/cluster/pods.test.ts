@@ -191,34 +191,6 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     await arrives(last, 'the last edit of the burst mirrored after the leader Pod was deleted');
   });
 
-  it('a rolling update of the agent Deployment under continuous edits loses no callback', async () => {
-    const apps = system.kcp.makeApiClient(AppsV1Api);
-    const droppedBefore = counter(await webhookMetrics(), 'skr_webhook_events_dropped_total');
-    await apps.patchNamespacedDeployment({
-      name: AGENT_DEPLOYMENT,
-      namespace: system.namespace,
-      body: [
-        {
-          op: 'add',
-          path: '/spec/template/metadata/annotations',
-          value: { 'skr-watcher.test/restarted-at': String(Date.now()) },
-        },
-      ],
-    });
-    let last = '';
-    let edits = 0;
-    const rolled = () => deploymentRolledOut(system.kcp, system.namespace, AGENT_DEPLOYMENT);
-    // Edits keep coming until the new ReplicaSet has taken over, and a few after.
-    while (!(await rolled()) || edits < 5) {
-      last = `rolling ${edits++} ${Date.now()}`;
-      await edit(last);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      if (edits > 2_000) throw new Error('the rollout did not finish');
-    }
-    await arrives(last, 'the last edit made during the rollout mirrored');
-    expect(counter(await webhookMetrics(), 'skr_webhook_events_dropped_total')).to.equal(droppedBefore);
-  });
-
   it('a webhook Pod killed while the listener is down comes back and the edits made meanwhile arrive', async () => {
     const apps = system.kcp.makeApiClient(AppsV1Api);
     const scale = (replicas: number) =>

@@ -74,7 +74,7 @@ cleanup_run() {
   ip link del "skrw$id" 2>/dev/null
   # The kubelet links every container log into /var/log/containers whatever its flags say.
   find /var/log/containers -maxdepth 1 -type l -lname "$dir/*" -delete 2>/dev/null
-  rm -f "$STATE/nets/$subnet" "$file"
+  rm -rf "$STATE/nets/$subnet" "$file"
   last_run_restores
 }
 
@@ -106,11 +106,13 @@ check() {
   if ls "$STATE/runs" 2>/dev/null | grep -q .; then echo "registered runs: $(ls "$STATE/runs")"; found=1; fi
   if ip netns list 2>/dev/null | grep -q '^skrw'; then echo "network namespaces: $(ip netns list | grep '^skrw')"; found=1; fi
   if ip -br link 2>/dev/null | grep -q '^skrw'; then echo "links: $(ip -br link | grep '^skrw')"; found=1; fi
-  if grep -q ' /run/netns/skrw\|skr-testenv' /proc/self/mountinfo; then
-    echo "mounts:"; grep ' /run/netns/skrw\|skr-testenv' /proc/self/mountinfo | awk '{print "  " $5}'; found=1
+  # Every node keeps its state under <plane dir>/node/ (src/nodes.ts).
+  local ours=' /run/netns/skrw\|/node/containerd/\|/node/kubelet/'
+  if grep -q "$ours" /proc/self/mountinfo; then
+    echo "mounts:"; grep "$ours" /proc/self/mountinfo | awk '{print "  " $5}'; found=1
   fi
-  if pgrep -f 'containerd-shim-runc-v2 .*skr-testenv|skr-testenv.*containerd.toml' >/dev/null; then
-    echo "containerd or shims:"; pgrep -af 'containerd-shim-runc-v2 .*skr-testenv|skr-testenv.*containerd.toml'; found=1
+  if pgrep -f '/node/containerd/containerd\.(sock|toml)' >/dev/null; then
+    echo "containerd or shims:"; pgrep -af '/node/containerd/containerd\.(sock|toml)'; found=1
   fi
   if ls -d /sys/fs/cgroup/*/skrw* >/dev/null 2>&1; then echo "cgroups: $(ls -d /sys/fs/cgroup/*/skrw*)"; found=1; fi
   if command -v iptables-save >/dev/null && iptables-save 2>/dev/null | grep -q '^:\(KUBE\|CNI\)'; then
