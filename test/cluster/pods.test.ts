@@ -18,13 +18,7 @@ import { DEFAULTS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem } from '@skr-watcher/testenv';
 import { SAMPLE_MODULE } from '../../demo/system.js';
-import {
-  AGENT_DEPLOYMENT,
-  WEBHOOK_DEPLOYMENT,
-  deploymentRolledOut,
-  startPodSystem,
-  type PodSystem,
-} from '../../demo/pods.js';
+import { AGENT_DEPLOYMENT, WEBHOOK_DEPLOYMENT, startPodSystem, type PodSystem } from '../../demo/pods.js';
 import { eventually } from '../support/eventually.js';
 
 const CERTS_MAIN = fileURLToPath(new URL('../../certs/src/main.ts', import.meta.url));
