@@ -4,7 +4,6 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ensureBuilt } from './binaries.js';
-import { KUBERNETES_VERSION } from './versions.js';
 
 const BUILD_SCRIPT = fileURLToPath(new URL('../scripts/build-node-binaries.sh', import.meta.url));
 
