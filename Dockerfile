@@ -1,19 +1,59 @@
 # One image for skr-agent, skr-webhook and skr-certs: `docker build -t skr-watcher .`
-FROM node:22-bookworm-slim AS build
+# Base images are pinned by digest and replaceable through build arguments: the tests build this file with
+# buildah from local bases (a Node 22 assembled from the npm `node` binary; see packages/testenv/src/images.ts),
+# since their machines reach no internet registry. Decision 014.
+ARG BUILD_IMAGE=docker.io/library/node:22-bookworm-slim@sha256:43ac6c60b8f89723f746e8a92ce91abd5017e627ce1ddfe4238355d3a30b772c
+ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs22-debian12:nonroot@sha256:13593b7570658e8477de39e2f4a1dd25db2f836d68a0ba771251572d23bb4f8e
+
+FROM ${BUILD_IMAGE} AS build
+# Behind a TLS-intercepting proxy, npm needs its CA: pass the file's path (mounted at build time, never copied).
+ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
-COPY package.json package-lock.json tsconfig*.json ./
+# Manifests first: the dependency layer is rebuilt only when they change.
+COPY package.json package-lock.json ./
+COPY packages/api/package.json packages/api/
+COPY packages/pki/package.json packages/pki/
+COPY packages/kube/package.json packages/kube/
+COPY packages/telemetry/package.json packages/telemetry/
+COPY packages/testenv/package.json packages/testenv/
+COPY webhook/package.json webhook/
+COPY agent/package.json agent/
+COPY certs/package.json certs/
+# No install scripts: the only ones fetch a second Node binary (devDependency `node`) and esbuild's, neither
+# of which the compiler needs.
+RUN npm ci --no-audit --no-fund --ignore-scripts
+COPY tsconfig.json tsconfig.base.json ./
 COPY packages ./packages
 COPY webhook ./webhook
 COPY agent ./agent
 COPY certs ./certs
-COPY manifests ./manifests
-RUN npm ci --no-audit --no-fund --omit=optional && npx tsc -b && npm prune --omit=dev \
- && rm -rf packages/testenv/go
+RUN node node_modules/typescript/bin/tsc -b packages/api packages/pki packages/telemetry packages/kube webhook agent certs \
+ && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
+ && rm -rf node_modules/@skr-watcher/testenv node_modules/.package-lock.json
 
-FROM gcr.io/distroless/nodejs22-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 WORKDIR /app
-COPY --from=build /src /app
+# Only what runs: compiled code, package manifests (workspace links resolve through them), production
+# dependencies and the CRDs the agent installs in SKRs. Owned by root, run as an unprivileged user.
+COPY --from=build /src/package.json ./
+COPY --from=build /src/node_modules ./node_modules
+COPY --from=build /src/packages/api/package.json ./packages/api/
+COPY --from=build /src/packages/api/dist ./packages/api/dist
+COPY --from=build /src/packages/pki/package.json ./packages/pki/
+COPY --from=build /src/packages/pki/dist ./packages/pki/dist
+COPY --from=build /src/packages/kube/package.json ./packages/kube/
+COPY --from=build /src/packages/kube/dist ./packages/kube/dist
+COPY --from=build /src/packages/telemetry/package.json ./packages/telemetry/
+COPY --from=build /src/packages/telemetry/dist ./packages/telemetry/dist
+COPY --from=build /src/webhook/package.json ./webhook/
+COPY --from=build /src/webhook/dist ./webhook/dist
+COPY --from=build /src/agent/package.json ./agent/
+COPY --from=build /src/agent/dist ./agent/dist
+COPY --from=build /src/certs/package.json ./certs/
+COPY --from=build /src/certs/dist ./certs/dist
+COPY manifests/crds ./manifests/crds
 ENV NODE_ENV=production
+USER 65532:65532
 # The image's entrypoint is node; pick the binary with the first argument:
 #   agent/dist/main.js run ...   webhook/dist/main.js   certs/dist/main.js ...
 CMD ["agent/dist/main.js", "--help"]

@@ -18,7 +18,15 @@ export { LISTENER_TLS_SECRET_NAME };
  * RSA 2048: a throwaway local CA need not cost the seconds of 4096 bits. A year: the agent renews leaves
  * with 30 days left, and a leaf cannot outlive its CA.
  */
-export async function initKcpPki(kcp: KubeConfig, namespace: string): Promise<void> {
+export async function initKcpPki(
+  kcp: KubeConfig,
+  namespace: string,
+  /** Names the SKRs dial the listener by (default 127.0.0.1; in pods: the KCP node's address). */
+  listener: { dnsNames: string[]; ipAddresses: string[] } = {
+    dnsNames: ['localhost'],
+    ipAddresses: ['127.0.0.1'],
+  },
+): Promise<void> {
   const now = new Date();
   const ca = createCa({ commonName: 'skr-watcher local CA', keyBits: 2048, validityDays: 365, now });
   const secrets = new KcpPkiSecrets(kcp.makeApiClient(CoreV1Api), namespace);
@@ -28,8 +36,7 @@ export async function initKcpPki(kcp: KubeConfig, namespace: string): Promise<vo
   const serving = await issueLeafAsync({
     ca,
     runtimeId: 'skr-agent-listener',
-    dnsNames: ['localhost'],
-    ipAddresses: ['127.0.0.1'],
+    ...listener,
     now,
   });
   await secrets.writeListenerLeaf(serving, bundle);

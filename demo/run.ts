@@ -3,6 +3,7 @@
 // (without --once) live events and kubectl commands to try until Ctrl-C.
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { podsDemo } from './pods-demo.js';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
 import { SAMPLE_MODULE, ScratchDirError, startLocalSystem, type LocalSystem } from './system.js';
 import { EdgeObservations, formatTimeline, timeEdit } from './timeline.js';
@@ -194,6 +195,7 @@ const command = new Command('npm run demo --')
     false,
   )
   .option('--dir <path>', 'scratch directory for planes, certificates and logs (emptied first)', '.skr-demo')
+  .option('--pods', 'run the agent and the webhooks in Pods on real nodes (root; slow first start)', false)
   .addOption(
     new Option(
       '--timeout <seconds>',
@@ -208,8 +210,14 @@ const command = new Command('npm run demo --')
       .default(30_000, '30s'),
   )
   .showHelpAfterError()
-  .action(async (flags: DemoOptions) => {
-    process.exitCode = await demo({ ...flags, dir: resolve(flags.dir) });
+  .action(async (flags: DemoOptions & { pods: boolean }) => {
+    process.exitCode = flags.pods
+      ? await podsDemo({
+          dir: resolve(flags.dir, 'pods'),
+          once: flags.once,
+          editTimeoutMs: flags.editTimeout,
+        })
+      : await demo({ ...flags, dir: resolve(flags.dir) });
   });
 
 command

@@ -28,8 +28,8 @@ export interface SkrRegistration {
   name: string;
   /** Content of the SKR's kubeconfig file: the agent's only way into the SKR. */
   kubeconfig: string;
-  /** https://127.0.0.1:<port> of the webhook process that serves this SKR (URL mode). */
-  webhookUrl: string;
+  /** https://127.0.0.1:<port> of the webhook process that serves this SKR (URL mode); none: in-cluster. */
+  webhookUrl?: string;
 }
 
 async function readManifests(file: string): Promise<Manifest[]> {
@@ -57,7 +57,7 @@ export function kymaFor(sample: Manifest, skr: SkrRegistration, namespace: strin
       annotations: {
         ...sample.metadata.annotations,
         [ANNOTATIONS.skrDomain]: `${skr.name}.local.kyma.dev`,
-        [ANNOTATIONS.skrWebhookUrl]: skr.webhookUrl,
+        ...(skr.webhookUrl ? { [ANNOTATIONS.skrWebhookUrl]: skr.webhookUrl } : {}),
       },
     },
   };

@@ -78,6 +78,8 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
               {
                 name: 'webhook',
                 image: options.image,
+                // The image's entrypoint is node; its default command is the agent's help.
+                args: ['webhook/dist/main.js'],
                 env: [
                   { name: 'WEBHOOK_PORT', value: String(WEBHOOK_PORT) },
                   { name: 'METRICS_PORT', value: String(METRICS_PORT) },

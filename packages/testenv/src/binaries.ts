@@ -29,12 +29,6 @@ async function executable(path: string): Promise<boolean> {
   }
 }
 
-async function pair(dir: string): Promise<{ kubeApiserver: string; etcd: string } | undefined> {
-  const kubeApiserver = join(dir, 'kube-apiserver');
-  const etcd = join(dir, 'etcd');
-  return (await executable(kubeApiserver)) && (await executable(etcd)) ? { kubeApiserver, etcd } : undefined;
-}
-
 /** Whether a build lock's owner has died; a lock without an owner yet is its owner's only for a minute. */
 async function abandoned(lock: string): Promise<boolean> {
   const pid = Number((await readFile(join(lock, 'pid'), 'utf8').catch(() => '')).trim());
@@ -58,18 +52,56 @@ async function abandoned(lock: string): Promise<boolean> {
  * KUBEBUILDER_ASSETS nor the cache has them. Concurrent callers share one build through a lock dir.
  */
 export async function ensureBinaries(options: { log?: (line: string) => void } = {}): Promise<Binaries> {
+  const found = await ensureBuilt({
+    names: ['kube-apiserver', 'etcd'],
+    what: 'the control-plane binaries',
+    script: BUILD_SCRIPT,
+    lockName: '.building',
+    log: options.log,
+  });
+  return { kubeApiserver: found.paths['kube-apiserver']!, etcd: found.paths['etcd']!, source: found.source };
+}
+
+interface BuildRequest {
+  /** Binary names that must all be executable in one directory. */
+  names: string[];
+  what: string;
+  script: string;
+  /** One lock per script: two different builds may run at once, the same one never twice. */
+  lockName: string;
+  log?: (line: string) => void;
+}
+
+async function allIn(dir: string, names: string[]): Promise<Record<string, string> | undefined> {
+  const paths: Record<string, string> = {};
+  for (const name of names) {
+    const path = join(dir, name);
+    if (!(await executable(path))) return undefined;
+    paths[name] = path;
+  }
+  return paths;
+}
+
+/** KUBEBUILDER_ASSETS, then the version-keyed cache, else one shared build (lock dir) into the cache. */
+export async function ensureBuilt(
+  request: BuildRequest,
+): Promise<{ paths: Record<string, string>; source: Binaries['source'] }> {
   const assets = process.env['KUBEBUILDER_ASSETS'];
   if (assets) {
-    const found = await pair(assets);
-    if (!found) throw new Error(`KUBEBUILDER_ASSETS=${assets} holds no executable kube-apiserver and etcd`);
-    return { ...found, source: 'KUBEBUILDER_ASSETS' };
+    const found = await allIn(assets, request.names);
+    if (found) return { paths: found, source: 'KUBEBUILDER_ASSETS' };
+    if (request.lockName === '.building') {
+      throw new Error(`KUBEBUILDER_ASSETS=${assets} holds no executable kube-apiserver and etcd`);
+    }
   }
   const dir = cacheDir();
-  const cached = await pair(dir);
-  if (cached) return { ...cached, source: 'cache' };
+  const cached = await allIn(dir, request.names);
+  if (cached) return { paths: cached, source: 'cache' };
 
   await mkdir(dir, { recursive: true });
-  const lock = join(dir, '.building');
+  const lock = join(dir, request.lockName);
+  const log = request.log ?? ((line: string) => process.stderr.write(line + '\n'));
+  let waited = 0;
   for (;;) {
     try {
       await mkdir(lock);
@@ -83,27 +115,28 @@ export async function ensureBinaries(options: { log?: (line: string) => void } =
         continue;
       }
       await new Promise((resolve) => setTimeout(resolve, 2000));
-      const built = await pair(dir);
-      if (built) return { ...built, source: 'cache' };
+      waited += 2;
+      if (waited % 60 === 0)
+        log(`[testenv] waiting ${waited} s for another process building ${request.what}`);
+      const built = await allIn(dir, request.names);
+      if (built) return { paths: built, source: 'cache' };
     }
   }
   try {
-    (options.log ?? ((line) => process.stderr.write(line + '\n')))(
-      `[testenv] no cached kube-apiserver ${KUBERNETES_VERSION}; building from the Go module proxy`,
+    log(
+      `[testenv] building ${request.what} from the Go module proxy (none cached for ${KUBERNETES_VERSION})`,
     );
     await new Promise<void>((resolve, reject) => {
-      const child = spawn('bash', [BUILD_SCRIPT, dir], { stdio: ['ignore', 'inherit', 'inherit'] });
+      const child = spawn('bash', [request.script, dir], { stdio: ['ignore', 'inherit', 'inherit'] });
       child.on('error', reject);
       child.on('exit', (code) =>
-        code === 0
-          ? resolve()
-          : reject(new Error(`building the control-plane binaries failed (exit ${code})`)),
+        code === 0 ? resolve() : reject(new Error(`building ${request.what} failed (exit ${code})`)),
       );
     });
   } finally {
     await rm(lock, { recursive: true, force: true });
   }
-  const built = await pair(dir);
-  if (!built) throw new Error(`the build finished but ${dir} holds no kube-apiserver and etcd`);
-  return { ...built, source: 'built' };
+  const built = await allIn(dir, request.names);
+  if (!built) throw new Error(`the build finished but ${dir} lacks one of ${request.names.join(', ')}`);
+  return { paths: built, source: 'built' };
 }

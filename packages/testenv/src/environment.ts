@@ -14,6 +14,8 @@ import { ensureBinaries, type Binaries } from './binaries.js';
 import { planeCertificates, type PlaneCertificates } from './pki.js';
 import { freePort } from './ports.js';
 import { startProcess, type ManagedProcess } from './processes.js';
+import { startNodes, type Nodes } from './cluster-nodes.js';
+import { createRunNetwork, type RunNetwork } from './run-network.js';
 
 export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;
@@ -25,13 +27,19 @@ export interface EnvironmentOptions {
   dir?: string;
   /** Directories of CRD manifests to install in every plane; the project's CRDs by default. */
   crdDirs?: string[];
+  /**
+   * Give every plane a node (containerd, kubelet, kube-proxy, controller-manager, scheduler) and start a
+   * registry with the repository's image in it. Needs root and the packages nodeSupportProblem() names.
+   */
+  nodes?: boolean;
   log?: (line: string) => void;
 }
 
 export interface ControlPlane {
   readonly name: string;
-  /** https://127.0.0.1:<port> */
+  /** https://127.0.0.1:<port>, or https://<the run bridge's host address>:<port> with nodes. */
   readonly url: string;
+  readonly dir: string;
   readonly kubeconfigPath: string;
   /** The plane's CA (PEM): it signed the serving certificate; tests use it as the webhook caBundle too. */
   readonly caPem: string;
@@ -51,6 +59,8 @@ export interface Environment {
   plane(name: string): ControlPlane;
   /** PIDs of every etcd and kube-apiserver of this environment that is still running. */
   pids(): number[];
+  /** With `nodes: true`: the nodes, the registry and the images in it. */
+  readonly nodes?: Nodes;
   stop(): Promise<void>;
 }
 
@@ -144,6 +154,9 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'skr-testenv-')));
   await mkdir(dir, { recursive: true });
   const processes: ManagedProcess[] = [];
+  // With nodes the API servers listen on the run's bridge, where pods in the clusters' namespaces reach them.
+  const network: RunNetwork | undefined = options.nodes ? createRunNetwork(dir, names) : undefined;
+  let nodes: Nodes | undefined;
 
   const etcdPort = await freePort();
   const peerPort = await freePort();
@@ -166,6 +179,8 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 
   const planes: ControlPlane[] = [];
   const stopAll = async () => {
+    await nodes?.stop();
+    network?.cleanup();
     await Promise.all(planes.map((plane) => plane.stopApiServer()));
     await etcd.stop();
     if (ownDir) await rm(dir, { recursive: true, force: true });
@@ -186,11 +201,14 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
     const crds = await loadCrds(options.crdDirs ?? [DEFAULT_CRD_DIR]);
     // Start the API servers in parallel: each takes seconds, mostly waiting on its own start-up hooks.
     const started = await Promise.all(
-      names.map((name) => startPlane(name, dir, binaries, `http://127.0.0.1:${etcdPort}`, log)),
+      names.map((name) =>
+        startPlane(name, dir, binaries, `http://127.0.0.1:${etcdPort}`, log, network?.hostIp),
+      ),
     );
     planes.push(...started);
     await Promise.all(planes.map((plane) => installCrds(plane.kubeConfig(), crds)));
     log(`[testenv] CRDs installed in ${names.join(', ')}`);
+    if (network) nodes = await startNodes({ dir, planes, network, log });
   } catch (error) {
     await stopAll();
     throw error;
@@ -208,6 +226,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
       [etcd, ...planes.map((p) => ({ pid: p.pid(), isRunning: () => p.pid() > 0 }))]
         .filter((p) => p.isRunning())
         .map((p) => p.pid),
+    nodes,
     stop: stopAll,
   };
 }
@@ -218,10 +237,13 @@ async function startPlane(
   binaries: Binaries,
   etcdUrl: string,
   log: (line: string) => void,
+  /** An address on the run's bridge (clusters with nodes); loopback otherwise. */
+  nodeAddress?: string,
 ): Promise<ControlPlane> {
   const dir = join(rootDir, name);
   await mkdir(dir, { recursive: true });
-  const certs = planeCertificates(name);
+  const address = nodeAddress ?? '127.0.0.1';
+  const certs = planeCertificates(name, nodeAddress ? [nodeAddress] : []);
   const files = {
     ca: join(dir, 'ca.crt'),
     servingCert: join(dir, 'apiserver.crt'),
@@ -238,24 +260,36 @@ async function startPlane(
   await writeFile(files.saPrivate, certs.serviceAccount.privatePem, { mode: 0o600 });
 
   const port = await freePort();
-  const url = `https://127.0.0.1:${port}`;
+  const url = `https://${address}:${port}`;
   await writeFile(files.kubeconfig, kubeconfigYaml(name, url, certs), { mode: 0o600 });
 
   const args = [
     `--etcd-servers=${etcdUrl}`,
     `--etcd-prefix=/${name}`,
     `--secure-port=${port}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
-    '--endpoint-reconciler-type=none',
+    `--bind-address=${address}`,
+    `--advertise-address=${address}`,
     `--cert-dir=${dir}`,
     `--tls-cert-file=${files.servingCert}`,
     `--tls-private-key-file=${files.servingKey}`,
     `--client-ca-file=${files.ca}`,
     '--service-cluster-ip-range=10.0.0.0/24',
     '--allow-privileged=true',
-    '--disable-admission-plugins=ServiceAccount',
-    '--authorization-mode=RBAC',
+    ...(nodeAddress
+      ? [
+          // Pods reach this server through the `kubernetes` Service: its endpoint is this address.
+          '--endpoint-reconciler-type=lease',
+          '--authorization-mode=Node,RBAC',
+          '--enable-admission-plugins=NodeRestriction',
+          // Webhooks and APIServices given as Services are dialled at the Pod IP (no ClusterIP on the host).
+          '--enable-aggregator-routing=true',
+          '--kubelet-preferred-address-types=InternalIP',
+        ]
+      : [
+          '--endpoint-reconciler-type=none',
+          '--disable-admission-plugins=ServiceAccount',
+          '--authorization-mode=RBAC',
+        ]),
     `--service-account-issuer=${url}/`,
     `--service-account-key-file=${files.saPublic}`,
     `--service-account-signing-key-file=${files.saPrivate}`,
@@ -285,6 +319,7 @@ async function startPlane(
   return {
     name,
     url,
+    dir,
     kubeconfigPath: files.kubeconfig,
     caPem: certs.ca.certPem,
     kubeConfig() {

@@ -42,8 +42,8 @@ function certificate(
   return forge.pki.certificateToPem(cert);
 }
 
-/** A CA, a serving certificate for 127.0.0.1/localhost, an admin client in system:masters, SA keys. */
-export function planeCertificates(planeName: string): PlaneCertificates {
+/** A CA, a serving certificate for 127.0.0.1/localhost (and `extraIps`), an admin in system:masters, SA keys. */
+export function planeCertificates(planeName: string, extraIps: string[] = []): PlaneCertificates {
   const caKey = rsaKey();
   const caSubject = [{ name: 'commonName', value: `skr-testenv-${planeName}-ca` }];
   const caCertPem = certificate(caSubject, caKey.forgePublic, { subject: caSubject, key: caKey.forgeKey }, [
@@ -65,6 +65,10 @@ export function planeCertificates(planeName: string): PlaneCertificates {
         name: 'subjectAltName',
         altNames: [
           { type: 7, ip: '127.0.0.1' },
+          ...extraIps.map((ip) => ({ type: 7, ip })),
+          // What in-cluster clients dial: the `kubernetes` Service.
+          { type: 7, ip: '10.0.0.1' },
+          { type: 2, value: 'kubernetes.default.svc' },
           { type: 2, value: 'localhost' },
         ],
       },

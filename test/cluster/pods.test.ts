@@ -1,0 +1,229 @@
+// The production path on real nodes: the agent and the webhook run only as Pods, from the image the
+// repository's Dockerfile builds, pulled by kubelets from the run's registry (decision 014).
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import {
+  AdmissionregistrationV1Api,
+  AppsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { DEFAULTS } from '@skr-watcher/api';
+import { mergePatchCustomObject } from '@skr-watcher/kube';
+import { nodeSupportProblem } from '@skr-watcher/testenv';
+import { SAMPLE_MODULE } from '../../demo/system.js';
+import { AGENT_DEPLOYMENT, WEBHOOK_DEPLOYMENT, startPodSystem, type PodSystem } from '../../demo/pods.js';
+import { eventually } from '../support/eventually.js';
+
+const CERTS_MAIN = fileURLToPath(new URL('../../certs/src/main.ts', import.meta.url));
+/** Generous: two busy cores, image pulls, pod starts and the webhook's backoff all add up. */
+const CONVERGE_MS = 180_000;
+const { module: _module, ...MODULE_CR } = SAMPLE_MODULE;
+
+const running = (pod: V1Pod) =>
+  !pod.metadata?.deletionTimestamp &&
+  !!pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+
+/** Runs a command without blocking this process (the edits go on meanwhile). */
+function run(
+  command: string,
+  args: string[],
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/** Counter value from a Prometheus text exposition (sum over label sets). */
+function counter(text: string, name: string): number {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith(name) && !line.startsWith('#'))
+    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+}
+
+describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in the SKR', function () {
+  // A cold machine builds kubelet and friends first (≈ 20 min), then the image.
+  this.timeout(3_600_000);
+  let parent: string;
+  let system: PodSystem;
+  const problem = nodeSupportProblem();
+
+  before(async function () {
+    if (problem) {
+      // Only machines that cannot run nodes at all skip; everything else that fails is a failure.
+      process.stderr.write(`skipping the pod tests: ${problem}\n`);
+      this.skip();
+    }
+    parent = await mkdtemp(join(tmpdir(), 'skr-pods-'));
+    system = await startPodSystem({
+      dir: parent,
+      progress: (line) => process.stderr.write(`  ${line}\n`),
+      // Periodic work far apart: only callbacks explain what arrives within a test.
+      agentArgs: ['--requeue-ready=1h', '--requeue-warning=1h', '--resync-interval=1h'],
+    });
+    process.stderr.write(`  start-up figures (s): ${JSON.stringify(system.timings)}\n`);
+  });
+  after(async function () {
+    this.timeout(120_000);
+    await system?.stop();
+    if (parent) await rm(parent, { recursive: true, force: true });
+  });
+
+  const skr = () => system.env.plane('skr1').kubeConfig();
+  const edit = (greeting: string) =>
+    mergePatchCustomObject(skr().makeApiClient(CustomObjectsApi), MODULE_CR, { spec: { greeting } });
+  const arrives = (greeting: string, what: string) =>
+    eventually(
+      what,
+      async () =>
+        system.moduleConfigs.current('skr1', 'sample')?.spec['greeting'] === greeting ? true : undefined,
+      CONVERGE_MS,
+    );
+  const webhookMetrics = async () => {
+    const [pod] = (await system.webhookPods('skr1')).filter(running);
+    if (!pod?.status?.podIP) throw new Error('no ready webhook Pod');
+    // Pod IPs are routed to the SKR's node from the host (run network).
+    const response = await fetch(`http://${pod.status.podIP}:2112/metrics`);
+    return response.text();
+  };
+
+  it('an SKR edit reaches its ModuleConfig through the webhook Pod, its Service and the agent Pod', async () => {
+    const configuration = await skr()
+      .makeApiClient(AdmissionregistrationV1Api)
+      .readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    for (const hook of configuration.webhooks ?? []) {
+      expect(hook.clientConfig.url, hook.name).to.equal(undefined);
+      expect(hook.clientConfig.service?.name, hook.name).to.equal(WEBHOOK_DEPLOYMENT);
+    }
+    const agents = (await system.agentPods()).filter(running);
+    expect(agents.length).to.be.greaterThan(0);
+    for (const pod of agents) {
+      expect(pod.spec?.serviceAccountName).to.equal('skr-agent');
+      expect(pod.spec?.containers[0]?.image).to.equal(system.image);
+    }
+    const greeting = `pods ${Date.now()}`;
+    await edit(greeting);
+    await arrives(greeting, 'the edit mirrored into the ModuleConfig');
+    expect(counter(await webhookMetrics(), 'skr_webhook_events_delivered_total')).to.be.greaterThan(0);
+  });
+
+  it('a CA rotation under continuous edits, followed by kubelets refreshing the Secret volumes, drops nothing', async () => {
+    // Edits every 300 ms while `skr-certs rotate-ca --wait` trusts the new CA, re-issues every leaf and drops the
+    // old CA; the listener (agent Pod) and the webhook (SKR Pod) read their certificates from Secret volumes,
+    // which the kubelet refreshes every second here (syncFrequency: 1s).
+    let editing = true;
+    let last = '';
+    const failures: string[] = [];
+    const editor = (async () => {
+      for (let i = 0; editing; i++) {
+        last = `rotation ${i} ${Date.now()}`;
+        await edit(last).catch((error: unknown) => failures.push(String(error)));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+    })();
+    const rotation = await run(process.execPath, [
+      '--import',
+      'tsx',
+      '--conditions=source',
+      CERTS_MAIN,
+      'rotate-ca',
+      '--kubeconfig',
+      system.env.plane('kcp').kubeconfigPath,
+      '--propagation-delay',
+      '8s',
+      '--grace-period',
+      '8s',
+      '--wait',
+      '--key-bits',
+      '2048',
+      '-o',
+      'json',
+    ]);
+    editing = false;
+    await editor;
+    expect(rotation.status, `rotate-ca failed:\n${rotation.stderr}`).to.equal(0);
+    expect((JSON.parse(rotation.stdout) as { state: { phase: string } }).state.phase).to.equal('complete');
+    expect(failures).to.deep.equal([]);
+    await arrives(last, 'the last edit made during the rotation mirrored');
+    let rejected = 0;
+    for (const pod of (await system.agentPods()).filter(running)) {
+      const metrics = await (await fetch(`http://${pod.status?.podIP}:8080/metrics`)).text();
+      rejected += counter(metrics, 'skr_listener_requests_total{code="401"}');
+    }
+    expect(rejected, 'listener 401 answers').to.equal(0);
+  });
+
+  it('deleting the leading agent Pod in the middle of a burst of edits converges on the last edit', async () => {
+    const core = system.kcp.makeApiClient(CoreV1Api);
+    const leases = await system.kcp
+      .makeApiClient(CoordinationV1Api)
+      .listNamespacedLease({ namespace: system.namespace });
+    const holder = leases.items.map((lease) => lease.spec?.holderIdentity ?? '').find(Boolean) ?? '';
+    const agents = (await system.agentPods()).filter(running);
+    const leader = agents.find((pod) => holder.includes(pod.metadata?.name ?? '\0')) ?? agents[0];
+    let last = '';
+    for (let i = 0; i < 20; i++) {
+      last = `burst ${i} ${Date.now()}`;
+      await edit(last);
+      if (i === 7) {
+        await core.deleteNamespacedPod({ name: leader?.metadata?.name ?? '', namespace: system.namespace });
+      }
+    }
+    await arrives(last, 'the last edit of the burst mirrored after the leader Pod was deleted');
+  });
+
+  it('a webhook Pod killed while the listener is down comes back and the edits made meanwhile arrive', async () => {
+    const apps = system.kcp.makeApiClient(AppsV1Api);
+    const scale = (replicas: number) =>
+      apps.patchNamespacedDeploymentScale({
+        name: AGENT_DEPLOYMENT,
+        namespace: system.namespace,
+        body: [{ op: 'replace', path: '/spec/replicas', value: replicas }],
+      });
+    await scale(0);
+    try {
+      await eventually(
+        'no agent Pod left',
+        async () => ((await system.agentPods()).length === 0 ? true : undefined),
+        CONVERGE_MS,
+      );
+      await edit(`while down ${Date.now()}`);
+      const [webhook] = (await system.webhookPods('skr1')).filter(running);
+      await skr()
+        .makeApiClient(CoreV1Api)
+        .deleteNamespacedPod({
+          name: webhook?.metadata?.name ?? '',
+          namespace: DEFAULTS.skrNamespace,
+          gracePeriodSeconds: 0,
+        });
+      await eventually(
+        'a new webhook Pod is Ready',
+        async () =>
+          (await system.webhookPods('skr1')).some(
+            (pod) => running(pod) && pod.metadata?.name !== webhook?.metadata?.name,
+          )
+            ? true
+            : undefined,
+        CONVERGE_MS,
+      );
+    } finally {
+      await scale(2);
+    }
+    const last = `after the outage ${Date.now()}`;
+    await edit(last);
+    await arrives(last, 'the edit made after the outage mirrored');
+  });
+});
