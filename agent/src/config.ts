@@ -75,10 +75,10 @@ export function parseDuration(flag: string, value: string): number {
   return Math.round(Number(match[1]) * DURATION_UNITS[match[2] ?? 'ms']!);
 }
 
-export function parsePositiveInt(flag: string, value: string): number {
+export function parsePositiveInt(flag: string, value: string, max = 1_000): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 1_000)
-    throw new ConfigError(`${flag}: expected an integer 1..1000, got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(n) || n < 1 || n > max)
+    throw new ConfigError(`${flag}: expected an integer 1..${max}, got ${JSON.stringify(value)}`);
   return n;
 }
 
@@ -140,7 +140,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     const address = parseAddress('--listen-address', flags.listenAddress);
     const limits = {
       maxConnections: flags.listenerMaxConnections
-        ? parsePositiveInt('--listener-max-connections', flags.listenerMaxConnections)
+        ? parsePositiveInt('--listener-max-connections', flags.listenerMaxConnections, 1_000_000)
         : CONNECTION_LIMITS.listener.maxConnections,
       idleTimeoutMs: flags.listenerIdleTimeout
         ? parseDuration('--listener-idle-timeout', flags.listenerIdleTimeout)
