@@ -22,6 +22,7 @@ import {
   type Clock,
 } from '@skr-watcher/kube';
 import { Counter, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { isOwnMirror } from './reconcile/index.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
 export interface KymaReconciler {
@@ -200,11 +201,12 @@ export function createController(options: ControllerOptions): Controller {
     return kyma ? [kyma] : [];
   });
   syncResources.addHandler(onSpecChange<SyncResource>((s) => enqueueKymaOf('syncresource', kymaNameOf(s))));
-  // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write.
+  // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write, and an update
+  // whose spec hashes to the agent's annotation is our own write too (a reconcile would find nothing to do).
   const moduleConfigs = custom<ModuleConfig>(KINDS.moduleConfig);
   moduleConfigs.addHandler({
     onUpdate: (previous, config) => {
-      if (previous.metadata?.generation !== config.metadata?.generation) {
+      if (previous.metadata?.generation !== config.metadata?.generation && !isOwnMirror(config)) {
         enqueueKymaOf('moduleconfig', kymaNameOf(config));
       }
     },

@@ -108,7 +108,7 @@ export async function startWork(
  * Without a fingerprint (upstream's webhook) nothing says when the write is in: the full reconcile now and once
  * more a moment later.
  */
-function routeCallback(
+export function routeCallback(
   controller: Controller,
   reconciler: Reconciler,
   logger: Logger,

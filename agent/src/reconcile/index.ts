@@ -69,7 +69,7 @@ import { mirrorChangedModuleCr, type ModuleCrChange, type ModuleMirrorResult } f
 import type { RegistrationSettings } from './skr-webhook.js';
 import { parseKyma } from './shapes.js';
 
-export { moduleConfigName } from './module-config.js';
+export { isOwnMirror, moduleConfigName } from './module-config.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './module-mirror.js';
 export { CONDITIONS } from './status.js';
 export { SKR_WEBHOOK_CONDITION, type RegistrationSettings } from './skr-webhook.js';

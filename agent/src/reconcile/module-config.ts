@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
+  ANNOTATIONS,
   FIELD_MANAGER,
   KINDS,
   LABELS,
@@ -76,6 +77,35 @@ export async function readModuleConfig(
   return raw === undefined ? undefined : parseModuleConfig(raw, `ModuleConfig ${ctx.namespace}/${name}`);
 }
 
+/** JSON with object keys sorted at every level: the API server may return keys in another order than we sent. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The value of ANNOTATIONS.mirroredSpecHash for a ModuleConfig spec. */
+export function mirroredSpecHash(spec: unknown): string {
+  return createHash('sha256').update(canonicalJson(spec)).digest('hex');
+}
+
+/**
+ * Whether a ModuleConfig as watched is the agent's own write: its spec is the one the agent last wrote. Its watch
+ * event then has nothing for a reconcile to do (decision 010); an edit by hand changes the spec, not the hash.
+ */
+export function isOwnMirror(config: {
+  metadata?: { annotations?: Record<string, string> };
+  spec?: unknown;
+}): boolean {
+  const hash = config.metadata?.annotations?.[ANNOTATIONS.mirroredSpecHash];
+  return hash !== undefined && hash === mirroredSpecHash(config.spec);
+}
+
 /** The part of a Module CR that is mirrored: identity and spec, nothing the SKR's API server owns. */
 export function mirroredResource(moduleCr: KubernetesObject & { spec?: unknown }): MirroredResource {
   const name = moduleCr.metadata?.name ?? '';
@@ -108,10 +138,14 @@ export async function mirrorModuleCr(
   const resource = mirroredResource(moduleCr);
   const sourceResourceVersion = moduleCr.metadata?.resourceVersion ?? '';
   const labels = { [LABELS.kymaName]: kyma, [LABELS.moduleName]: module, [LABELS.managedBy]: MANAGED_BY };
+  const spec = { kyma, module, resource };
+  const annotations = { [ANNOTATIONS.mirroredSpecHash]: mirroredSpecHash(spec) };
   const specChanged =
     !existing ||
-    !isDeepStrictEqual(existing.spec, { kyma, module, resource }) ||
-    Object.entries(labels).some(([key, value]) => existing.metadata.labels?.[key] !== value);
+    !isDeepStrictEqual(existing.spec, spec) ||
+    Object.entries(labels).some(([key, value]) => existing.metadata.labels?.[key] !== value) ||
+    existing.metadata.annotations?.[ANNOTATIONS.mirroredSpecHash] !==
+      annotations[ANNOTATIONS.mirroredSpecHash];
   let generation = existing?.metadata.generation;
   if (specChanged) {
     const applied = await applyCustomObject(
@@ -120,8 +154,8 @@ export async function mirrorModuleCr(
       {
         apiVersion: apiVersionOf('moduleConfig'),
         kind: KINDS.moduleConfig.kind,
-        metadata: { name, namespace: ctx.namespace, labels },
-        spec: { kyma, module, resource },
+        metadata: { name, namespace: ctx.namespace, labels, annotations },
+        spec,
       },
       { fieldManager: FIELD_MANAGER, force: true },
     );

@@ -88,6 +88,17 @@ export async function mirrorChangedModuleCr(
       await configRead.catch(() => undefined);
       return { outcome: 'not-shown', reads };
     }
+    ctx.logger.debug(
+      {
+        kyma: kymaName,
+        gvk: change.gvk,
+        namespace: change.namespace,
+        name: change.name,
+        reads,
+        delayMs: delay,
+      },
+      'SKR object does not show the announced write yet; reading it again',
+    );
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
   if (!module) return { outcome: 'not-a-module', reads };

@@ -56,6 +56,11 @@ export const ANNOTATIONS = {
   watcherProbe: 'operator.kyma-project.io/watcher-probe',
   /** On a KCP Kyma: the SKR webhook runs outside the SKR at this https URL (local SKRs); else in-cluster. */
   skrWebhookUrl: 'operator.kyma-project.io/skr-webhook-url',
+  /**
+   * On a ModuleConfig: sha256 of the spec the agent last wrote, so the watch tells the agent's own writes (the
+   * spec hashes to it: nothing to do) from edits by hand (it does not: put the mirror back).
+   */
+  mirroredSpecHash: 'operator.kyma-project.io/mirrored-spec-hash',
 } as const;
 
 /** The value of `managed-by` on everything the agent creates. */

@@ -1,0 +1,336 @@
+// The targeted path of a callback (decision 010) on real planes: a KCP and an SKR of the shared environment, the
+// real reconciler and controller, callbacks routed as the listener routes them. Each test has a KCP namespace and
+// an SKR namespace of its own (spec.sync.namespace), so it shares nothing with other suites.
+import { Writable } from 'node:stream';
+import { readFile } from 'node:fs/promises';
+import { expect } from 'chai';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, type ChangeFingerprint } from '@skr-watcher/api';
+import { mergePatchCustomObject } from '@skr-watcher/kube';
+import { sharedEnvironment } from '@skr-watcher/testenv';
+import { createLogger, createRegistry, type Registry } from '@skr-watcher/telemetry';
+import { createController, type Controller } from '../src/controller.js';
+import type { AcceptedEvent } from '../src/listener/index.js';
+import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
+import { routeCallback } from '../src/work.js';
+import { custom, getOrUndefined, refTo, untilCrdsServe, untilInWatchCache } from './support/planes.js';
+
+type Json = Record<string, unknown>;
+type Meta = { uid: string; generation: number; resourceVersion: string };
+
+/** Long enough that no requeue or resync falls within a test: only the callbacks explain a reconcile. */
+const HOUR_MS = 3_600_000;
+const QUIET_REQUEUE = { Ready: HOUR_MS, Processing: HOUR_MS, Warning: HOUR_MS, Error: HOUR_MS };
+
+async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Debug log lines of the reconciler, parsed, as they are written. */
+class LogLines extends Writable {
+  readonly lines: Json[] = [];
+  override _write(chunk: Buffer, _encoding: string, done: () => void): void {
+    for (const line of chunk.toString('utf8').split('\n'))
+      if (line) this.lines.push(JSON.parse(line) as Json);
+    done();
+  }
+}
+
+describe('targeted Module CR mirror on a callback (real KCP and SKR)', function () {
+  this.timeout(120_000);
+  let kcp: KubeConfig;
+  let skr: KubeConfig;
+  let skrKubeconfig: string;
+  let counter = 0;
+
+  before(async () => {
+    const env = await sharedEnvironment();
+    kcp = env.plane('kcp').kubeConfig();
+    skr = env.plane('skr1').kubeConfig();
+    skrKubeconfig = await readFile(env.plane('skr1').kubeconfigPath, 'utf8');
+    await untilCrdsServe([kcp, skr]);
+  });
+
+  /** A KCP namespace with the sample module's catalog, a Kyma using it, its kubeconfig Secret and SKR namespace. */
+  async function world(): Promise<{ namespace: string; skrNamespace: string; kymaKey: string }> {
+    counter += 1;
+    const namespace = `mirror-${process.pid}-${counter}`;
+    const skrNamespace = `mirror-skr-${process.pid}-${counter}`;
+    const api = custom(kcp);
+    await kcp.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+    await skr.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: skrNamespace } } });
+    const create = (kind: keyof typeof KINDS, body: Json) =>
+      api.createNamespacedCustomObject({
+        ...refTo(kind, namespace, ''),
+        body: { apiVersion: `${GROUP}/${KINDS[kind].version}`, kind: KINDS[kind].kind, ...body },
+      });
+    await create('moduleReleaseMeta', {
+      metadata: { name: 'sample', namespace },
+      spec: { moduleName: 'sample', channels: [{ channel: 'regular', version: '1.0.0' }] },
+    });
+    await create('moduleTemplate', {
+      metadata: { name: 'sample-1.0.0', namespace },
+      spec: {
+        moduleName: 'sample',
+        version: '1.0.0',
+        data: {
+          apiVersion: `${GROUP}/${KINDS.sample.version}`,
+          kind: KINDS.sample.kind,
+          metadata: { name: 'sample', namespace: skrNamespace },
+          spec: { greeting: 'hello' },
+        },
+      },
+    });
+    const core = kcp.makeApiClient(CoreV1Api);
+    await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: { name: 'kubeconfig-k', namespace, labels: { [LABELS.kymaName]: 'k' } },
+        data: { config: Buffer.from(skrKubeconfig).toString('base64') },
+      },
+    });
+    await untilInWatchCache(
+      () => core.listNamespacedSecret({ namespace, resourceVersion: '0' }),
+      'kubeconfig-k',
+    );
+    await create('kyma', {
+      metadata: { name: 'k', namespace, labels: { [LABELS.runtimeId]: `runtime-${namespace}` } },
+      // The module catalog is not copied: the SKR is shared with other suites.
+      spec: {
+        channel: 'regular',
+        modules: [{ name: 'sample' }],
+        sync: { namespace: skrNamespace, moduleCatalog: false },
+      },
+    });
+    return { namespace, skrNamespace, kymaKey: `${namespace}/k` };
+  }
+
+  const sampleIn = (skrNamespace: string) => refTo('sample', skrNamespace, 'sample');
+  const readSample = async (skrNamespace: string) =>
+    (await custom(skr).getNamespacedCustomObject(sampleIn(skrNamespace))) as { metadata: Meta };
+  const editSample = async (skrNamespace: string, greeting: string) =>
+    (await mergePatchCustomObject(custom(skr), sampleIn(skrNamespace), { spec: { greeting } })) as {
+      metadata: Meta;
+    };
+  const mirroredGreeting = async (namespace: string): Promise<unknown> => {
+    const config = (await getOrUndefined(() =>
+      custom(kcp).getNamespacedCustomObject(
+        refTo('moduleConfig', namespace, moduleConfigName('k', 'sample')),
+      ),
+    )) as { spec?: { resource?: { spec?: { greeting?: unknown } } } } | undefined;
+    return config?.spec?.resource?.spec?.greeting;
+  };
+  /** The callback the webhook sends for an UPDATE, with the fingerprint it takes from the AdmissionReview. */
+  const callbackFor = (
+    namespace: string,
+    skrNamespace: string,
+    fingerprint: ChangeFingerprint,
+  ): AcceptedEvent => ({
+    runtimeId: `runtime-${namespace}`,
+    kyma: { namespace, name: 'k' },
+    component: 'lifecycle-manager',
+    contract: 'v2',
+    watched: { namespace: skrNamespace, name: 'sample' },
+    gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
+    fingerprint,
+    receivedAt: new Date(),
+  });
+  const counterValue = async (registry: Registry, name: string, labels: Record<string, string>) => {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+    const values = (metric?.values ?? []) as { value: number; labels: Record<string, unknown> }[];
+    return values
+      .filter((v) => Object.entries(labels).every(([key, value]) => v.labels[key] === value))
+      .reduce((sum, v) => sum + v.value, 0);
+  };
+
+  describe('with the controller running', () => {
+    let registry: Registry;
+    let reconciler: Reconciler;
+    let controller: Controller;
+    let names: Awaited<ReturnType<typeof world>>;
+    /** Per full reconcile of the test's Kyma: the greeting its ModuleConfig showed when the pass started. */
+    const passes: { key: string; mirroredAtStart: unknown }[] = [];
+
+    before(async () => {
+      names = await world();
+      registry = createRegistry();
+      reconciler = createReconciler({ kcp, namespace: names.namespace, registry, requeue: QUIET_REQUEUE });
+      controller = createController({
+        kcp,
+        namespace: names.namespace,
+        workers: 2,
+        resyncMs: HOUR_MS,
+        registry,
+        reconciler: {
+          reconcile: async (key) => {
+            passes.push({
+              key,
+              mirroredAtStart: key === names.kymaKey ? await mirroredGreeting(names.namespace) : undefined,
+            });
+            return reconciler.reconcile(key);
+          },
+        },
+      });
+      await controller.start();
+      // The first pass creates the Module CR in the SKR and its ModuleConfig.
+      await until('the first pass mirrored the Module CR', async () =>
+        (await mirroredGreeting(names.namespace)) === 'hello' ? true : undefined,
+      );
+      await controller.queue.whenIdle();
+    });
+
+    after(async () => {
+      await controller?.stop();
+      await reconciler?.close();
+    });
+
+    /** Edits the Module CR in the SKR and routes the callback its webhook sends, as the listener does. */
+    async function editAndCallBack(greeting: string): Promise<void> {
+      const before = await readSample(names.skrNamespace);
+      const edited = await editSample(names.skrNamespace, greeting);
+      routeCallback(
+        controller,
+        reconciler,
+        createLogger('test', 'silent'),
+        names.kymaKey,
+        callbackFor(names.namespace, names.skrNamespace, {
+          uid: edited.metadata.uid,
+          generation: edited.metadata.generation,
+          previousResourceVersion: before.metadata.resourceVersion,
+        }),
+      );
+    }
+
+    it('mirrors a Module CR edit into its ModuleConfig before the Kyma’s full reconcile starts', async () => {
+      const from = passes.length;
+      await editAndCallBack('targeted');
+      const pass = await until('the full reconcile after the callback', () =>
+        passes.slice(from).find((p) => p.key === names.kymaKey),
+      );
+      // The targeted mirror is in KCP before the full pass even began.
+      expect(pass.mirroredAtStart).to.equal('targeted');
+      expect(
+        await counterValue(registry, 'skr_agent_module_mirrors_total', { outcome: 'mirrored' }),
+      ).to.equal(1);
+    });
+
+    it('costs one full reconcile per edit: the agent’s own ModuleConfig writes wake nothing', async () => {
+      await controller.queue.whenIdle();
+      const from = passes.length;
+      const ownWakeUpsBefore = await counterValue(registry, 'skr_agent_triggers_total', {
+        source: 'moduleconfig',
+      });
+      const edits = 3;
+      for (let i = 0; i < edits; i++) {
+        await editAndCallBack(`edit-${i}`);
+        await until(`edit ${i} mirrored`, async () =>
+          (await mirroredGreeting(names.namespace)) === `edit-${i}` ? true : undefined,
+        );
+        await until(`the full reconcile after edit ${i}`, () =>
+          passes.slice(from).filter((p) => p.key === names.kymaKey).length > i ? true : undefined,
+        );
+        await controller.queue.whenIdle();
+      }
+      // A ModuleConfig edited by hand is the barrier: the watch delivers events in order, so once its wake-up is
+      // seen, the events of every earlier ModuleConfig write have been handled too.
+      const barrier = moduleConfigName('barrier', 'sample');
+      await custom(kcp).createNamespacedCustomObject({
+        ...refTo('moduleConfig', names.namespace, ''),
+        body: {
+          apiVersion: `${GROUP}/${KINDS.moduleConfig.version}`,
+          kind: KINDS.moduleConfig.kind,
+          metadata: { name: barrier, namespace: names.namespace, labels: { [LABELS.kymaName]: 'barrier' } },
+          spec: {
+            kyma: 'barrier',
+            module: 'sample',
+            resource: { apiVersion: 'v1', kind: 'X', metadata: { name: 'x' } },
+          },
+        },
+      });
+      await mergePatchCustomObject(custom(kcp), refTo('moduleConfig', names.namespace, barrier), {
+        spec: { resource: { apiVersion: 'v1', kind: 'X', metadata: { name: 'y' } } },
+      });
+      await until('the hand edit of the barrier ModuleConfig woke its Kyma', () =>
+        passes.slice(from).some((p) => p.key === `${names.namespace}/barrier`) ? true : undefined,
+      );
+      await controller.queue.whenIdle();
+      const ownWakeUps =
+        (await counterValue(registry, 'skr_agent_triggers_total', { source: 'moduleconfig' })) -
+        ownWakeUpsBefore -
+        1;
+      expect({
+        reconciles: passes.slice(from).filter((p) => p.key === names.kymaKey).length,
+        ownWakeUps,
+      }).to.deep.equal({ reconciles: edits, ownWakeUps: 0 });
+    });
+  });
+
+  describe('without the controller (the reconciler alone)', () => {
+    let reconciler: Reconciler;
+    let names: Awaited<ReturnType<typeof world>>;
+    const log = new LogLines();
+
+    before(async () => {
+      names = await world();
+      reconciler = createReconciler({
+        kcp,
+        namespace: names.namespace,
+        requeue: QUIET_REQUEUE,
+        logger: createLogger('test', 'debug', log),
+      });
+      await reconciler.reconcile(names.kymaKey);
+    });
+
+    after(async () => reconciler?.close());
+
+    it('waits for a write announced before it is stored, re-reading until the SKR shows it', async () => {
+      // What validating admission sees: the next generation, while the stored object is still the old one.
+      const stored = await readSample(names.skrNamespace);
+      const mirror = reconciler.mirrorModuleCr(names.kymaKey, {
+        gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
+        namespace: names.skrNamespace,
+        name: 'sample',
+        fingerprint: {
+          uid: stored.metadata.uid,
+          generation: stored.metadata.generation + 1,
+          previousResourceVersion: stored.metadata.resourceVersion,
+        },
+      });
+      await until('the agent read the Module CR before the write was stored', () =>
+        log.lines.some(
+          (line) => line['msg'] === 'SKR object does not show the announced write yet; reading it again',
+        )
+          ? true
+          : undefined,
+      );
+      await editSample(names.skrNamespace, 'stored late');
+      const result = await mirror;
+      expect(result.outcome).to.equal('mirrored');
+      expect(result.reads).to.be.greaterThan(1);
+      expect(await mirroredGreeting(names.namespace)).to.equal('stored late');
+    });
+
+    it('mirrors on the callback alone: no full reconcile runs', async () => {
+      const before = await readSample(names.skrNamespace);
+      const edited = await editSample(names.skrNamespace, 'callback only');
+      const result = await reconciler.mirrorModuleCr(names.kymaKey, {
+        gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
+        namespace: names.skrNamespace,
+        name: 'sample',
+        fingerprint: {
+          uid: edited.metadata.uid,
+          generation: edited.metadata.generation,
+          previousResourceVersion: before.metadata.resourceVersion,
+        },
+      });
+      expect(result).to.deep.equal({ outcome: 'mirrored', reads: 1 });
+      expect(await mirroredGreeting(names.namespace)).to.equal('callback only');
+    });
+  });
+});
