@@ -2,6 +2,13 @@
 import type { Logger } from '@skr-watcher/telemetry';
 import { backoffDelay, systemClock, type Clock, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpBreaker, type BreakerState } from './breaker.js';
+import { LogThrottle } from './log-throttle.js';
+
+/**
+ * Drops can come once per event (a full queue, junk from a client, the end of a long outage, a shutdown with
+ * thousands queued): one line per second per reason says enough; the counters have the totals.
+ */
+const DROP_LOG_INTERVAL_MS = 1000;
 
 /** What one callback attempt came to. */
 export type DeliveryOutcome =
@@ -14,6 +21,13 @@ export type DeliveryOutcome =
 export type SendEvent = (manager: string, event: WatchEventV2) => Promise<DeliveryOutcome>;
 
 export type DropReason = 'queue_full' | 'max_age' | 'rejected' | 'shutdown' | 'invalid';
+export const DROP_MESSAGES: Record<DropReason, string> = {
+  queue_full: 'event dropped: dispatch queue full',
+  max_age: 'event dropped: max age',
+  rejected: 'event dropped: rejected',
+  shutdown: 'event dropped: shutdown',
+  invalid: 'event dropped: invalid',
+};
 export const DROP_REASONS: readonly DropReason[] = [
   'queue_full',
   'max_age',
@@ -22,12 +36,15 @@ export const DROP_REASONS: readonly DropReason[] = [
   'invalid',
 ];
 
-/** Hooks for metrics; every method is called synchronously and must be cheap. */
+/**
+ * Hooks for metrics; every method is called synchronously and must be cheap. The dispatcher calls them once per
+ * event; the admission thread replays the dispatch thread's reports through them with counts.
+ */
 export interface DispatchObserver {
-  enqueued(): void;
-  coalesced(): void;
-  delivered(): void;
-  dropped(reason: DropReason): void;
+  enqueued(count?: number): void;
+  coalesced(count?: number): void;
+  delivered(count?: number): void;
+  dropped(reason: DropReason, count?: number): void;
   depth(entries: number): void;
   attempt(outcome: DeliveryOutcome['result'], seconds: number): void;
   /** The breaker opened (KCP unreachable) or closed again. */
@@ -170,11 +187,7 @@ export class Dispatcher {
   private pumpScheduled = false;
   private closed = false;
   private emptied: (() => void) | undefined;
-  private readonly throttled = {
-    queue_full: { lastAt: -Infinity, suppressed: 0 },
-    invalid: { lastAt: -Infinity, suppressed: 0 },
-    max_age: { lastAt: -Infinity, suppressed: 0 },
-  };
+  private readonly dropLog: LogThrottle;
   private readonly clock: Clock;
   private readonly random: () => number;
 
@@ -185,6 +198,7 @@ export class Dispatcher {
       throw new Error(`dispatch queue size must be at least 1, got ${options.maxQueue}`);
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
+    this.dropLog = new LogThrottle(options.logger, DROP_LOG_INTERVAL_MS, this.clock);
     this.breaker = new KcpBreaker({
       threshold: options.breakerThreshold ?? 3,
       clock: this.clock,
@@ -276,6 +290,7 @@ export class Dispatcher {
     this.disarm();
     this.options.observer?.depth(0);
     for (const entry of left) this.drop(entry, 'shutdown', entry);
+    this.dropLog.flush();
   }
 
   /**
@@ -532,30 +547,11 @@ export class Dispatcher {
       attempts: entry?.attempts ?? 0,
       ...extra,
     };
-    if (reason === 'queue_full' || reason === 'invalid' || reason === 'max_age') {
-      // These can come on every write or in bursts (a full queue, a client sending junk, an outage
-      // outliving the max age of many objects): one line per second per reason says enough; the
-      // counters have the totals.
-      const now = this.clock.now();
-      const throttle = this.throttled[reason];
-      if (now - throttle.lastAt < 1000) {
-        throttle.suppressed++;
-        return;
-      }
-      const suppressed = throttle.suppressed;
-      throttle.lastAt = now;
-      throttle.suppressed = 0;
-      this.options.logger.warn(
-        { ...fields, suppressed, maxQueue: this.options.maxQueue },
-        reason === 'invalid'
-          ? 'event dropped: invalid'
-          : reason === 'max_age'
-            ? 'event dropped: max age'
-            : 'event dropped: dispatch queue full',
-      );
-      return;
-    }
-    this.options.logger.warn(fields, `event dropped: ${reason.replace('_', ' ')}`);
+    this.dropLog.warn(
+      reason,
+      reason === 'queue_full' ? { ...fields, maxQueue: this.options.maxQueue } : fields,
+      DROP_MESSAGES[reason],
+    );
   }
 }
 

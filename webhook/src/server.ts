@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import {
   ADMISSION_API_VERSIONS,
+  TLS_SERVER_CIPHERS,
   allowedResponse,
   parseAdmissionReview,
   type WatchEventV2,
@@ -46,7 +47,26 @@ export interface AdmissionServer {
 }
 
 function secureOptions(material: TlsMaterial) {
-  return { cert: material.cert, key: material.key, minVersion: 'TLSv1.2' as const };
+  return {
+    cert: material.cert,
+    key: material.key,
+    minVersion: 'TLSv1.2' as const,
+    ciphers: TLS_SERVER_CIPHERS,
+    honorCipherOrder: true,
+  };
+}
+
+/**
+ * Before an early answer (404, 405) to a request with a body: the body is not needed, and reading it to keep the
+ * connection would let a client that drips it hold the connection for as long as it likes. So the connection
+ * closes once the answer is written (Node then destroys the socket, unread bytes and all).
+ */
+function closeIfBodyFollows(req: IncomingMessage, res: ServerResponse): void {
+  const declared = req.headers['content-length'];
+  const hasBody =
+    req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
+  if (hasBody) res.setHeader('connection', 'close');
+  else req.resume();
 }
 
 export async function startAdmissionServer(options: AdmissionServerOptions): Promise<AdmissionServer> {
@@ -111,15 +131,15 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
     const match = VALIDATE_PATH.exec(req.url ?? '');
     if (!match) {
       metrics.error('not_found');
+      closeIfBodyFollows(req, res);
       refuse(res, started, 404, 'not found: admission reviews go to POST /validate/<manager>');
-      req.resume();
       return;
     }
     if (req.method !== 'POST') {
       metrics.error('method_not_allowed');
       res.setHeader('allow', 'POST');
+      closeIfBodyFollows(req, res);
       refuse(res, started, 405, `method ${req.method} not allowed: use POST`);
-      req.resume();
       return;
     }
     const manager = match[1] as string;

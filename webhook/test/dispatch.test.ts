@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { WatchEventV2 } from '@skr-watcher/api';
-import { silentLogger } from '@skr-watcher/telemetry';
+import { createLogger, silentLogger } from '@skr-watcher/telemetry';
 import { backoffDelay } from '@skr-watcher/api';
 import { dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
 import { ManualClock, settle } from './support/manual-clock.js';
@@ -259,6 +259,29 @@ describe('Dispatcher', () => {
     expect(dispatcher.depth).to.equal(0);
     expect(dispatcher.stats.dropped.shutdown).to.equal(2);
     expect(clock.pendingTimers).to.equal(0);
+  });
+
+  it('a shutdown that drops 2,000 events writes a few warn lines that count the rest, not 2,000', async () => {
+    const lines: { msg: string; suppressed?: number; name?: string }[] = [];
+    const logger = createLogger('test', 'warn', {
+      write: (line: string) => void lines.push(JSON.parse(line)),
+    });
+    const { clock, kcp, dispatcher } = setup({ logger, maxQueue: 5_000 });
+    kcp.auto = UNAVAILABLE;
+    for (let i = 0; i < 2_000; i++) dispatcher.enqueue('m', event(`obj-${i}`));
+    const draining = dispatcher.drain(1_000);
+    await clock.advance(1_000);
+    await draining;
+    expect(dispatcher.stats.dropped.shutdown).to.equal(2_000);
+    const shutdownLines = lines.filter((line) => line.msg.startsWith('event dropped: shutdown'));
+    expect(shutdownLines.length).to.be.within(1, 3);
+    // Every drop is accounted for: a line per drop written, plus the counts of those left out.
+    const accounted = shutdownLines.reduce(
+      (sum, line) => sum + (line.msg === 'event dropped: shutdown' ? 1 : 0) + (line.suppressed ?? 0),
+      0,
+    );
+    expect(accounted).to.equal(2_000);
+    expect(shutdownLines.at(-1)?.name).to.equal('obj-1999');
   });
 });
 

@@ -104,6 +104,36 @@ describe('admission server', function () {
     expect(other.status).to.equal(404);
   });
 
+  it('after a 404 to a request whose body drips in slowly, closes the connection instead of reading on', async () => {
+    const outcome = await new Promise<string>((resolve) => {
+      const socket = connect({ host: '127.0.0.1', port: fx.webhook.webhookPort, ca: fx.pki.ca.certPem });
+      let answer = '';
+      let drip: NodeJS.Timeout | undefined;
+      // A client dripping a 1 MB body at 10 bytes a second would take a day; stop after 15 s either way.
+      const giveUp = setTimeout(() => {
+        clearInterval(drip);
+        socket.destroy();
+        resolve(`still open after 15 s; answer: ${answer.split('\r\n')[0]}`);
+      }, 15_000);
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (answer += chunk));
+      socket.once('secureConnect', () => {
+        socket.write('POST /not-validate HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n\r\n{');
+        drip = setInterval(() => socket.write(' '), 100);
+      });
+      socket.on('error', () => undefined);
+      socket.once('close', () => {
+        clearInterval(drip);
+        clearTimeout(giveUp);
+        resolve(`closed by the server; answer: ${answer.split('\r\n')[0]}`);
+      });
+    });
+    expect(outcome).to.equal('closed by the server; answer: HTTP/1.1 404 Not Found');
+    // Requests without a body keep their connection for the next one.
+    const get = await call({ method: 'GET' });
+    expect(get.status).to.equal(405);
+  });
+
   it('answers 413 above the body limit, whether declared or streamed', async () => {
     const big = Buffer.alloc(64 * 1024 + 1, 0x20);
     const declared = await call({ body: big });
@@ -131,6 +161,28 @@ describe('admission server', function () {
     expect(outcome).to.not.equal('connected');
     const modern = await call({ body: JSON.stringify(sampleReview('tls12', 'CREATE', 'tls12')) });
     expect(modern.status).to.equal(200);
+  });
+
+  it('refuses a TLS 1.2 client that offers only a static-RSA CBC suite, and serves one offering ECDHE AEAD', async () => {
+    const handshake = (ciphers: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect({
+          host: '127.0.0.1',
+          port: fx.webhook.webhookPort,
+          ca: fx.pki.ca.certPem,
+          maxVersion: 'TLSv1.2',
+          ciphers,
+        });
+        socket.once('secureConnect', () => {
+          const name = socket.getCipher().name;
+          socket.destroy();
+          resolve(`connected ${name}`);
+        });
+        socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+      });
+    expect(await handshake('AES128-SHA')).to.not.match(/^connected/);
+    expect(await handshake('AES256-SHA256')).to.not.match(/^connected/);
+    expect(await handshake('ECDHE-RSA-AES128-GCM-SHA256')).to.equal('connected ECDHE-RSA-AES128-GCM-SHA256');
   });
 
   it('serves only /metrics, /healthz and /readyz on the plain metrics port, with the webhook metrics', async () => {

@@ -125,6 +125,24 @@ export const CONNECTION_LIMITS = {
   webhook: { maxConnections: 1_000, idleTimeoutMs: 10_000 },
 } as const;
 
+/**
+ * Cipher suites every TLS server of the system offers (Node's `ciphers` option): TLS 1.3's AEAD suites and, on
+ * TLS 1.2, ECDHE with AES-GCM or ChaCha20-Poly1305 only. Node's default also accepts static-RSA and CBC suites
+ * (no forward secrecy, padding-oracle history); Go's TLS stack (the API server, the reference webhook) offers
+ * these ECDHE AEAD suites, so nothing the system talks to needs more.
+ */
+export const TLS_SERVER_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
 /** Per-state requeue intervals in milliseconds, as the reference KCP uses. */
 export const REQUEUE_MS = {
   Ready: 5 * 60_000,
