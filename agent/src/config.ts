@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Option } from 'commander';
 import { CONNECTION_LIMITS, DEFAULTS, SYNC_RESOURCE_ALLOWED, type RequeueIntervals } from '@skr-watcher/api';
+import { defaultShardIdentity, validShardIdentity } from './sharding/membership.js';
 
 export interface Address {
   /** undefined = all interfaces */
@@ -22,6 +23,10 @@ export interface AgentConfig {
   listener?: ListenerConfig;
   metricsAddress: Address;
   leaderElection?: { leaseName: string; leaseNamespace: string; identity: string };
+  /** Several replicas, each owning a share of the Kymas (decision 012); undefined: one replica owns all. */
+  sharding?: ShardingConfig;
+  /** Lease timing of leader election and of sharding membership. */
+  leaseTiming: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
   workers: number;
   requeue: RequeueIntervals;
   /** Full relist of every watched kind; every Kyma is reconciled then. */
@@ -37,6 +42,17 @@ export interface AgentConfig {
     probeAfterMs: number;
     probeTimeoutMs: number;
   };
+}
+
+export interface ShardingConfig {
+  ring: string;
+  /** This replica in Leases and owner labels; a DNS label, new for every process. */
+  identity: string;
+  leaseNamespace: string;
+  /** Where peers forward callbacks for Kymas this replica owns; needs the listener's TLS material. */
+  peer?: { address: Address; advertise?: string };
+  /** Test hook: append every reconcile's start and end to this file. */
+  journalFile?: string;
 }
 
 export class ConfigError extends Error {}
@@ -116,6 +132,15 @@ export interface RunFlags {
   leaseName: string;
   leaseNamespace?: string;
   leaderIdentity?: string;
+  shard?: boolean;
+  shardRing: string;
+  shardIdentity?: string;
+  peerAddress: string;
+  peerAdvertiseAddress?: string;
+  leaseDuration: string;
+  renewDeadline: string;
+  retryPeriod: string;
+  reconcileJournal?: string;
   workers: string;
   requeueReady: string;
   requeueProcessing: string;
@@ -179,6 +204,20 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
   const identity =
     flags.leaderIdentity ||
     `${env['HOSTNAME'] || 'skr-agent'}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  if (flags.shard && flags.leaderElect) {
+    throw new ConfigError('--shard and --leader-elect exclude each other: with --shard every replica works');
+  }
+  const leaseTiming = {
+    leaseDurationMs: parseDuration('--lease-duration', flags.leaseDuration),
+    renewDeadlineMs: parseDuration('--renew-deadline', flags.renewDeadline),
+    retryPeriodMs: parseDuration('--retry-period', flags.retryPeriod),
+  };
+  if (!(
+    leaseTiming.retryPeriodMs < leaseTiming.renewDeadlineMs &&
+    leaseTiming.renewDeadlineMs < leaseTiming.leaseDurationMs
+  )) {
+    throw new ConfigError('Lease timing needs --retry-period < --renew-deadline < --lease-duration');
+  }
   return {
     kubeconfig: flags.kubeconfig,
     namespace,
@@ -187,6 +226,8 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     leaderElection: flags.leaderElect
       ? { leaseName: flags.leaseName, leaseNamespace: flags.leaseNamespace || namespace, identity }
       : undefined,
+    sharding: flags.shard ? shardingFromFlags(flags, namespace, listener, env) : undefined,
+    leaseTiming,
     workers: parsePositiveInt('--workers', flags.workers),
     requeue: {
       Ready: parseDuration('--requeue-ready', flags.requeueReady),
@@ -201,6 +242,35 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     },
     logLevel: parseLogLevel(flags.logLevel),
     registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
+  };
+}
+
+function shardingFromFlags(
+  flags: RunFlags,
+  namespace: string,
+  listener: ListenerConfig | undefined,
+  env: NodeJS.ProcessEnv,
+): ShardingConfig {
+  const identity = flags.shardIdentity || defaultShardIdentity(env['HOSTNAME']);
+  if (!validShardIdentity(identity)) {
+    throw new ConfigError(
+      `--shard-identity: expected a DNS label of at most 63 characters (a-z, 0-9, '-'), got ${JSON.stringify(identity)}`,
+    );
+  }
+  if (!validShardIdentity(flags.shardRing)) {
+    throw new ConfigError(`--shard-ring: expected a DNS label, got ${JSON.stringify(flags.shardRing)}`);
+  }
+  // Forwarding authenticates with the listener's certificate; without one, callbacks reach only the owner.
+  const address = parseAddress('--peer-address', flags.peerAddress);
+  const advertise =
+    flags.peerAdvertiseAddress || (env['POD_IP'] ? `${env['POD_IP']}:${address.port}` : undefined);
+  if (advertise) parseAddress('--peer-advertise-address', advertise);
+  return {
+    ring: flags.shardRing,
+    identity,
+    leaseNamespace: flags.leaseNamespace || namespace,
+    ...(listener?.kind === 'direct' ? { peer: { address, ...(advertise ? { advertise } : {}) } } : {}),
+    ...(flags.reconcileJournal ? { journalFile: flags.reconcileJournal } : {}),
   };
 }
 

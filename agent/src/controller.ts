@@ -36,6 +36,8 @@ export interface ControllerOptions {
   workers?: number;
   /** Full relist of every watched kind; a Kyma relist reconciles every Kyma. Default 10 min. */
   resyncMs?: number;
+  /** Watch only the Kymas this selects (sharding: the ones this replica owns, decision 012). */
+  kymaLabelSelector?: string;
   /** Restart a watch that delivered nothing for this long. Default 120 s. */
   watchdogMs?: number;
   clock?: Clock;
@@ -129,7 +131,7 @@ export function createController(options: ControllerOptions): Controller {
     process: (key) => reconciler.reconcile(key),
   });
 
-  const kymas = custom<Kyma>(KINDS.kyma);
+  const kymas = custom<Kyma>(KINDS.kyma, options.kymaLabelSelector);
   kymas.addIndex(RUNTIME_ID_INDEX, (kyma) => {
     const runtimeId = kyma.metadata?.labels?.[LABELS.runtimeId];
     return runtimeId ? [runtimeId] : [];

@@ -11,6 +11,7 @@ import type { EventStream } from './event-stream.js';
 import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler, type Reconciler } from './reconcile/index.js';
 import { createWatcherHealth } from './registration/index.js';
+import type { Sharding } from './sharding/index.js';
 
 const TLS_POLL_MS = 5_000;
 
@@ -26,6 +27,7 @@ export async function startWork(
   registry: Registry,
   events: EventStream,
   pool: PooledKubeConfig,
+  sharding?: Sharding,
 ): Promise<Running> {
   // The reconciler keeps its own pooled KCP client; the watches share `pool`.
   // Broken-watcher detection needs to know when each SKR last called back: the listener tells it.
@@ -36,7 +38,7 @@ export async function startWork(
       })
     : undefined;
   let controller: Controller | undefined;
-  const reconciler = createReconciler({
+  const unguarded = createReconciler({
     kcp,
     namespace: config.namespace,
     logger,
@@ -58,6 +60,18 @@ export async function startWork(
         }
       : {}),
   });
+  // With sharding, a Kyma is reconciled only while this replica owns it, and a handover waits for the run.
+  const reconciler: Reconciler = sharding
+    ? {
+        reconcile: (key) => sharding.guard(key, () => unguarded.reconcile(key), {}),
+        mirrorModuleCr: (key, change) =>
+          sharding.guard(key, () => unguarded.mirrorModuleCr(key, change), {
+            outcome: 'not-a-module' as const,
+            reads: 0,
+          }),
+        close: () => unguarded.close(),
+      }
+    : unguarded;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
   const stop = async () => {
@@ -76,23 +90,27 @@ export async function startWork(
       resyncMs: config.resyncMs,
       logger,
       registry,
+      ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector } : {}),
     });
+    const started = controller;
+    sharding?.attach((key, event) => routeCallback(started, reconciler, logger, key, event));
     await controller.start();
     if (config.listener) {
       const onAccepted = (event: AcceptedEvent) => {
         watcherHealth?.recordEvent(event.runtimeId, event.receivedAt);
         events.publish(event);
       };
-      const started = await startConfiguredListener(
+      const serving = await startConfiguredListener(
         config.listener,
         controller,
         logger,
         registry,
         onAccepted,
         reconciler,
+        sharding,
       );
-      listener = started.listener;
-      stopTlsWatch = started.stopTlsWatch;
+      listener = serving.listener;
+      stopTlsWatch = serving.stopTlsWatch;
     }
     return { stop };
   } catch (error) {
@@ -145,15 +163,20 @@ async function startConfiguredListener(
   registry: Registry,
   onAccepted: (event: AcceptedEvent) => void,
   reconciler: Reconciler,
+  sharding: Sharding | undefined,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
     port: config.address.port,
     maxConnections: config.maxConnections,
     idleTimeoutMs: config.idleTimeoutMs,
-    resolveKyma: (runtimeId: string) => controller.resolveKyma(runtimeId),
+    // Sharded, any replica accepts a callback and hands it to the Kyma's owner (maybe itself).
+    resolveKyma: (runtimeId: string) =>
+      sharding ? sharding.resolveKyma(runtimeId) : controller.resolveKyma(runtimeId),
     enqueue: (kymaKey: string, event?: AcceptedEvent) =>
-      routeCallback(controller, reconciler, logger, kymaKey, event),
+      sharding
+        ? sharding.route(kymaKey, event)
+        : routeCallback(controller, reconciler, logger, kymaKey, event),
     // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
     onAccepted,
     logger,
@@ -179,6 +202,7 @@ async function startConfiguredListener(
     readListenerTls(config)
       .then((material) => {
         listener.updateTls(material);
+        sharding?.updateTls(material);
         logger.info('listener TLS material reloaded');
       })
       .catch((error: unknown) =>

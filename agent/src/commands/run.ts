@@ -1,17 +1,21 @@
 // skr-agent run: watch KCP, serve the callback listener and reconcile Kymas until SIGTERM, alone or as one
 // of several replicas behind a Lease.
 import { Command } from 'commander';
-import { CONNECTION_LIMITS, DEFAULTS, REQUEUE_MS, SYNC_RESOURCE_ALLOWED } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, DEFAULTS, REQUEUE_MS, SHARDING, SYNC_RESOURCE_ALLOWED } from '@skr-watcher/api';
 import { createLeaderElector, pooledKubeConfig, type LeaderElector } from '@skr-watcher/kube';
 import { createLogger, createRegistry, createShutdown, startHealthServer } from '@skr-watcher/telemetry';
+import { Option } from 'commander';
+import { LEADER_ELECTION_DEFAULTS } from '@skr-watcher/kube';
 import {
   agentConfigFromFlags,
   formatDuration,
   loadKcpKubeConfig,
   logLevelOption,
+  readListenerTls,
   type RunFlags,
 } from '../config.js';
 import { createEventStream } from '../event-stream.js';
+import { startSharding, type Sharding } from '../sharding/index.js';
 import { startWork, type Running } from '../work.js';
 
 async function run(flags: RunFlags): Promise<void> {
@@ -34,51 +38,79 @@ async function run(flags: RunFlags): Promise<void> {
     onUpgrade: (req, socket, head) => events.handleUpgrade(req, socket, head),
   });
   logger.info(
-    { metricsPort: health.port, namespace: config.namespace, leaderElection: !!config.leaderElection },
+    {
+      metricsPort: health.port,
+      namespace: config.namespace,
+      leaderElection: !!config.leaderElection,
+      shard: config.sharding?.identity,
+    },
     'skr-agent starting',
   );
   shutdown.add('health server', async () => {
     await events.close();
     await health.close();
   });
+  let sharding: Sharding | undefined;
+  // Set below when --leader-elect; the shutdown step registered first must see it.
+  const lease: { elector?: LeaderElector } = {};
   shutdown.add('agent', async () => {
     ready = false;
     await work?.stop();
     work = undefined;
     // Release the Lease last, after the in-flight reconciles finished, so a standby takes over at once.
-    await elector?.stop();
+    await lease.elector?.stop();
+    // Sharded: hand the Kymas to peers and release our Lease, after our last reconcile finished.
+    await sharding?.leave();
     await pool.close();
   });
-
   const begin = async () => {
-    work = await startWork(config, kcp, logger, registry, events, pool);
+    work = await startWork(config, kcp, logger, registry, events, pool, sharding);
     ready = true;
   };
-  const elector: LeaderElector | undefined =
-    config.leaderElection &&
-    createLeaderElector({
+
+  if (config.sharding) {
+    sharding = await startSharding({
+      config: config.sharding,
+      timing: config.leaseTiming,
+      namespace: config.namespace,
+      resyncMs: config.resyncMs,
       kubeConfig: pool.kubeConfig,
-      namespace: config.leaderElection.leaseNamespace,
-      name: config.leaderElection.leaseName,
-      identity: config.leaderElection.identity,
+      ...(config.listener?.kind === 'direct' ? { tls: await readListenerTls(config.listener) } : {}),
+      onLost: () => {
+        // Peers take our Kymas once our Lease expires; no reconcile of ours may still run then. Exiting is the
+        // one way to stop every request in flight at once; the Deployment starts a fresh replica.
+        process.exit(1);
+      },
       logger,
       registry,
-      onStartedLeading: () =>
-        begin().catch((error: unknown) => {
-          logger.fatal({ err: error }, 'could not start after becoming leader');
-          void shutdown.run('start failed').then(() => process.exit(1));
-        }),
-      onStoppedLeading: (reason) => {
-        if (reason !== 'lost') return;
-        // Another replica may be reconciling already: stop at once and let the Deployment restart us.
-        void shutdown.run('lost the leader Lease').then(() => process.exit(1));
-      },
     });
-
-  if (!elector) {
     await begin();
     return;
   }
+  if (!config.leaderElection) {
+    await begin();
+    return;
+  }
+  const elector = createLeaderElector({
+    kubeConfig: pool.kubeConfig,
+    namespace: config.leaderElection.leaseNamespace,
+    name: config.leaderElection.leaseName,
+    identity: config.leaderElection.identity,
+    ...config.leaseTiming,
+    logger,
+    registry,
+    onStartedLeading: () =>
+      begin().catch((error: unknown) => {
+        logger.fatal({ err: error }, 'could not start after becoming leader');
+        void shutdown.run('start failed').then(() => process.exit(1));
+      }),
+    onStoppedLeading: (reason) => {
+      if (reason !== 'lost') return;
+      // Another replica may be reconciling already: stop at once and let the Deployment restart us.
+      void shutdown.run('lost the leader Lease').then(() => process.exit(1));
+    },
+  });
+  lease.elector = elector;
   void elector.run();
 }
 
@@ -128,6 +160,46 @@ export function runCommand(): Command {
     .option(
       '--leader-identity <id>',
       'identity in the Lease, unique per replica: a live Lease under this identity that another process holds is treated as foreign (default: $HOSTNAME_<pid>_<random>)',
+    )
+    .option(
+      '--shard',
+      'run as one of several replicas that share the Kymas: each holds its own Lease, owns the Kymas the hash ring gives it (label operator.kyma-project.io/skr-agent-shard) and forwards callbacks for the others to their owner; excludes --leader-elect',
+    )
+    .option(
+      '--shard-ring <name>',
+      'replicas with the same ring share the Kymas of --namespace',
+      SHARDING.ring,
+    )
+    .option(
+      '--shard-identity <id>',
+      'this replica in Leases and owner labels, a DNS label unique per process (default: $HOSTNAME-<random>)',
+    )
+    .option(
+      '--peer-address <[host]:port>',
+      'mutual-TLS endpoint where peers forward callbacks for Kymas this replica owns (listener certificate)',
+      ':8083',
+    )
+    .option(
+      '--peer-advertise-address <host:port>',
+      'how peers reach --peer-address, written on our Lease (default: $POD_IP:<port>, else 127.0.0.1:<port>)',
+    )
+    .option(
+      '--lease-duration <duration>',
+      'a replica (or leader) that has not renewed its Lease for this long is gone',
+      formatDuration(LEADER_ELECTION_DEFAULTS.leaseDurationMs),
+    )
+    .option(
+      '--renew-deadline <duration>',
+      'a replica that could not renew for this long stops (exits) before peers may take its Kymas',
+      formatDuration(LEADER_ELECTION_DEFAULTS.renewDeadlineMs),
+    )
+    .option(
+      '--retry-period <duration>',
+      'interval of Lease renewals and of reading the peers',
+      formatDuration(LEADER_ELECTION_DEFAULTS.retryPeriodMs),
+    )
+    .addOption(
+      new Option('--reconcile-journal <file>', 'test hook: append reconcile starts and ends').hideHelp(),
     )
     .option('--workers <n>', 'Kymas reconciled in parallel', '4')
     .option('--requeue-ready <duration>', 'requeue of a Ready Kyma', formatDuration(REQUEUE_MS.Ready))

@@ -47,6 +47,10 @@ export const LABELS = {
   internal: 'operator.kyma-project.io/internal',
   /** "false" on a ModuleTemplate keeps it out of every SKR's module catalog (upstream's label). */
   sync: 'operator.kyma-project.io/sync',
+  /** On a KCP Kyma: the agent replica that owns it (sharding, decision 012); only that replica reconciles it. */
+  shardOwner: 'operator.kyma-project.io/skr-agent-shard',
+  /** On a replica's membership Lease: the ring it belongs to, so replicas list exactly their peers. */
+  shardRing: 'operator.kyma-project.io/skr-agent-ring',
 } as const;
 
 export const ANNOTATIONS = {
@@ -61,6 +65,31 @@ export const ANNOTATIONS = {
    * spec hashes to it: nothing to do) from edits by hand (it does not: put the mirror back).
    */
   mirroredSpecHash: 'operator.kyma-project.io/mirrored-spec-hash',
+  /** On a replica's membership Lease: host:port where peers forward callbacks for the Kymas it owns. */
+  peerAddress: 'operator.kyma-project.io/skr-agent-peer-address',
+} as const;
+
+/** Sharding of Kymas over agent replicas (decision 012). */
+export const SHARDING = {
+  /** Default ring name: replicas with the same ring share the Kymas of one namespace. */
+  ring: 'skr-agent',
+  /**
+   * Points per replica on the hash ring: with 400 each of three shards of 5,000 Kymas stays within about 5 % of a
+   * third (100 gave 29–37 %), and a joining fourth takes close to a quarter; building the ring costs a millisecond.
+   */
+  virtualNodes: 400,
+  /** Handovers and claims written at once; each is one small PATCH to the KCP. */
+  relabelConcurrency: 16,
+  /** Coalesces bursts of Kyma and membership events into one assignment pass. */
+  assignDebounceMs: 50,
+  /** Released or long-expired membership Leases are deleted after this many lease durations. */
+  leaseGarbageAfterDurations: 4,
+  /** Path of the peer endpoint that takes a callback forwarded by a replica that does not own the Kyma. */
+  forwardPath: '/internal/v1/forward',
+  /** A forwarded callback is a small JSON document; anything larger is refused. */
+  forwardBodyBytes: 16 * 1024,
+  /** A forward that takes longer falls back to the owner's resync; it is a loopback or cluster-local hop. */
+  forwardTimeoutMs: 2_000,
 } as const;
 
 /** The value of `managed-by` on everything the agent creates. */

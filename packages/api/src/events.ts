@@ -154,3 +154,34 @@ export const MODULE_MIRROR = {
    */
   unfingerprintedRecheckMs: 1_000,
 } as const;
+
+/**
+ * A callback one agent replica accepted for a Kyma another replica owns, as it forwards it to the owner over the
+ * replicas' mutual-TLS peer endpoint (decision 012). The SKR's identity was verified by the accepting replica.
+ */
+export const forwardedEventSchema = z.object({
+  runtimeId: z.string().min(1).max(253),
+  kyma: z.object({
+    namespace: z.string().regex(NAMESPACE, 'must be a namespace'),
+    name: z.string().regex(NAME, 'must be a Kubernetes object name'),
+  }),
+  component: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a manager name'),
+  contract: z.enum(['v1', 'v2']),
+  watched: z.object({
+    namespace: z.string().regex(NAMESPACE, 'must be a namespace or empty').or(z.literal('')),
+    name: z.string().regex(NAME, 'must be a Kubernetes object name'),
+  }),
+  gvk: gvk,
+  fingerprint: z.object(changeFingerprint).optional(),
+  /** When the accepting replica accepted it (ISO 8601). */
+  receivedAt: z.iso.datetime(),
+});
+
+export type ForwardedEvent = z.infer<typeof forwardedEventSchema>;
+
+export function parseForwardedEvent(body: unknown): ParseResult<ForwardedEvent> {
+  const result = forwardedEventSchema.safeParse(body);
+  return result.success
+    ? { ok: true, value: result.data }
+    : { ok: false, error: describeIssues(result.error) };
+}

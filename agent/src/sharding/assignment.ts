@@ -1,0 +1,315 @@
+// Which replica reconciles which Kyma (decision 012). The owner is a label on the Kyma, written only:
+//   - by the owner itself, handing a Kyma over after the last of its reconciles of that Kyma has finished;
+//   - by the ring's choice, claiming a Kyma that has no owner or whose owner is gone (Lease released or
+//     expired), with the read resourceVersion as precondition so two claimers cannot both win.
+// A replica reconciles a key only while its own view says the label names it and it is not handing it over,
+// so the old and the new owner never run one Kyma at the same time.
+import { appendFileSync } from 'node:fs';
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, SHARDING } from '@skr-watcher/api';
+import { ResilientInformer, customResourceSource, objectKey } from '@skr-watcher/kube';
+import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
+import type { Member, Membership } from './membership.js';
+import { createHashRing, type HashRing } from './ring.js';
+
+/** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
+interface KymaOwnership {
+  metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+}
+
+export interface AssignmentOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  membership: Membership;
+  /** A Kyma became ours (claimed, or handed to us): reconcile it now. */
+  onAcquired: (kymaKey: string) => void;
+  /** Appends `{kyma, replica, phase, t}` per reconcile start and end (tests prove no overlap with it). */
+  journalFile?: string;
+  resyncMs?: number;
+  logger?: Logger;
+  registry?: Registry;
+}
+
+export interface Assignment {
+  /** Lists every Kyma's ownership and starts assigning; resolves once the list is in. */
+  start(): Promise<void>;
+  /** The live members changed: recompute the ring and move what must move. */
+  setMembers(members: Member[]): void;
+  /** Runs `work` only if this replica owns the Kyma; a handover waits for it. Undefined when not ours. */
+  guard<T>(kymaKey: string, work: () => Promise<T>): Promise<T> | undefined;
+  /** The replica named on the Kyma, if any. */
+  ownerOf(kymaKey: string): string | undefined;
+  /** The Kyma labelled with this runtime-id, owned by anyone (the listener's view on every replica). */
+  resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
+  ownedKeys(): string[];
+  /**
+   * Graceful shutdown, after this replica's reconciles stopped: writes each owned Kyma over to the owner the
+   * ring picks among the others, so they start at once instead of after our Lease is released or expires.
+   */
+  handOverAll(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const RUNTIME_ID_INDEX = 'runtime-id';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** The ring places a Kyma by its runtime-id (a forwarder needs nothing else), by its key when it has none. */
+export function shardKeyOf(kyma: {
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+}) {
+  return kyma.metadata.labels?.[LABELS.runtimeId] || objectKey(kyma);
+}
+
+/** Runs tasks with at most `limit` in flight. */
+function limiter(limit: number) {
+  let active = 0;
+  const waiting: (() => void)[] = [];
+  return async <T>(task: () => Promise<T>): Promise<T> => {
+    if (active >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
+    active += 1;
+    try {
+      return await task();
+    } finally {
+      active -= 1;
+      waiting.shift()?.();
+    }
+  };
+}
+
+export function createAssignment(options: AssignmentOptions): Assignment {
+  const { namespace, membership } = options;
+  const me = membership.identity;
+  const logger = options.logger?.child({ subsystem: 'assignment', identity: me });
+  const api = options.kubeConfig.makeApiClient(CustomObjectsApi);
+  const ownedGauge: Gauge | undefined = options.registry
+    ? new Gauge({
+        name: 'skr_agent_shard_owned_kymas',
+        help: 'Kymas whose owner label names this replica.',
+        registers: [options.registry],
+        collect(this: Gauge) {
+          this.set(ownedKeys().length);
+        },
+      })
+    : undefined;
+
+  const kymas = new ResilientInformer<KymaOwnership>({
+    kubeConfig: options.kubeConfig,
+    source: customResourceSource<KymaOwnership>(options.kubeConfig, {
+      group: GROUP,
+      version: KINDS.kyma.version,
+      plural: KINDS.kyma.plural,
+      namespace,
+    }),
+    resyncMs: options.resyncMs,
+    // Thousands of Kymas on every replica: keep the three fields assignment reads, drop spec and status.
+    transform: (kyma) => {
+      const labels = kyma.metadata.labels ?? {};
+      const kept: Record<string, string> = {};
+      for (const key of [LABELS.runtimeId, LABELS.shardOwner]) if (labels[key]) kept[key] = labels[key];
+      return {
+        metadata: {
+          name: kyma.metadata.name,
+          namespace: kyma.metadata.namespace,
+          resourceVersion: kyma.metadata.resourceVersion,
+          labels: kept,
+        },
+      };
+    },
+    logger,
+    registry: options.registry,
+  });
+  kymas.addIndex(RUNTIME_ID_INDEX, (kyma) => {
+    const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
+    return runtimeId ? [runtimeId] : [];
+  });
+
+  let ring: HashRing = createHashRing([me]);
+  /** Keys this replica is handing over: never started again, whatever the (possibly stale) label says. */
+  const releasing = new Set<string>();
+  /** Relabels in flight, so a pass does not write the same Kyma twice. */
+  const writing = new Set<string>();
+  /** Reconciles (and targeted mirrors) in flight, per key. */
+  const inFlight = new Map<string, Set<Promise<unknown>>>();
+  const settledRuns = (key: string) => Promise.all([...(inFlight.get(key) ?? [])]);
+  const relabel = limiter(SHARDING.relabelConcurrency);
+  let stopped = false;
+  let passTimer: NodeJS.Timeout | undefined;
+
+  const labelOf = (kyma: KymaOwnership | undefined) =>
+    kyma?.metadata.labels?.[LABELS.shardOwner] || undefined;
+  const owns = (key: string) => !stopped && !releasing.has(key) && labelOf(kymas.get(key)) === me;
+  const ownedKeys = () => kymas.keys().filter((key) => labelOf(kymas.get(key)) === me);
+
+  const journal = (kymaKey: string, phase: 'start' | 'end') => {
+    if (!options.journalFile) return;
+    // Synchronous, so a SIGKILL loses nothing written before it; hrtime is CLOCK_MONOTONIC, shared by processes.
+    appendFileSync(
+      options.journalFile,
+      `${JSON.stringify({ kyma: kymaKey, replica: me, phase, t: process.hrtime.bigint().toString() })}\n`,
+    );
+  };
+
+  /** One PATCH of the owner label, conditional on the resourceVersion this replica decided on. */
+  const writeOwner = async (kyma: KymaOwnership, owner: string) => {
+    const key = objectKey(kyma);
+    await api.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: KINDS.kyma.version,
+        plural: KINDS.kyma.plural,
+        namespace: kyma.metadata.namespace ?? namespace,
+        name: kyma.metadata.name,
+        body: {
+          metadata: {
+            resourceVersion: kyma.metadata.resourceVersion,
+            labels: { [LABELS.shardOwner]: owner },
+          },
+        },
+      },
+      mergePatch,
+    );
+    logger?.debug({ kyma: key, from: labelOf(kyma), to: owner }, 'Kyma owner written');
+  };
+
+  const handOver = (kyma: KymaOwnership, to: string) => {
+    const key = objectKey(kyma);
+    releasing.add(key);
+    writing.add(key);
+    void relabel(async () => {
+      // The last reconcile of ours must be over before the new owner can see the label.
+      await settledRuns(key);
+      const current = kymas.get(key) ?? kyma;
+      if (labelOf(current) !== me) return;
+      await writeOwner(current, to);
+      logger?.info({ kyma: key, to }, 'Kyma handed over');
+    })
+      .catch((error: unknown) =>
+        // A conflict means the Kyma changed since we read it; its update event brings the next pass.
+        logger?.debug({ err: error, kyma: key, to }, 'handover not written; next pass retries'),
+      )
+      .finally(() => writing.delete(key));
+  };
+
+  const claim = (kyma: KymaOwnership) => {
+    const key = objectKey(kyma);
+    writing.add(key);
+    const from = labelOf(kyma);
+    void relabel(() => writeOwner(kyma, me))
+      .then(() => logger?.info({ kyma: key, from }, 'Kyma claimed'))
+      .catch((error: unknown) =>
+        logger?.debug({ err: error, kyma: key }, 'claim not written; next pass retries'),
+      )
+      .finally(() => writing.delete(key));
+  };
+
+  /** Compares every Kyma's owner with the ring's choice and writes what this replica may write. */
+  const assign = () => {
+    passTimer = undefined;
+    if (stopped) return;
+    for (const kyma of kymas.list()) {
+      const key = objectKey(kyma);
+      if (writing.has(key)) continue;
+      const owner = labelOf(kyma);
+      const target = ring.ownerOf(shardKeyOf(kyma));
+      if (owner === me) {
+        if (target !== me && target !== undefined) handOver(kyma, target);
+        else if (releasing.delete(key)) options.onAcquired(key); // the ring moved it back before we let go
+      } else if (target === me && (owner === undefined || membership.isGone(owner))) {
+        claim(kyma);
+      }
+    }
+  };
+  const schedulePass = () => {
+    if (stopped || passTimer) return;
+    passTimer = setTimeout(assign, SHARDING.assignDebounceMs);
+  };
+  // An owner that is gone becomes claimable only with time (its Lease expires): look again every so often.
+  let sweep: NodeJS.Timeout | undefined;
+
+  kymas.addHandler({
+    onAdd: (kyma) => {
+      if (labelOf(kyma) === me) options.onAcquired(objectKey(kyma));
+      schedulePass();
+    },
+    onUpdate: (previous, kyma) => {
+      const key = objectKey(kyma);
+      if (labelOf(kyma) !== me) releasing.delete(key);
+      else if (labelOf(previous) !== me) options.onAcquired(key);
+      // Other changes (our status writes) need no pass; the sweep retries writes that met a conflict.
+      if (labelOf(previous) !== labelOf(kyma)) schedulePass();
+    },
+    onDelete: (kyma) => releasing.delete(objectKey(kyma)),
+  });
+
+  return {
+    async start() {
+      kymas.start();
+      await kymas.waitForSync();
+      sweep = setInterval(schedulePass, 1_000);
+      sweep.unref();
+      schedulePass();
+    },
+    setMembers(members) {
+      ring = createHashRing(members.map((m) => m.identity));
+      schedulePass();
+    },
+    guard(kymaKey, work) {
+      if (!owns(kymaKey)) return undefined;
+      // Registered before the first await, so a handover decided from now on waits for this run.
+      journal(kymaKey, 'start');
+      const runs = inFlight.get(kymaKey) ?? new Set<Promise<unknown>>();
+      inFlight.set(kymaKey, runs);
+      const run = work().finally(() => {
+        journal(kymaKey, 'end');
+        runs.delete(settled);
+        if (runs.size === 0 && inFlight.get(kymaKey) === runs) inFlight.delete(kymaKey);
+      });
+      const settled: Promise<unknown> = run.catch(() => undefined);
+      runs.add(settled);
+      return run;
+    },
+    ownerOf: (kymaKey) => labelOf(kymas.get(kymaKey)),
+    resolveKyma(runtimeId) {
+      const matches = kymas.byIndex(RUNTIME_ID_INDEX, runtimeId).map(objectKey).sort();
+      const first = matches[0];
+      if (!first) return undefined;
+      const kyma = kymas.get(first) as KymaOwnership;
+      return { namespace: kyma.metadata.namespace ?? namespace, name: kyma.metadata.name };
+    },
+    ownedKeys,
+    async handOverAll() {
+      stopped = true;
+      clearTimeout(passTimer);
+      clearInterval(sweep);
+      const others = createHashRing(
+        membership
+          .members()
+          .map((m) => m.identity)
+          .filter((identity) => identity !== me),
+      );
+      const mine = kymas.list().filter((kyma) => labelOf(kyma) === me);
+      let handed = 0;
+      await Promise.all(
+        mine.map((kyma) =>
+          relabel(async () => {
+            const to = others.ownerOf(shardKeyOf(kyma));
+            if (!to) return;
+            await settledRuns(objectKey(kyma));
+            await writeOwner(kymas.get(objectKey(kyma)) ?? kyma, to);
+            handed += 1;
+          }).catch((error: unknown) =>
+            logger?.debug({ err: error, kyma: objectKey(kyma) }, 'handover at shutdown not written'),
+          ),
+        ),
+      );
+      logger?.info({ handed, owned: mine.length }, 'Kymas handed over at shutdown');
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(passTimer);
+      clearInterval(sweep);
+      await kymas.stop();
+      ownedGauge?.set(0);
+    },
+  };
+}

@@ -1,0 +1,154 @@
+// Sharding of Kymas over agent replicas (decision 012): membership Leases, the hash ring, the owner label with
+// its handover, and forwarding of callbacks to the owner. `skr-agent run --shard` starts it before the work.
+import type { KubeConfig } from '@kubernetes/client-node';
+import { LABELS } from '@skr-watcher/api';
+import type { Logger, Registry } from '@skr-watcher/telemetry';
+import type { AgentConfig, ShardingConfig } from '../config.js';
+import type { AcceptedEvent, TlsMaterial } from '../listener/index.js';
+import { createAssignment, type Assignment } from './assignment.js';
+import { createForwarder, startPeerServer, type Forwarder, type PeerServer } from './forward.js';
+import { createMembership } from './membership.js';
+
+export { createHashRing, type HashRing } from './ring.js';
+export { createMembership, defaultShardIdentity, validShardIdentity, type Member } from './membership.js';
+export { createAssignment, shardKeyOf, type Assignment } from './assignment.js';
+export {
+  createForwarder,
+  startPeerServer,
+  commonNameOf,
+  type Forwarder,
+  type PeerServer,
+} from './forward.js';
+
+type Route = (kymaKey: string, event?: AcceptedEvent) => void;
+
+export interface Sharding {
+  readonly identity: string;
+  /** The controller's Kyma watch: only the Kymas this replica owns. */
+  readonly kymaLabelSelector: string;
+  /** Connects the running work: acquired Kymas and forwarded callbacks go to `route`. */
+  attach(route: Route): void;
+  /** Runs a reconcile or a targeted mirror only while this replica owns the Kyma; else resolves to `absent`. */
+  guard<T>(kymaKey: string, work: () => Promise<T>, absent: T): Promise<T>;
+  /** The listener's lookup: Kymas of every owner. */
+  resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
+  /** The listener's enqueue: here when we own the Kyma, forwarded to its owner otherwise. */
+  route: Route;
+  updateTls(tls: TlsMaterial): void;
+  /** Graceful shutdown after the work stopped: hand every owned Kyma to a peer, release the Lease. */
+  leave(): Promise<void>;
+}
+
+export interface ShardingOptions {
+  config: ShardingConfig;
+  timing: AgentConfig['leaseTiming'];
+  namespace: string;
+  resyncMs: number;
+  kubeConfig: KubeConfig;
+  /** The listener's certificate, key and CA bundle: the replicas' identity towards each other. */
+  tls?: TlsMaterial;
+  /** Called when this replica lost its membership: stop reconciling at once (the process exits). */
+  onLost: (reason: string) => void;
+  logger: Logger;
+  registry: Registry;
+}
+
+export async function startSharding(options: ShardingOptions): Promise<Sharding> {
+  const { config, logger, registry, namespace } = options;
+  const log = logger.child({ subsystem: 'sharding', identity: config.identity });
+  let route: Route | undefined;
+  const me = config.identity;
+
+  let peerServer: PeerServer | undefined;
+  let forwarder: Forwarder | undefined;
+  // Membership reports changes from its first tick on; the assignment it reports to is created after it.
+  const late: { assignment?: Assignment } = {};
+  if (config.peer && options.tls) {
+    peerServer = await startPeerServer({
+      host: config.peer.address.host,
+      port: config.peer.address.port,
+      tls: options.tls,
+      deliver: (event) => {
+        const key = `${event.kyma.namespace}/${event.kyma.name}`;
+        // Right after a handover our view may lag: the acquire reconcile covers what this event would have.
+        if (!route || late.assignment?.ownerOf(key) !== me) return 'not-owner';
+        route(key, event);
+        return 'accepted';
+      },
+      logger,
+      registry,
+    });
+    forwarder = createForwarder({ tls: options.tls, logger, registry });
+  }
+  const advertise =
+    config.peer && peerServer ? (config.peer.advertise ?? `127.0.0.1:${peerServer.port}`) : undefined;
+
+  const membership = createMembership({
+    kubeConfig: options.kubeConfig,
+    namespace: config.leaseNamespace,
+    ring: config.ring,
+    identity: me,
+    ...(advertise ? { peerAddress: advertise } : {}),
+    ...options.timing,
+    onChange: (members) => late.assignment?.setMembers(members),
+    onLost: options.onLost,
+    logger,
+    registry,
+  });
+  await membership.start();
+  const owned = createAssignment({
+    kubeConfig: options.kubeConfig,
+    namespace,
+    membership,
+    onAcquired: (key) => route?.(key),
+    resyncMs: options.resyncMs,
+    logger,
+    registry,
+    ...(config.journalFile ? { journalFile: config.journalFile } : {}),
+  });
+  late.assignment = owned;
+  owned.setMembers(membership.members());
+  await owned.start();
+  log.info(
+    { members: membership.members().map((m) => m.identity), peer: advertise },
+    'joined the shard ring',
+  );
+
+  return {
+    identity: me,
+    kymaLabelSelector: `${LABELS.shardOwner}=${me}`,
+    attach(next) {
+      route = next;
+    },
+    async guard(kymaKey, work, absent) {
+      return (await owned.guard(kymaKey, work)) ?? absent;
+    },
+    resolveKyma: (runtimeId) => owned.resolveKyma(runtimeId),
+    route(kymaKey, event) {
+      const owner = owned.ownerOf(kymaKey);
+      if (owner === me) return route?.(kymaKey, event);
+      const address = owner && membership.members().find((m) => m.identity === owner)?.peerAddress;
+      if (!event || !address || !forwarder) {
+        // No owner yet, or one we cannot reach: the claim (or its next reconcile) covers this change.
+        log.debug({ kyma: kymaKey, owner }, 'callback for a Kyma without a reachable owner; not forwarded');
+        return;
+      }
+      forwarder
+        .forward(address, event)
+        .catch((error: unknown) =>
+          log.warn({ err: error, kyma: kymaKey, owner }, 'forwarding a callback to its owner failed'),
+        );
+    },
+    updateTls(tls) {
+      peerServer?.updateTls(tls);
+      forwarder?.updateTls(tls);
+    },
+    async leave() {
+      await owned.handOverAll();
+      await membership.release();
+      await owned.stop();
+      forwarder?.close();
+      await peerServer?.close();
+    },
+  };
+}
