@@ -127,8 +127,8 @@ export async function startWork(
  * more a moment later.
  */
 export function routeCallback(
-  controller: Controller,
-  reconciler: Reconciler,
+  controller: Pick<Controller, 'enqueue' | 'queue'>,
+  reconciler: Pick<Reconciler, 'mirrorModuleCr'>,
   logger: Logger,
   kymaKey: string,
   event: AcceptedEvent | undefined,

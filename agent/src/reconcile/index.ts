@@ -65,10 +65,12 @@ import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
+import { KymaLanes } from './kyma-lanes.js';
 import { mirrorChangedModuleCr, type ModuleCrChange, type ModuleMirrorResult } from './module-mirror.js';
 import type { RegistrationSettings } from './skr-webhook.js';
 import { parseKyma } from './shapes.js';
 
+export { KymaLanes } from './kyma-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './module-mirror.js';
 export { CONDITIONS } from './status.js';
@@ -250,23 +252,13 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
   }
 
-  // The work queue never runs one Kyma twice at once; the targeted mirror joins that rule through this chain, so
-  // a full pass that read a Module CR before an edit never writes its older mirror over the targeted one.
-  const running = new Map<string, Promise<unknown>>();
-  const exclusive = <T>(kymaKey: string, work: () => Promise<T>): Promise<T> => {
-    const before = running.get(kymaKey) ?? Promise.resolve();
-    const result = before.catch(() => undefined).then(work);
-    const settled = result.catch(() => undefined);
-    running.set(kymaKey, settled);
-    void settled.then(() => {
-      if (running.get(kymaKey) === settled) running.delete(kymaKey);
-    });
-    return result;
-  };
+  // The work queue never runs one Kyma twice at once; the targeted mirror joins that rule through the Kyma's lane,
+  // so a full pass that read a Module CR before an edit never writes its older mirror over the targeted one.
+  const lanes = new KymaLanes();
 
   return {
     reconcile: (kymaKey) =>
-      exclusive(kymaKey, async () => {
+      lanes.run(kymaKey, async () => {
         const started = process.hrtime.bigint();
         let label = 'failed';
         try {
@@ -286,8 +278,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           metrics?.duration.observe({ result: label }, seconds);
         }
       }),
-    mirrorModuleCr: (kymaKey, change) =>
-      exclusive(kymaKey, async () => {
+    mirrorModuleCr: (kymaKey, announced) =>
+      lanes.mirror(kymaKey, announced, async (change) => {
         const { ctx } = await ready;
         const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
         const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
