@@ -290,6 +290,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
         {
           name: 'sample',
           fqdn: 'kyma-project.io/module/sample',
+          ocmComponentName: 'kyma-project.io/module/sample',
           channel: 'regular',
           version: '1.0.0',
           state: 'Ready',
@@ -339,7 +340,8 @@ describe('upstream API parity (real KCP and SKR)', function () {
     });
 
     it('takes over a Kyma upstream wrote (its labels, finalizer and status) and ends Ready with the same shape', async function () {
-      await catalogEntry(ns, 'sample', { regular: '1.0.0' });
+      const component = 'kyma-project.io/module/sample';
+      await catalogEntry(ns, 'sample', { regular: '1.0.0' }, { meta: { ocmComponentName: component } });
       await createKyma(
         ns,
         'taken-over',
@@ -396,6 +398,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
       expect(status.activeChannel).to.equal('regular');
       const sample = moduleOf(status, 'sample')!;
       expect(sample).to.include({ name: 'sample', channel: 'regular', version: '1.0.0', state: 'Ready' });
+      expect(sample).to.include({ fqdn: component, ocmComponentName: component });
       expect(sample['template']).to.deep.equal({
         apiVersion: `${GROUP}/v1beta2`,
         kind: 'ModuleTemplate',

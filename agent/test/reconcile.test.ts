@@ -11,10 +11,12 @@ import {
   setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { DEFAULTS, GROUP, KINDS, KYMA_FINALIZER, LABELS, REQUEUE_MS } from '@skr-watcher/api';
+import { DEFAULTS, GROUP, KINDS, KYMA_FINALIZER, LABELS, MANAGED_BY, REQUEUE_MS } from '@skr-watcher/api';
 import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { createClusterClient } from '@skr-watcher/kube';
 import { createRegistry } from '@skr-watcher/telemetry';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
+import { CRD_DIGEST_ANNOTATION, ensureSkrCrds } from '../src/reconcile/crds.js';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 import { custom, getOrUndefined, kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
@@ -857,6 +859,49 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(
       await getOrUndefined(() => custom(planes.skr2).getNamespacedCustomObject(skrKymaRef)),
     ).to.not.equal(undefined);
+  });
+
+  it('brings a CRD an older agent installed up to date and leaves one it did not install alone', async function () {
+    const crds = planes.skr2.makeApiClient(ApiextensionsV1Api);
+    const kymaCrd = `${KINDS.kyma.plural}.${GROUP}`;
+    const templateCrd = `${KINDS.moduleTemplate.plural}.${GROUP}`;
+    const moduleFields = (crd: { spec: { versions: Array<{ schema?: { openAPIV3Schema?: unknown } }> } }) =>
+      (crd.spec.versions[0]?.schema?.openAPIV3Schema as Json)['properties'] as {
+        spec: { properties: { modules: { items: { properties: Record<string, unknown> } } } };
+      };
+
+    // The Kyma CRD as an agent from before `managed` existed left it: ours, no digest, no such field.
+    const older = await crds.readCustomResourceDefinition({ name: kymaCrd });
+    delete moduleFields(older).spec.properties.modules.items.properties['managed'];
+    delete older.metadata?.annotations?.[CRD_DIGEST_ANNOTATION];
+    await crds.replaceCustomResourceDefinition({ name: kymaCrd, body: older });
+    // A ModuleTemplate CRD someone else installed.
+    const foreign = await crds.readCustomResourceDefinition({ name: templateCrd });
+    foreign.metadata!.labels = { ...foreign.metadata?.labels, [LABELS.managedBy]: 'lifecycle-manager' };
+    delete foreign.metadata?.annotations?.[CRD_DIGEST_ANNOTATION];
+    const foreignVersion = (await crds.replaceCustomResourceDefinition({ name: templateCrd, body: foreign }))
+      .metadata?.resourceVersion;
+
+    const skr = await createClusterClient(planes.skr2, { name: 'skr2' });
+    try {
+      const check = await ensureSkrCrds(skr);
+      expect(check.installed).to.deep.equal([]);
+      expect(check.updated).to.include(kymaCrd).and.not.include(templateCrd);
+      const updated = await crds.readCustomResourceDefinition({ name: kymaCrd });
+      expect(updated.metadata?.annotations?.[CRD_DIGEST_ANNOTATION]).to.match(/^[0-9a-f]{16}$/);
+      expect(moduleFields(updated).spec.properties.modules.items.properties).to.have.property('managed');
+      const untouched = await crds.readCustomResourceDefinition({ name: templateCrd });
+      expect(untouched.metadata?.resourceVersion).to.equal(foreignVersion);
+      expect(untouched.metadata?.labels?.[LABELS.managedBy]).to.equal('lifecycle-manager');
+      expect(untouched.metadata?.annotations?.[CRD_DIGEST_ANNOTATION]).to.equal(undefined);
+      // Checked once per client.
+      expect(await ensureSkrCrds(skr)).to.deep.equal({ installed: [], updated: [] });
+    } finally {
+      await skr.close();
+      const back = await crds.readCustomResourceDefinition({ name: templateCrd });
+      back.metadata!.labels = { ...back.metadata?.labels, [LABELS.managedBy]: MANAGED_BY };
+      await crds.replaceCustomResourceDefinition({ name: templateCrd, body: back });
+    }
   });
 
   it("leaves another controller's Kyma condition alone and does not rewrite status for it", async function () {

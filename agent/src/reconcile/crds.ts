@@ -1,10 +1,15 @@
-// The SKR must serve the Kyma CRD (and the catalog CRDs) before anything is written there. A missing CRD
-// is installed from this project's manifests; a client that found them all is remembered until it is rebuilt.
+// The SKR must serve the Kyma CRD (and the catalog CRDs) in this project's version before anything is written
+// there. A missing CRD is installed from this project's manifests; one this project installed earlier (labelled
+// managed-by skr-watcher) whose digest differs is replaced, so an SKR set up by an older agent gains the fields
+// added since (otherwise the API server would prune them, e.g. `managed: false`). A CRD someone else installed
+// (upstream lifecycle-manager, a platform's own tooling) is left alone. A client whose CRDs were checked is
+// remembered until it is rebuilt: a new agent version checks every SKR once.
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadYaml, type V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { GROUP, KINDS } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS, MANAGED_BY } from '@skr-watcher/api';
 import { getOrUndefined, isConflict, withContext, type ClusterClient } from '@skr-watcher/kube';
 
 /** manifests/crds of this repository, from src/reconcile or dist/reconcile alike. */
@@ -17,7 +22,16 @@ export const SKR_CRDS = [
   { name: `${KINDS.moduleReleaseMeta.plural}.${GROUP}`, file: 'modulereleasemetas.yaml' },
 ] as const;
 
+/** On each CRD the agent installs: a digest of the manifest it came from. */
+export const CRD_DIGEST_ANNOTATION = 'operator.kyma-project.io/crd-digest';
+
 const ESTABLISH_TIMEOUT_MS = 10_000;
+
+/** What a check changed in the SKR, by CRD name. */
+export interface CrdCheck {
+  installed: string[];
+  updated: string[];
+}
 
 const verified = new WeakSet<ClusterClient>();
 
@@ -26,31 +40,56 @@ export function forgetCrdCheck(skr: ClusterClient): void {
   verified.delete(skr);
 }
 
-/** Makes sure the SKR serves the project's CRDs; returns the names it had to install. */
-export async function ensureSkrCrds(skr: ClusterClient, crdDir: string = DEFAULT_CRD_DIR): Promise<string[]> {
-  if (verified.has(skr)) return [];
-  const installed: string[] = [];
+/** Makes sure the SKR serves the project's CRDs in this version. */
+export async function ensureSkrCrds(skr: ClusterClient, crdDir: string = DEFAULT_CRD_DIR): Promise<CrdCheck> {
+  const check: CrdCheck = { installed: [], updated: [] };
+  if (verified.has(skr)) return check;
   for (const { name, file } of SKR_CRDS) {
     const present = await getOrUndefined(`read CRD ${name} in ${skr.name}`, () =>
       skr.apiextensions.readCustomResourceDefinition({ name }),
     );
-    if (present) continue;
-    const path = join(crdDir, file);
-    // loadYaml maps `x-kubernetes-*` keys to client-node's model; a plain YAML parse would lose them on the wire.
-    const body = loadYaml<V1CustomResourceDefinition>(await readFile(path, 'utf8'));
-    if (body?.metadata?.name !== name) throw new Error(`${path} does not define CRD ${name}`);
-    try {
-      await skr.apiextensions.createCustomResourceDefinition({ body });
-    } catch (error) {
-      if (!isConflict(error)) {
-        throw new Error(`install CRD ${name} in ${skr.name}`, { cause: error });
+    if (present && !installedByUs(present)) continue;
+    const wanted = await crdManifest(join(crdDir, file), name);
+    if (present?.metadata?.annotations?.[CRD_DIGEST_ANNOTATION] === digestOf(wanted)) continue;
+    if (present) {
+      // A replace, not an apply: the older copy may carry fields this version dropped. Changed meanwhile: the
+      // conflict fails this pass and the next one compares again.
+      wanted.metadata = { ...wanted.metadata, resourceVersion: present.metadata?.resourceVersion };
+      await withContext(`update CRD ${name} in ${skr.name}`, () =>
+        skr.apiextensions.replaceCustomResourceDefinition({ name, body: wanted }),
+      );
+    } else {
+      try {
+        await skr.apiextensions.createCustomResourceDefinition({ body: wanted });
+      } catch (error) {
+        // Another pass (or agent) installed it first.
+        if (!isConflict(error)) throw new Error(`install CRD ${name} in ${skr.name}`, { cause: error });
       }
     }
     await waitEstablished(skr, name);
-    installed.push(name);
+    (present ? check.updated : check.installed).push(name);
   }
   verified.add(skr);
-  return installed;
+  return check;
+}
+
+function installedByUs(crd: V1CustomResourceDefinition): boolean {
+  return crd.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY;
+}
+
+function digestOf(crd: V1CustomResourceDefinition): string | undefined {
+  return crd.metadata?.annotations?.[CRD_DIGEST_ANNOTATION];
+}
+
+/** The CRD of `path`, stamped with the digest of the file. */
+async function crdManifest(path: string, name: string): Promise<V1CustomResourceDefinition> {
+  const text = await readFile(path, 'utf8');
+  // loadYaml maps `x-kubernetes-*` keys to client-node's model; a plain YAML parse would lose them on the wire.
+  const body = loadYaml<V1CustomResourceDefinition>(text);
+  if (body?.metadata?.name !== name) throw new Error(`${path} does not define CRD ${name}`);
+  const digest = createHash('sha256').update(text).digest('hex').slice(0, 16);
+  body.metadata.annotations = { ...body.metadata.annotations, [CRD_DIGEST_ANNOTATION]: digest };
+  return body;
 }
 
 async function waitEstablished(skr: ClusterClient, name: string): Promise<void> {

@@ -129,7 +129,7 @@ function resolvedStatus(resolved: ResolvedModule): KymaModuleStatus {
   const { template } = resolved;
   return {
     name: resolved.name,
-    ...(resolved.fqdn ? { fqdn: resolved.fqdn } : {}),
+    ...(resolved.fqdn ? { fqdn: resolved.fqdn, ocmComponentName: resolved.fqdn } : {}),
     ...(resolved.channel ? { channel: resolved.channel } : {}),
     version: resolved.version,
     state: 'Ready',

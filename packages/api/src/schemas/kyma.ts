@@ -48,8 +48,10 @@ export type KymaSpec = z.infer<typeof kymaSpecSchema>;
 
 export const kymaModuleStatusSchema = z.object({
   name: z.string(),
-  /** The module's fully qualified name (upstream: the OCM component name). */
+  /** The module's fully qualified name: the OCM component name (upstream deprecates it for the field below). */
   fqdn: optional(z.string()),
+  /** The ModuleReleaseMeta's OCM component name; written next to `fqdn` as upstream does. */
+  ocmComponentName: optional(z.string()),
   channel: optional(z.string()),
   version: optional(z.string()),
   message: optional(z.string()),
