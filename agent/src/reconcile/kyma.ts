@@ -133,7 +133,8 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     try {
       const crds = await ensureSkrCrds(skr, ctx.crdDir);
       if (crds.installed.length > 0) log.info({ crds: crds.installed }, 'installed CRDs in the SKR');
-      if (crds.updated.length > 0) log.info({ crds: crds.updated }, 'updated CRDs an older agent installed in the SKR');
+      if (crds.updated.length > 0)
+        log.info({ crds: crds.updated }, 'updated CRDs an older agent installed in the SKR');
       skrKyma = await ensureSkrKyma(ctx, kyma, skr, labels);
     } catch (error) {
       if (isNotFound(error)) forgetCrdCheck(skr);
