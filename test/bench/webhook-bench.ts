@@ -10,6 +10,7 @@
 // queueing in the server (or the client) counts. Saturation: closed loop on N kept-alive connections.
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { createServer as createHttpsServer, Agent, request } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
@@ -366,6 +367,11 @@ function summarise(result: RunResult): Summary {
   };
 }
 
+const loadAverage = () =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' / ');
+
 /** NaN (which arrives as null over IPC) prints as n/a. */
 const ms = (value: number | null) =>
   (typeof value === 'number' && Number.isFinite(value) ? `${value.toFixed(2)} ms` : 'n/a').padStart(11);
@@ -444,6 +450,7 @@ async function main(): Promise<void> {
       `open loop ${rate} req/s for ${seconds} s (interleaved ${sliceSeconds * 1000} ms slices in random order, kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
         `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
+    console.log(`load average at start (1/5/15 min, 2 cores here): ${loadAverage()}`);
     const started: Server[] = [];
     const agents: Agent[] = [];
     for (const spec of servers) {
@@ -552,7 +559,8 @@ async function main(): Promise<void> {
       }
     }
     console.log('');
-    console.log('summary (JSON):', JSON.stringify({ rate, seconds, connections, results }));
+    console.log(`load average at end (1/5/15 min): ${loadAverage()}`);
+    console.log('summary (JSON):', JSON.stringify({ rate, seconds, connections, load: loadavg(), results }));
   } finally {
     for (const { child } of children) {
       if (child.exitCode !== null) continue;

@@ -409,7 +409,7 @@ describe('skr-webhook on a real SKR API server', function () {
 
     await sleep(1_000);
     expect(fx.kcp.received.filter((r) => names.includes(r.event.watched.Name))).to.have.length(0);
-    expect(fx.webhook.queueDepth()).to.be.at.least(3);
+    expect(await fx.webhook.queueDepth()).to.be.at.least(3);
 
     await fx.kcp.start(port);
     await fx.kcp.waitFor(

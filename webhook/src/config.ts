@@ -14,6 +14,7 @@ export interface WebhookConfig {
   kcpAddr: string;
   kcpContract: 'v2';
   maxBodyBytes: number;
+  maxBodyBytesInFlight: number;
   maxConnections: number;
   idleTimeoutMs: number;
   workers: number;
@@ -33,6 +34,7 @@ export const CONFIG_DEFAULTS = {
   metricsPort: 2112,
   kcpContract: 'v2',
   maxBodyBytes: LIMITS.admissionBodyBytes,
+  maxBodyBytesInFlight: LIMITS.admissionBodyBytesInFlight,
   maxConnections: CONNECTION_LIMITS.webhook.maxConnections,
   idleTimeoutMs: CONNECTION_LIMITS.webhook.idleTimeoutMs,
   workers: 8,
@@ -111,6 +113,14 @@ const SETTINGS: Setting[] = [
     flag: '--max-body-bytes <bytes>',
     env: 'MAX_BODY_BYTES',
     description: 'larger AdmissionReviews are answered 413',
+    kind: 'count',
+  },
+  {
+    key: 'maxBodyBytesInFlight',
+    flag: '--max-body-bytes-in-flight <bytes>',
+    env: 'MAX_BODY_BYTES_IN_FLIGHT',
+    description:
+      'bodies of reviews being read hold at most this together; a review beyond it is answered 503',
     kind: 'count',
   },
   {
@@ -254,6 +264,12 @@ export function webhookCommand(
     const config = resolved as WebhookConfig;
     if (config.backoffMaxMs < config.backoffInitialMs) {
       command.error(`--backoff-max-ms (${config.backoffMaxMs}) must not be below --backoff-initial-ms`);
+    }
+    if (config.maxBodyBytesInFlight < config.maxBodyBytes) {
+      command.error(
+        `--max-body-bytes-in-flight (${config.maxBodyBytesInFlight}) must not be below --max-body-bytes (${config.maxBodyBytes}): ` +
+          'the largest review would always be refused',
+      );
     }
     await action(config);
   });

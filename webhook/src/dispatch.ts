@@ -100,6 +100,15 @@ export interface DispatchStats {
   dropped: Record<DropReason, number>;
 }
 
+export function emptyDispatchStats(): DispatchStats {
+  return {
+    enqueued: 0,
+    coalesced: 0,
+    delivered: 0,
+    dropped: { queue_full: 0, max_age: 0, rejected: 0, shutdown: 0, invalid: 0 },
+  };
+}
+
 /** The coalescing key: one pending callback per object and manager. */
 export function dispatchKey(manager: string, event: WatchEventV2): string {
   const { group, version, kind } = event.watchedGvk;
@@ -164,12 +173,7 @@ class DueQueue {
 }
 
 export class Dispatcher {
-  readonly stats: DispatchStats = {
-    enqueued: 0,
-    coalesced: 0,
-    delivered: 0,
-    dropped: { queue_full: 0, max_age: 0, rejected: 0, shutdown: 0, invalid: 0 },
-  };
+  readonly stats: DispatchStats = emptyDispatchStats();
   private readonly entries = new Map<string, Entry>();
   /** Entries due now, in order; `readyHead` is the next one (the array is compacted now and then). */
   private ready: Entry[] = [];

@@ -7,10 +7,10 @@ import {
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
-import { parseWatchEvent, type Clock } from '@skr-watcher/api';
 import { CONFIG_DEFAULTS, type WebhookConfig } from './config.js';
-import { Dispatcher, type DispatchStats } from './dispatch.js';
-import { KcpClient, parseKcpAddress } from './kcp-client.js';
+import type { DispatchStats } from './dispatch.js';
+import { DispatchThread } from './dispatch-thread.js';
+import { parseKcpAddress } from './kcp-client.js';
 import { createWebhookMetrics } from './metrics.js';
 import { startAdmissionServer, type AdmissionServer } from './server.js';
 import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
@@ -29,7 +29,6 @@ export type WebhookOptions = Pick<WebhookConfig, 'tlsCertFile' | 'tlsKeyFile' | 
   Partial<WebhookConfig> & {
     logger?: Logger;
     registry?: Registry;
-    clock?: Clock;
     /** How long start-up waits for certificate files that do not load yet (mid-swap); default 10 s. */
     startupCertWaitMs?: number;
   };
@@ -37,10 +36,13 @@ export type WebhookOptions = Pick<WebhookConfig, 'tlsCertFile' | 'tlsKeyFile' | 
 export interface RunningWebhook {
   readonly webhookPort: number;
   readonly metricsPort: number;
-  /** Counters of the dispatcher, for tests and the demo. */
+  /**
+   * Counters of the dispatcher, for tests and the demo. The dispatch thread reports them every 100 ms; they are
+   * exact after `queueDepth()` or `close()` resolves.
+   */
   readonly dispatchStats: DispatchStats;
-  /** Objects with an undelivered event. */
-  queueDepth(): number;
+  /** Objects with an undelivered event, once the dispatch thread has taken every change answered so far. */
+  queueDepth(): Promise<number>;
   /** Re-reads the certificate files now (file watches do this on their own); true if they changed. */
   reloadCertificates(): Promise<boolean>;
   /** Stops accepting reviews, delivers what is queued for up to `shutdownDrainMs`, then stops. */
@@ -64,27 +66,21 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
   const material = await readTlsMaterialPatiently(files, options.startupCertWaitMs ?? 10_000);
   const address = parseKcpAddress(config.kcpAddr);
 
-  const kcp = new KcpClient({
+  // Callbacks run on a thread of their own, so admission answers never wait behind them (decision 015).
+  const dispatch = await DispatchThread.start({
     address,
     material,
-    maxSockets: config.workers,
-    timeoutMs: config.callbackTimeoutMs,
-  });
-  const dispatcher = new Dispatcher({
-    send: kcp.send,
     workers: config.workers,
     maxQueue: config.queueSize,
     backoffInitialMs: config.backoffInitialMs,
     backoffMaxMs: config.backoffMaxMs,
     maxAgeMs: config.eventMaxAgeMs,
+    callbackTimeoutMs: config.callbackTimeoutMs,
     logger,
     observer: metrics.dispatch,
-    clock: options.clock,
-    validate: (event) => {
-      const checked = parseWatchEvent('v2', event);
-      return checked.ok ? undefined : `not a valid v2 event: ${checked.error}`;
-    },
   });
+
+  metrics.refreshDispatchBeforeScrape(() => dispatch.depth());
 
   let admission: AdmissionServer | undefined;
   let health: HealthServer | undefined;
@@ -95,10 +91,11 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
       port: config.webhookPort,
       material,
       maxBodyBytes: config.maxBodyBytes,
+      maxBodyBytesInFlight: config.maxBodyBytesInFlight,
       limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs },
       logger,
       metrics: metrics.admission,
-      onRelevantChange: (manager, event, uid) => void dispatcher.enqueue(manager, event, uid),
+      onRelevantChange: (manager, event, uid) => dispatch.enqueue(manager, event, uid),
     });
     health = await startHealthServer({
       host: config.host,
@@ -110,7 +107,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
     });
   } catch (error) {
     await admission?.close(0);
-    kcp.close();
+    await dispatch.drain(0);
     throw error;
   }
   const server = admission;
@@ -125,7 +122,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
     onChange: (next) => {
       try {
         server.updateTls(next);
-        kcp.updateTls(next);
+        dispatch.updateTls(next);
         metrics.tlsReloaded('applied');
       } catch (error) {
         metrics.tlsReloaded('failed');
@@ -150,21 +147,20 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
   return {
     webhookPort: server.port,
     metricsPort: healthServer.port,
-    dispatchStats: dispatcher.stats,
-    queueDepth: () => dispatcher.depth,
+    dispatchStats: dispatch.stats,
+    queueDepth: () => dispatch.depth(),
     reloadCertificates: () => watcher.reload(),
     close: () => {
       closing ??= (async () => {
         ready = false;
         watcher.close();
         await server.close(Math.min(5_000, config.shutdownDrainMs));
-        const left = dispatcher.depth;
+        const left = await dispatch.depth();
         if (left > 0)
           logger.info({ queued: left, drainMs: config.shutdownDrainMs }, 'delivering queued events');
-        await dispatcher.drain(config.shutdownDrainMs);
-        kcp.close();
+        await dispatch.drain(config.shutdownDrainMs);
         await healthServer.close();
-        logger.info(dispatcher.stats, 'skr-webhook stopped');
+        logger.info(dispatch.stats, 'skr-webhook stopped');
       })();
       return closing;
     },

@@ -3,7 +3,8 @@ import { Counter, Gauge, Histogram, LATENCY_BUCKETS_SECONDS, type Registry } fro
 import { DROP_REASONS, type DeliveryOutcome, type DispatchObserver, type DropReason } from './dispatch.js';
 
 /** Why an admission request was not answered with a review. */
-export type AdmissionError = 'not_found' | 'method_not_allowed' | 'too_large' | 'bad_json' | 'invalid_review';
+export type AdmissionError =
+  'not_found' | 'method_not_allowed' | 'too_large' | 'over_budget' | 'bad_json' | 'invalid_review';
 
 export interface AdmissionMetrics {
   /** Called once per answered request. */
@@ -16,10 +17,23 @@ export interface AdmissionMetrics {
 export interface WebhookMetrics {
   admission: AdmissionMetrics;
   dispatch: DispatchObserver;
+  /**
+   * Called before a scrape reads the dispatch metrics: the dispatch thread reports on its own every 100 ms, and
+   * this brings its latest counts over first, so `/metrics` is exact.
+   */
+  refreshDispatchBeforeScrape(refresh: () => Promise<unknown>): void;
   tlsReloaded(result: 'applied' | 'failed'): void;
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
+  let refresh: (() => Promise<unknown>) | undefined;
+  // One refresh serves every dispatch metric of a scrape.
+  let refreshing: Promise<unknown> | undefined;
+  const collect = async () => {
+    if (!refresh) return;
+    refreshing ??= refresh().finally(() => (refreshing = undefined));
+    await refreshing;
+  };
   const requests = new Counter({
     name: 'skr_webhook_admission_requests_total',
     help: 'Admission requests answered, by HTTP status code.',
@@ -42,27 +56,32 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     name: 'skr_webhook_events_enqueued_total',
     help: 'Relevant changes that created a new queue entry.',
     registers: [registry],
+    collect,
   });
   const coalesced = new Counter({
     name: 'skr_webhook_events_coalesced_total',
     help: 'Relevant changes merged into an entry already queued for the same object.',
     registers: [registry],
+    collect,
   });
   const delivered = new Counter({
     name: 'skr_webhook_events_delivered_total',
     help: 'Events KCP answered with 2xx.',
     registers: [registry],
+    collect,
   });
   const dropped = new Counter({
     name: 'skr_webhook_events_dropped_total',
     help: 'Events given up, by reason (queue_full, max_age, rejected, shutdown, invalid).',
     labelNames: ['reason'],
     registers: [registry],
+    collect,
   });
   const depth = new Gauge({
     name: 'skr_webhook_queue_depth',
     help: 'Objects with an undelivered event (waiting, in flight or backing off).',
     registers: [registry],
+    collect,
   });
   const callback = new Histogram({
     name: 'skr_webhook_callback_duration_seconds',
@@ -70,11 +89,13 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     labelNames: ['outcome'],
     buckets: LATENCY_BUCKETS_SECONDS,
     registers: [registry],
+    collect,
   });
   const breakerOpen = new Gauge({
     name: 'skr_webhook_kcp_breaker_open',
     help: '1 while KCP cannot be reached and callbacks wait for one probe at a time, else 0.',
     registers: [registry],
+    collect,
   });
   breakerOpen.set(0);
   const refused = new Counter({
@@ -99,7 +120,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     }
     return child;
   };
-  for (const code of [200, 400, 404, 405, 413]) codeChild(code).inc(0);
+  for (const code of [200, 400, 404, 405, 413, 503]) codeChild(code).inc(0);
   const droppedBy = new Map<DropReason, Counter.Internal>();
   for (const reason of DROP_REASONS) {
     const child = dropped.labels(reason);
@@ -133,5 +154,8 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       breaker: (open) => breakerOpen.set(open ? 1 : 0),
     },
     tlsReloaded: (result) => reloads.labels(result).inc(),
+    refreshDispatchBeforeScrape: (next) => {
+      refresh = next;
+    },
   };
 }

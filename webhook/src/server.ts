@@ -19,6 +19,7 @@ import {
   type Logger,
 } from '@skr-watcher/telemetry';
 import { isRelevantChange } from './admission.js';
+import { LogThrottle } from './log-throttle.js';
 import type { AdmissionMetrics } from './metrics.js';
 import type { TlsMaterial } from './tls-reload.js';
 
@@ -30,6 +31,11 @@ export interface AdmissionServerOptions {
   port: number;
   material: TlsMaterial;
   maxBodyBytes: number;
+  /**
+   * Bytes of request bodies all reviews being read may hold together; a review that would pass it is answered 503
+   * at once (the webhook's failurePolicy Ignore lets the write through) so large reviews cannot exhaust memory.
+   */
+  maxBodyBytesInFlight: number;
   /** Cap on open connections and the bound on silent ones and unfinished TLS handshakes. */
   limits: ConnectionLimits;
   logger: Logger;
@@ -70,7 +76,10 @@ function closeIfBodyFollows(req: IncomingMessage, res: ServerResponse): void {
 }
 
 export async function startAdmissionServer(options: AdmissionServerOptions): Promise<AdmissionServer> {
-  const { logger, metrics, maxBodyBytes } = options;
+  const { logger, metrics, maxBodyBytes, maxBodyBytesInFlight } = options;
+  /** Bytes of request bodies held (reserved) by reviews being read, across all connections. */
+  let bodyBytesInFlight = 0;
+  const budgetLog = new LogThrottle(logger, 1000);
   const debug = logger.isLevelEnabled('debug');
 
   const answer = (res: ServerResponse, started: number, code: number, body: string, json: boolean) => {
@@ -154,6 +163,38 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
       tooLarge();
       return;
     }
+    // This request's share of the body budget: the declared length up front (the API server always declares
+    // it), else what has arrived so far.
+    let reserved = 0;
+    const reserve = (bytes: number) => {
+      if (bodyBytesInFlight + bytes > maxBodyBytesInFlight) return false;
+      bodyBytesInFlight += bytes;
+      reserved += bytes;
+      return true;
+    };
+    const release = () => {
+      bodyBytesInFlight -= reserved;
+      reserved = 0;
+    };
+    const busy = (wanted: number) => {
+      metrics.error('over_budget');
+      budgetLog.warn(
+        'over_budget',
+        { manager, bodyBytes: wanted, bodyBytesInFlight, maxBodyBytesInFlight: maxBodyBytesInFlight },
+        'admission review refused with 503: the bodies of reviews in flight already hold the memory budget',
+      );
+      release();
+      // The rest of the body is read and thrown away (a declared body is bounded by the body limit), so the client
+      // gets the answer rather than a reset; a body of unknown length closes the connection instead.
+      if (!(declared > 0)) res.setHeader('connection', 'close');
+      refuse(res, started, 503, 'busy: too many large reviews in flight; retry');
+    };
+    if (declared > 0 && !reserve(declared)) {
+      busy(declared);
+      req.resume();
+      return;
+    }
+    req.once('close', release);
     const chunks: Buffer[] = [];
     let size = 0;
     let done = false;
@@ -162,7 +203,13 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
       size += chunk.length;
       if (size > maxBodyBytes) {
         done = true;
+        release();
         tooLarge();
+        return;
+      }
+      if (size > reserved && !reserve(size - reserved)) {
+        done = true;
+        busy(size);
         return;
       }
       chunks.push(chunk);
@@ -176,10 +223,12 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
         res,
         started,
       );
+      release();
     });
     req.on('error', () => {
       // The client went away; there is nobody to answer.
       done = true;
+      release();
     });
   };
 

@@ -92,6 +92,7 @@ describe('skr-webhook: hostile and unusual admission reviews on a real socket', 
     const event = fixture.kcp.received.find((r) => r.event.watched.Name === 'hy')?.event;
     expect(event).to.deep.include({ uid: 'uid-hy', generation: 2, previousResourceVersion: '17' });
     expect(event?.watchedGvk.version).to.equal('v1-alpha');
+    await fixture.webhook.queueDepth();
     expect(fixture.webhook.dispatchStats.dropped.invalid).to.equal(0);
   });
 });

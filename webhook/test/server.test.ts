@@ -76,6 +76,8 @@ describe('admission server', function () {
     const before = fx.webhook.dispatchStats.dropped.invalid;
     const answer = await call({ body: JSON.stringify(sampleReview('uid-bad-name', 'CREATE', 'Not_A_Name')) });
     expect(answer.status).to.equal(200);
+    // The dispatch thread has taken every change answered so far once this resolves.
+    await fx.webhook.queueDepth();
     expect(fx.webhook.dispatchStats.dropped.invalid).to.equal(before + 1);
     const metrics = await getMetricsPort(fx.webhook.metricsPort, '/metrics');
     expect(metricValue(metrics.body, 'skr_webhook_events_dropped_total{reason="invalid"}')).to.equal(

@@ -1,5 +1,6 @@
 // Graceful shutdown: stop accepting reviews, deliver what is queued within the drain time, then stop.
 import { expect } from 'chai';
+import { createLogger } from '@skr-watcher/telemetry';
 import { callWebhook, getMetricsPort, sampleReview, startWebhookFixture } from './support/webhook-fixture.js';
 
 describe('graceful shutdown', function () {
@@ -14,7 +15,7 @@ describe('graceful shutdown', function () {
         body: JSON.stringify(sampleReview('sd-1', 'CREATE', 'queued-at-shutdown')),
       });
       expect(answer.status).to.equal(200);
-      expect(fx.webhook.queueDepth()).to.equal(1);
+      expect(await fx.webhook.queueDepth()).to.equal(1);
 
       const closing = fx.webhook.close();
       // Not ready any more, and no new reviews accepted.
@@ -49,6 +50,35 @@ describe('graceful shutdown', function () {
         (error: NodeJS.ErrnoException) => error.code,
       );
       expect(metrics, 'the metrics port is closed too').to.equal('ECONNREFUSED');
+    } finally {
+      await fx.stop();
+    }
+  });
+
+  it("logs the dispatch thread's shutdown drops through the webhook's logger, a few lines that count them all", async () => {
+    const lines: { msg: string; suppressed?: number; component?: string }[] = [];
+    const logger = createLogger('skr-webhook', 'info', {
+      write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]),
+    });
+    const fx = await startWebhookFixture({ shutdownDrainMs: 300, logger });
+    try {
+      await fx.kcp.stop();
+      for (let i = 0; i < 20; i++) {
+        await callWebhook(fx.webhook.webhookPort, fx.pki.ca.certPem, {
+          body: JSON.stringify(sampleReview(`sd-many-${i}`, 'CREATE', `lost-${i}`)),
+        });
+      }
+      expect(await fx.webhook.queueDepth()).to.equal(20);
+      await fx.webhook.close();
+      expect(fx.webhook.dispatchStats.dropped.shutdown).to.equal(20);
+      const drops = lines.filter((line) => line.msg.startsWith('event dropped: shutdown'));
+      expect(drops.length).to.be.within(1, 3);
+      const accounted = drops.reduce(
+        (sum, line) => sum + (line.msg === 'event dropped: shutdown' ? 1 : 0) + (line.suppressed ?? 0),
+        0,
+      );
+      expect(accounted).to.equal(20);
+      expect(drops.every((line) => line.component === 'skr-webhook')).to.equal(true);
     } finally {
       await fx.stop();
     }

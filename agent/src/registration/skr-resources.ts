@@ -95,7 +95,9 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
                 ],
                 readinessProbe: { httpGet: { path: '/readyz', port: 'metrics' } },
                 livenessProbe: { httpGet: { path: '/healthz', port: 'metrics' } },
-                resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
+                // Measured (npm run bench:webhook-memory, decision 015): ~110 MiB at rest, peaks 172-201 MiB under
+                // 8 concurrent 4 MiB reviews with the body budget (225-238 MiB without it).
+                resources: { requests: { cpu: '10m', memory: '128Mi' }, limits: { memory: '256Mi' } },
                 securityContext: {
                   allowPrivilegeEscalation: false,
                   readOnlyRootFilesystem: true,

@@ -120,6 +120,12 @@ export const LIMITS = {
   /** UPDATE reviews carry two objects; a few MiB covers any CR the API server accepts (etcd caps at 1.5 MiB). */
   admissionBodyBytes: 4 * 1024 * 1024,
   /**
+   * Bodies of admission reviews being read at once, together: two of the largest. Each costs several times its
+   * size while parsed, and the webhook's memory limit is sized for this (decision 015); reviews of ordinary CRs
+   * (kilobytes) never come near it.
+   */
+  admissionBodyBytesInFlight: 8 * 1024 * 1024,
+  /**
    * Largest SKR API answer the agent reads: one object is at most 1.5 MiB (etcd) and lists are paged to fit, so
    * 8 MiB is ample, and a hostile SKR costs at most this per request in flight instead of the agent's memory.
    */

@@ -1,0 +1,49 @@
+// Messages between the admission thread and the dispatch thread (decision 015). Both ends are this package's
+// own code in one process: the shapes are trusted, not validated.
+import type { WatchEventV2 } from '@skr-watcher/api';
+import type { DeliveryOutcome, DropReason } from './dispatch.js';
+import type { KcpAddress } from './kcp-client.js';
+import type { TlsMaterial } from './tls-reload.js';
+
+/** What the dispatch thread starts with (its `workerData`). */
+export interface DispatchThreadData {
+  address: KcpAddress;
+  material: TlsMaterial;
+  workers: number;
+  maxQueue: number;
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  maxAgeMs: number;
+  callbackTimeoutMs: number;
+  /** Level of the admission thread's logger; lines at or above it travel back to it. */
+  logLevel: string;
+}
+
+/** One relevant change: manager, event, admission uid. */
+export type QueuedChange = [manager: string, event: WatchEventV2, uid: string | undefined];
+
+export type ToDispatch =
+  | { type: 'changes'; changes: QueuedChange[] }
+  | { type: 'tls'; material: TlsMaterial }
+  | { type: 'depth'; id: number }
+  | { type: 'drain'; timeoutMs: number };
+
+/** What the dispatcher's observer saw since the last report: counts, and callback durations by outcome. */
+export interface DispatchReport {
+  enqueued: number;
+  coalesced: number;
+  delivered: number;
+  dropped: Record<DropReason, number>;
+  depth: number;
+  /** Set when the breaker changed since the last report. */
+  breakerOpen?: boolean;
+  attempts: Record<DeliveryOutcome['result'], number[]>;
+}
+
+export type FromDispatch =
+  | { type: 'ready' }
+  | { type: 'report'; report: DispatchReport }
+  | { type: 'depth'; id: number; depth: number }
+  /** A JSON log line written in the dispatch thread. */
+  | { type: 'log'; line: string }
+  | { type: 'drained' };

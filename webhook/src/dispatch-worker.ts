@@ -1,0 +1,136 @@
+// The dispatch thread (decision 015): owns the queue and the mTLS client to the KCP, so callback sends never
+// share an event loop with admission answers. It hears of changes, new certificates and shutdown from the
+// admission thread, and tells it counts, depth and log lines.
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import { parentPort, workerData } from 'node:worker_threads';
+import { parseWatchEvent } from '@skr-watcher/api';
+import { createLogger } from '@skr-watcher/telemetry';
+import { Dispatcher, emptyDispatchStats, type DispatchObserver } from './dispatch.js';
+import type { DispatchReport, DispatchThreadData, FromDispatch, ToDispatch } from './dispatch-protocol.js';
+import { KcpClient } from './kcp-client.js';
+
+/** Counts reach the admission thread's metrics at most this late; one message per interval under load. */
+const REPORT_INTERVAL_MS = 100;
+/** Nice value of the dispatch thread: CFS then weighs it about a tenth of the admission thread under contention. */
+const DISPATCH_THREAD_NICE = 10;
+
+const port = parentPort;
+if (!port) throw new Error('dispatch-worker runs as a worker thread of skr-webhook');
+const data = workerData as DispatchThreadData;
+const post = (message: FromDispatch) => port.postMessage(message);
+
+const logger = createLogger('skr-webhook', data.logLevel as 'info', {
+  write: (line: string) => post({ type: 'log', line }),
+});
+
+const emptyReport = (depth: number): DispatchReport => ({
+  ...emptyDispatchStats(),
+  depth,
+  attempts: { delivered: [], retry: [], rejected: [] },
+});
+let report = emptyReport(0);
+let reportTimer: NodeJS.Timeout | undefined;
+
+function sendReport(): void {
+  clearTimeout(reportTimer);
+  reportTimer = undefined;
+  post({ type: 'report', report });
+  report = emptyReport(report.depth);
+}
+
+function changed(): void {
+  reportTimer ??= setTimeout(sendReport, REPORT_INTERVAL_MS);
+}
+
+const observer: DispatchObserver = {
+  enqueued() {
+    report.enqueued++;
+    changed();
+  },
+  coalesced() {
+    report.coalesced++;
+    changed();
+  },
+  delivered() {
+    report.delivered++;
+    changed();
+  },
+  dropped(reason) {
+    report.dropped[reason]++;
+    changed();
+  },
+  depth(entries) {
+    report.depth = entries;
+    changed();
+  },
+  attempt(outcome, seconds) {
+    report.attempts[outcome].push(seconds);
+    changed();
+  },
+  breaker(open) {
+    report.breakerOpen = open;
+    changed();
+  },
+};
+
+const kcp = new KcpClient({
+  address: data.address,
+  material: data.material,
+  maxSockets: data.workers,
+  timeoutMs: data.callbackTimeoutMs,
+});
+const dispatcher = new Dispatcher({
+  send: kcp.send,
+  workers: data.workers,
+  maxQueue: data.maxQueue,
+  backoffInitialMs: data.backoffInitialMs,
+  backoffMaxMs: data.backoffMaxMs,
+  maxAgeMs: data.maxAgeMs,
+  logger,
+  observer,
+  validate: (event) => {
+    const checked = parseWatchEvent('v2', event);
+    return checked.ok ? undefined : `not a valid v2 event: ${checked.error}`;
+  },
+});
+
+lowerThreadPriority();
+
+/**
+ * On a busy node the admission thread and this one compete for the same cores; a higher nice value for this
+ * thread alone (Linux applies setpriority to a thread id) lets the kernel run admission answers first. Callbacks
+ * that wait meanwhile coalesce, so fewer are sent. Needs no privilege; elsewhere it is skipped.
+ */
+function lowerThreadPriority(): void {
+  try {
+    const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (Number.isInteger(threadId) && threadId > 0) setPriority(threadId, DISPATCH_THREAD_NICE);
+  } catch (error) {
+    logger.debug({ err: error }, 'dispatch thread keeps the default scheduling priority');
+  }
+}
+
+port.on('message', (message: ToDispatch) => {
+  switch (message.type) {
+    case 'changes':
+      for (const [manager, event, uid] of message.changes) dispatcher.enqueue(manager, event, uid);
+      break;
+    case 'tls':
+      kcp.updateTls(message.material);
+      break;
+    case 'depth':
+      sendReport();
+      post({ type: 'depth', id: message.id, depth: dispatcher.depth });
+      break;
+    case 'drain':
+      void dispatcher.drain(message.timeoutMs).then(() => {
+        kcp.close();
+        sendReport();
+        post({ type: 'drained' });
+        port.close();
+      });
+      break;
+  }
+});
+post({ type: 'ready' });
