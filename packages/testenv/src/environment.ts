@@ -18,7 +18,9 @@ import { startNodes, type Nodes } from './cluster-nodes.js';
 import { createRunNetwork, type RunNetwork } from './run-network.js';
 
 export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
-const READY_TIMEOUT_MS = 60_000;
+// A kube-apiserver is ready in 5-10 s on a quiet machine; on two cores under a load average of 25 (a CI run next to
+// other work) one took over 60 s. The bound only catches a start that hangs, so it is generous.
+const READY_TIMEOUT_MS = 180_000;
 
 export interface EnvironmentOptions {
   /** Names of the planes, e.g. ['kcp', 'skr1', 'skr2']. */
