@@ -1,4 +1,4 @@
-// Client of the agent's live event stream (ws://<metrics-address>/events): every accepted callback, validated.
+// Client of the agent's live event stream (ws://<events-address>/events): every accepted callback, validated.
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 

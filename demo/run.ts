@@ -45,7 +45,7 @@ function tryThis(system: LocalSystem): string[] {
   }
   lines.push(
     '  # the live events in another terminal (from the repository root)',
-    `  npx skr-agent events --address 127.0.0.1:${system.agentMetricsPort}`,
+    `  npx skr-agent events --address 127.0.0.1:${system.agentEventsPort}`,
     '  # metrics',
     `  curl -s http://127.0.0.1:${system.agentMetricsPort}/metrics | grep ^skr_agent_`,
     ...system.skrs.map(

@@ -80,6 +80,7 @@ export interface LocalSystem {
   agent: Child;
   listenerPort: number;
   agentMetricsPort: number;
+  agentEventsPort: number;
   /** ws:// URL of the agent's live stream of accepted callbacks. */
   eventsUrl: string;
   moduleConfigs: ModuleConfigWatch;
@@ -270,6 +271,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
 
     const listenerPort = await freePort();
     const agentMetricsPort = await freePort();
+    const agentEventsPort = await freePort();
     const ports = new Map<string, { webhook: number; metrics: number }>();
     for (const skr of skrNames) ports.set(skr, { webhook: await freePort(), metrics: await freePort() });
 
@@ -289,7 +291,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     );
 
     progress(
-      `starting skr-agent (listener 127.0.0.1:${listenerPort}, metrics and events 127.0.0.1:${agentMetricsPort})`,
+      `starting skr-agent (listener 127.0.0.1:${listenerPort}, metrics 127.0.0.1:${agentMetricsPort}, events 127.0.0.1:${agentEventsPort})`,
     );
     const agent = startChild({
       name: 'skr-agent',
@@ -311,6 +313,8 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
         listenerBundle.path('ca-bundle.crt'),
         '--metrics-address',
         `127.0.0.1:${agentMetricsPort}`,
+        '--events-address',
+        `127.0.0.1:${agentEventsPort}`,
         // The agent installs the webhook in every SKR; URL mode comes from the Kymas' skr-webhook-url annotation.
         '--register-skr-webhook',
         '--skr-webhook-kcp-address',
@@ -472,7 +476,8 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       agent,
       listenerPort,
       agentMetricsPort,
-      eventsUrl: `ws://127.0.0.1:${agentMetricsPort}/events`,
+      agentEventsPort,
+      eventsUrl: `ws://127.0.0.1:${agentEventsPort}/events`,
       moduleConfigs,
       stop(stopOptions = {}) {
         stopping ??= (async () => {

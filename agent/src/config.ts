@@ -22,6 +22,8 @@ export interface AgentConfig {
   /** undefined: no listener (events then come only from watches and requeues). */
   listener?: ListenerConfig;
   metricsAddress: Address;
+  /** The live event stream (`/events`); loopback unless asked otherwise (decision 011). */
+  eventsAddress: Address;
   leaderElection?: { leaseName: string; leaseNamespace: string; identity: string };
   /** Several replicas, each owning a share of the Kymas (decision 012); undefined: one replica owns all. */
   sharding?: ShardingConfig;
@@ -128,6 +130,7 @@ export interface RunFlags {
   gatewayMode?: boolean;
   trustedProxies?: string;
   metricsAddress: string;
+  eventsAddress: string;
   leaderElect?: boolean;
   leaseName: string;
   leaseNamespace?: string;
@@ -223,6 +226,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     namespace,
     listener,
     metricsAddress: parseAddress('--metrics-address', flags.metricsAddress),
+    eventsAddress: parseAddress('--events-address', flags.eventsAddress),
     leaderElection: flags.leaderElect
       ? { leaseName: flags.leaseName, leaseNamespace: flags.leaseNamespace || namespace, identity }
       : undefined,

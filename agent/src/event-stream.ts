@@ -1,12 +1,28 @@
-// Live stream of accepted callback events over WebSocket on the admin port (`GET /events`), and its client.
-import type { IncomingMessage } from 'node:http';
+// Live stream of accepted callback events over WebSocket (`GET /events`) on a server of its own, bound to
+// loopback by default, and its client. It shows runtime-ids and object names without authentication, so it
+// is kept off the metrics port that kubelet probes and Prometheus reach (decision 011): an operator reaches
+// it in the pod (`kubectl port-forward`), and browsers are refused (a page on any site could otherwise open
+// it from a machine that reaches the port).
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
+import {
+  answerAndClose,
+  closeGracefully,
+  createHttpApp,
+  listenOn,
+  notFound,
+  refuseMethod,
+} from '@skr-watcher/telemetry';
 import type { AcceptedEvent } from './listener/index.js';
 
 export const EVENT_STREAM_PATH = '/events';
+/** `skr-agent run --events-address` and `skr-agent events --address` default: loopback, beside :8080. */
+export const EVENT_STREAM_ADDRESS = '127.0.0.1:8081';
 /** A slow viewer is dropped rather than buffering without bound in the agent. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** Viewers only listen; at shutdown they are cut at once, so no grace is owed. */
+const CLOSE_GRACE_MS = 0;
 
 /** What a viewer receives, one JSON message per accepted event. */
 export interface StreamedEvent {
@@ -20,11 +36,51 @@ export interface StreamedEvent {
 }
 
 export interface EventStream {
-  /** Handler for the admin server's `upgrade` event. */
+  /** Handler for a server's `upgrade` event: `/events` only, no browser (any `Origin`). */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   publish(event: AcceptedEvent): void;
   viewers(): number;
   close(): Promise<void>;
+}
+
+export interface EventStreamServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+function refuseUpgrade(socket: Duplex, code: 403 | 404, reason: string): void {
+  const body = `${reason}\n`;
+  const status = code === 403 ? 'Forbidden' : 'Not Found';
+  answerAndClose(
+    socket,
+    `HTTP/1.1 ${code} ${status}\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/**
+ * Serves `stream` on `host:port`: WebSocket upgrades of `/events`; a plain GET there is told to upgrade
+ * (426), other methods get 405, other paths 404. Plain HTTP: it is meant for loopback.
+ */
+export async function serveEventStream(
+  stream: EventStream,
+  address: { host?: string; port: number },
+): Promise<EventStreamServer> {
+  const app = createHttpApp();
+  app.get(EVENT_STREAM_PATH, (_request, response) => {
+    response
+      .status(426)
+      .set('upgrade', 'websocket')
+      .type('text/plain')
+      .send('the event stream is a WebSocket: try skr-agent events\n');
+  });
+  app.all(EVENT_STREAM_PATH, refuseMethod(['GET']));
+  app.use(notFound);
+  const server: Server = createServer(app);
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+    stream.handleUpgrade(req, socket, head),
+  );
+  const port = await listenOn(server, address.host, address.port, 'event stream');
+  return { port, close: () => closeGracefully(server, CLOSE_GRACE_MS) };
 }
 
 export function createEventStream(): EventStream {
@@ -32,7 +88,18 @@ export function createEventStream(): EventStream {
   return {
     handleUpgrade(req, socket, head) {
       if ((req.url ?? '').split('?')[0] !== EVENT_STREAM_PATH) {
-        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        refuseUpgrade(socket, 404, `not found: upgrades go to ${EVENT_STREAM_PATH}`);
+        return;
+      }
+      // Browsers always send Origin on a WebSocket handshake; the CLI never does. Same-origin is not
+      // enough: a page that rebinds its DNS name to this address is same-origin with itself.
+      const origin = req.headers.origin;
+      if (origin !== undefined) {
+        refuseUpgrade(
+          socket,
+          403,
+          `browser requests are refused (Origin ${JSON.stringify(origin.slice(0, 200))}): the event stream is for skr-agent events`,
+        );
         return;
       }
       wss.handleUpgrade(req, socket, head, (ws) => {

@@ -47,6 +47,8 @@ describe('skr-agent process on real planes', function () {
         '--no-listener',
         '--metrics-address',
         '127.0.0.1:0',
+        '--events-address',
+        '127.0.0.1:0',
         // No webhook in these SKRs: the short Ready requeue is what notices Module CR edits.
         '--requeue-ready',
         '500ms',

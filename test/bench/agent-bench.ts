@@ -122,6 +122,8 @@ async function main(): Promise<void> {
         '--no-listener',
         '--metrics-address',
         '127.0.0.1:0',
+        '--events-address',
+        '127.0.0.1:0',
         '--workers',
         WORKERS,
         '--requeue-ready',

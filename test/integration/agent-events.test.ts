@@ -87,6 +87,8 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
         join(dir, 'ca.crt'),
         '--metrics-address',
         `127.0.0.1:${metricsPort}`,
+        '--events-address',
+        '127.0.0.1:0',
         '--requeue-ready',
         '1h',
         '--requeue-processing',

@@ -14,7 +14,7 @@ import {
   readListenerTls,
   type RunFlags,
 } from '../config.js';
-import { createEventStream } from '../event-stream.js';
+import { EVENT_STREAM_ADDRESS, createEventStream, serveEventStream } from '../event-stream.js';
 import { startSharding, type Sharding } from '../sharding/index.js';
 import { startWork, type Running } from '../work.js';
 
@@ -35,11 +35,12 @@ async function run(flags: RunFlags): Promise<void> {
     port: config.metricsAddress.port,
     registry,
     ready: () => ready,
-    onUpgrade: (req, socket, head) => events.handleUpgrade(req, socket, head),
   });
+  const eventServer = await serveEventStream(events, config.eventsAddress);
   logger.info(
     {
       metricsPort: health.port,
+      eventsPort: eventServer.port,
       namespace: config.namespace,
       leaderElection: !!config.leaderElection,
       shard: config.sharding?.identity,
@@ -48,6 +49,7 @@ async function run(flags: RunFlags): Promise<void> {
   );
   shutdown.add('health server', async () => {
     await events.close();
+    await eventServer.close();
     await health.close();
   });
   let sharding: Sharding | undefined;
@@ -151,8 +153,13 @@ export function runCommand(): Command {
     )
     .option(
       '--metrics-address <[host]:port>',
-      'address of /metrics, /healthz and /readyz (plain HTTP)',
+      'address of /metrics, /healthz and /readyz (plain HTTP; kubelet probes and Prometheus need it off loopback)',
       ':8080',
+    )
+    .option(
+      '--events-address <[host]:port>',
+      'address of the live event stream (ws://…/events, plain HTTP, no authentication: it names runtime-ids and objects, so loopback by default; reach it with kubectl port-forward)',
+      EVENT_STREAM_ADDRESS,
     )
     .option('--leader-elect', 'run as one of several replicas; only the holder of the Lease works')
     .option('--lease-name <name>', 'name of the coordination.k8s.io Lease', 'skr-agent-leader')

@@ -1,10 +1,12 @@
-// Plain-HTTP server for /metrics, /healthz and /readyz only; nothing else is reachable on it.
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { Duplex } from 'node:stream';
-import type { AddressInfo } from 'node:net';
+// Plain-HTTP server for /metrics, /healthz, /livez and /readyz only; nothing else is reachable on it.
+import { createServer, type Server } from 'node:http';
+import type { NextFunction, Request, Response } from 'express';
 import type { Registry } from 'prom-client';
+import { closeGracefully } from './connections.js';
+import { createHttpApp, listenOn, notFound, refuseMethod } from './http-app.js';
 
 export interface HealthServerOptions {
+  /** Interface to bind; probes and scrapes come from the kubelet and Prometheus, so all by default. */
   host?: string;
   port: number;
   registry: Registry;
@@ -12,8 +14,6 @@ export interface HealthServerOptions {
   healthy?: () => boolean;
   /** Readiness: the process should receive traffic now. */
   ready?: () => boolean;
-  /** WebSocket upgrades (e.g. a live event stream); without it upgrades are refused. */
-  onUpgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
 
 export interface HealthServer {
@@ -21,56 +21,44 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
+const PROBE_PATHS = { healthz: '/healthz', livez: '/livez', readyz: '/readyz', metrics: '/metrics' };
+/** Probes and scrapes are instant; a scrape in flight at shutdown gets this long to finish. */
+const CLOSE_GRACE_MS = 1_000;
+
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
-  const server: Server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    const probe = (ok: boolean) => {
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' });
-      res.end(ok ? 'ok\n' : 'not ready\n');
+  const app = createHttpApp();
+  const probe =
+    (check: (() => boolean) | undefined) =>
+    (_request: unknown, response: Response): void => {
+      const ok = check?.() ?? true;
+      response
+        .status(ok ? 200 : 503)
+        .type('text/plain')
+        .send(ok ? 'ok\n' : 'not ready\n');
     };
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' });
-      res.end('method not allowed\n');
+  // GET routes answer HEAD too (express runs the GET handler; Node drops the body).
+  app.get([PROBE_PATHS.healthz, PROBE_PATHS.livez], probe(options.healthy));
+  app.get(PROBE_PATHS.readyz, probe(options.ready));
+  app.get(PROBE_PATHS.metrics, async (_request, response) => {
+    const text = await options.registry.metrics();
+    response.status(200).type(options.registry.contentType).send(text);
+  });
+  app.all(Object.values(PROBE_PATHS), refuseMethod(['GET', 'HEAD']));
+  app.use(notFound);
+  // Express 5 hands a rejected handler (a failing metric collector) here.
+  app.use((error: unknown, _request: Request, response: Response, _next: NextFunction) => {
+    if (response.headersSent) {
+      response.destroy();
       return;
     }
-    switch (path) {
-      case '/healthz':
-      case '/livez':
-        return probe(options.healthy?.() ?? true);
-      case '/readyz':
-        return probe(options.ready?.() ?? true);
-      case '/metrics':
-        options.registry.metrics().then(
-          (text) => {
-            res.writeHead(200, { 'content-type': options.registry.contentType });
-            res.end(text);
-          },
-          (error: unknown) => {
-            res.writeHead(500, { 'content-type': 'text/plain' });
-            res.end(`metrics failed: ${String(error)}\n`);
-          },
-        );
-        return;
-      default:
-        res.writeHead(404, { 'content-type': 'text/plain' });
-        res.end('not found\n');
-    }
+    response
+      .status(500)
+      .type('text/plain')
+      .send(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`);
   });
+
+  const server: Server = createServer(app);
   server.keepAliveTimeout = 5000;
-  server.on('upgrade', (req, socket, head) => {
-    if (options.onUpgrade) return options.onUpgrade(req, socket, head);
-    socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '0.0.0.0', () => resolve());
-  });
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      }),
-  };
+  const port = await listenOn(server, options.host ?? '0.0.0.0', options.port, 'metrics server');
+  return { port, close: () => closeGracefully(server, CLOSE_GRACE_MS) };
 }
