@@ -2,7 +2,14 @@
 import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Option } from 'commander';
-import { CONNECTION_LIMITS, DEFAULTS, SYNC_RESOURCE_ALLOWED, type RequeueIntervals } from '@skr-watcher/api';
+import {
+  CONNECTION_LIMITS,
+  DEFAULTS,
+  SYNC_RESOURCE_ALLOWED,
+  TIMER_MAX_MS,
+  parseDuration,
+  type RequeueIntervals,
+} from '@skr-watcher/api';
 import { defaultShardIdentity, validShardIdentity } from './sharding/membership.js';
 
 export interface Address {
@@ -72,25 +79,14 @@ export function parseAddress(flag: string, value: string): Address {
   return host ? { host, port } : { port };
 }
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
-/** The shortest spelling parseDuration reads back: 300000 → `5m`, 2000 → `2s`, 1500 → `1500ms`. */
-export function formatDuration(ms: number): string {
-  for (const unit of ['h', 'm', 's'] as const) {
-    const size = DURATION_UNITS[unit]!;
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+/** A duration flag (grammar: `parseDuration` in packages/api); at most what a Node timer can wait. */
+export function parseDurationFlag(flag: string, value: string): number {
+  try {
+    return parseDuration(value.trim(), TIMER_MAX_MS);
+  } catch (error) {
+    // The message is the whole story (the printer would repeat a cause's message).
+    throw new ConfigError(`${flag}: ${(error as Error).message}`);
   }
-  return `${ms}ms`;
-}
-
-/** `500ms`, `5s`, `5m`, `1h`, or a plain number of milliseconds. */
-export function parseDuration(flag: string, value: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
-  if (!match)
-    throw new ConfigError(
-      `${flag}: expected a duration such as 500ms, 5s, 5m or 1h, got ${JSON.stringify(value)}`,
-    );
-  return Math.round(Number(match[1]) * DURATION_UNITS[match[2] ?? 'ms']!);
 }
 
 export function parsePositiveInt(flag: string, value: string, max = 1_000): number {
@@ -171,7 +167,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
         ? parsePositiveInt('--listener-max-connections', flags.listenerMaxConnections, 1_000_000)
         : CONNECTION_LIMITS.listener.maxConnections,
       idleTimeoutMs: flags.listenerIdleTimeout
-        ? parseDuration('--listener-idle-timeout', flags.listenerIdleTimeout)
+        ? parseDurationFlag('--listener-idle-timeout', flags.listenerIdleTimeout)
         : CONNECTION_LIMITS.listener.idleTimeoutMs,
     };
     if (flags.gatewayMode) {
@@ -211,9 +207,9 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     throw new ConfigError('--shard and --leader-elect exclude each other: with --shard every replica works');
   }
   const leaseTiming = {
-    leaseDurationMs: parseDuration('--lease-duration', flags.leaseDuration),
-    renewDeadlineMs: parseDuration('--renew-deadline', flags.renewDeadline),
-    retryPeriodMs: parseDuration('--retry-period', flags.retryPeriod),
+    leaseDurationMs: parseDurationFlag('--lease-duration', flags.leaseDuration),
+    renewDeadlineMs: parseDurationFlag('--renew-deadline', flags.renewDeadline),
+    retryPeriodMs: parseDurationFlag('--retry-period', flags.retryPeriod),
   };
   if (!(
     leaseTiming.retryPeriodMs < leaseTiming.renewDeadlineMs &&
@@ -234,12 +230,12 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     leaseTiming,
     workers: parsePositiveInt('--workers', flags.workers),
     requeue: {
-      Ready: parseDuration('--requeue-ready', flags.requeueReady),
-      Processing: parseDuration('--requeue-processing', flags.requeueProcessing),
-      Warning: parseDuration('--requeue-warning', flags.requeueWarning),
-      Error: parseDuration('--requeue-error', flags.requeueError),
+      Ready: parseDurationFlag('--requeue-ready', flags.requeueReady),
+      Processing: parseDurationFlag('--requeue-processing', flags.requeueProcessing),
+      Warning: parseDurationFlag('--requeue-warning', flags.requeueWarning),
+      Error: parseDurationFlag('--requeue-error', flags.requeueError),
     },
-    resyncMs: parseDuration('--resync-interval', flags.resyncInterval),
+    resyncMs: parseDurationFlag('--resync-interval', flags.resyncInterval),
     syncResourcePolicy: {
       kinds: parseList(flags.syncResourceKinds, SYNC_RESOURCE_ALLOWED.kinds),
       namespaces: parseList(flags.syncResourceNamespaces, SYNC_RESOURCE_ALLOWED.namespaces),
@@ -298,8 +294,8 @@ function registrationFromFlags(flags: RunFlags): NonNullable<AgentConfig['regist
     image: flags.skrWebhookImage,
     kcpAddress: flags.skrWebhookKcpAddress,
     skrNamespace: flags.skrWebhookNamespace || DEFAULTS.skrNamespace,
-    probeAfterMs: parseDuration('--watcher-probe-after', flags.watcherProbeAfter),
-    probeTimeoutMs: parseDuration('--watcher-probe-timeout', flags.watcherProbeTimeout),
+    probeAfterMs: parseDurationFlag('--watcher-probe-after', flags.watcherProbeAfter),
+    probeTimeoutMs: parseDurationFlag('--watcher-probe-timeout', flags.watcherProbeTimeout),
   };
 }
 

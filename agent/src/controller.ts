@@ -129,6 +129,7 @@ export function createController(options: ControllerOptions): Controller {
     registry: options.registry,
     // The reconciler decides when to look again (its intervals are configured on it, not mapped here).
     process: (key) => reconciler.reconcile(key),
+    processLogsFailures: true,
   });
 
   const kymas = custom<Kyma>(KINDS.kyma, options.kymaLabelSelector);

@@ -1,6 +1,6 @@
 // Option parsing shared by the commands; a bad value is a usage error (exit 2).
 import { InvalidArgumentError, Option } from 'commander';
-import { DEFAULTS } from '@skr-watcher/api';
+import { DEFAULTS, parseDuration } from '@skr-watcher/api';
 import { OUTPUT_FORMATS, type OutputFormat } from './output.js';
 
 /** A usage error found after parsing (conflicting or missing flags): exit code 2. */
@@ -34,18 +34,13 @@ export function parsePositiveInteger(value: string): number {
   return Number(value);
 }
 
-const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** Durations as operators write them: `90s`, `15m`, `24h`, `7d`, or combined like `1h30m`. */
-export function parseDuration(value: string): number {
-  const parts = [...value.matchAll(/(\d+)(ms|s|m|h|d)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== value) {
-    throw new InvalidArgumentError('Expected a duration like 90s, 15m, 24h or 7d.');
+/** A duration option (grammar: `parseDuration` in packages/api, e.g. `90s`, `1h30m`, `7d`). */
+export function parseDurationOption(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
   }
-  return parts.reduce(
-    (sum, [, amount, unit]) => sum + Number(amount) * (DURATION_UNITS_MS[unit as string] ?? 0),
-    0,
-  );
 }
 
 export function parseInstant(value: string): Date {

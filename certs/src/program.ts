@@ -14,7 +14,7 @@ import {
   keyBitsOption,
   namespaceOption,
   outputOption,
-  parseDuration,
+  parseDurationOption,
   parseInstant,
   parsePositiveInteger,
   parsePositiveNumber,
@@ -143,7 +143,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         '--grace-period <duration>',
         'time between the last re-issue and dropping the old CA (90s, 15m, 24h, 7d)',
       )
-        .argParser(parseDuration)
+        .argParser(parseDurationOption)
         .default(3_600_000, '1h'),
     )
     .addOption(
@@ -151,7 +151,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         '--propagation-delay <duration>',
         'time the new CA stays in the bundle before any leaf is signed by it; kubelet syncs Secret volumes every 60-90 s, so the listener and the SKR webhooks need that long to trust it',
       )
-        .argParser(parseDuration)
+        .argParser(parseDurationOption)
         .default(120_000, '2m'),
     )
     .option('--dry-run', 'print the plan, write nothing')

@@ -16,8 +16,9 @@ import {
   type RotationState,
   type RotationStep,
   type RsaKeyBits,
+  signingCaFor,
 } from '@skr-watcher/pki';
-import { signingCaFor, type CaSecret, type KcpPkiSecrets, type LeafSecret } from '@skr-watcher/kube';
+import { type CaSecret, type KcpPkiSecrets, type LeafSecret } from '@skr-watcher/kube';
 
 export interface RotateCaOptions {
   gracePeriodMs: number;

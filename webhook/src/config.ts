@@ -224,15 +224,13 @@ function parseValue(setting: Setting, raw: string): string | number {
 }
 
 /** The `skr-webhook` command line; `action` receives the resolved configuration. */
-export function webhookCommand(
-  env: Record<string, string | undefined>,
-  action: (config: WebhookConfig) => Promise<void>,
-): Command {
+export function webhookCommand(action: (config: WebhookConfig) => Promise<void>): Command {
   const command = new Command('skr-webhook')
     .description(
       'SKR admission webhook. Answers every AdmissionReview with allowed=true at once and tells the KCP ' +
         'listener about relevant changes asynchronously, over mutual TLS. Each option can also be set ' +
-        'through the environment variable named beside it; a flag wins over its variable.',
+        'through the environment variable named beside it (an empty one counts as unset); a flag wins over ' +
+        'its variable.',
     )
     .addHelpText(
       'after',
@@ -243,21 +241,20 @@ export function webhookCommand(
     .showHelpAfterError();
   const attributes = new Map<Key, string>();
   for (const setting of SETTINGS) {
-    const option = new Option(setting.flag, `${setting.description} (env ${setting.env})`).argParser(
-      (raw: string) => parseValue(setting, raw),
-    );
-    const fromEnv = env[setting.env];
     const fallback = (CONFIG_DEFAULTS as Partial<Record<Key, string | number>>)[setting.key];
-    if (fromEnv !== undefined && fromEnv !== '')
-      option.default(parseValue(setting, fromEnv), `${fromEnv} from ${setting.env}`);
-    else if (fallback !== undefined) option.default(fallback);
+    const option = new Option(setting.flag, setting.description)
+      .env(setting.env)
+      // Empty means unset (manifests template env values; an empty one must not override the default).
+      .argParser((raw: string) => (raw === '' ? fallback : parseValue(setting, raw)));
+    if (fallback !== undefined) option.default(fallback);
     command.addOption(option);
     attributes.set(setting.key, option.attributeName());
   }
   command.action(async (options: Record<string, string | number | undefined>) => {
     const resolved: Partial<Record<Key, string | number>> = {};
     for (const setting of SETTINGS) resolved[setting.key] = options[attributes.get(setting.key) as string];
-    const missing = SETTINGS.filter((s) => resolved[s.key] === undefined).map(
+    // An empty variable without a default reaches here as '' (commander's stand-in for a parsed nothing).
+    const missing = SETTINGS.filter((s) => resolved[s.key] === undefined || resolved[s.key] === '').map(
       (s) => `${s.flag.split(' ')[0]} (env ${s.env})`,
     );
     if (missing.length > 0) command.error(`missing required settings: ${missing.join(', ')}`);

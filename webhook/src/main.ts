@@ -6,7 +6,7 @@ import { startWebhook } from './index.js';
 
 const logger = createLogger('skr-webhook');
 
-const command = webhookCommand(process.env, async (config) => {
+const command = webhookCommand(async (config) => {
   const shutdown = createShutdown({ logger, timeoutMs: config.shutdownDrainMs + 15_000 });
   const webhook = await startWebhook({ ...config, logger });
   shutdown.add('webhook', () => webhook.close());

@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, type Kyma } from '@skr-watcher/api';
 import { createLogger } from '@skr-watcher/telemetry';
-import { loadKcpKubeConfig, logLevelOption, parseDuration, parseLogLevel } from '../config.js';
+import { loadKcpKubeConfig, logLevelOption, parseDurationFlag, parseLogLevel } from '../config.js';
 import { createReconciler } from '../reconcile/index.js';
 
 async function reconcileOnce(flags: {
@@ -15,7 +15,7 @@ async function reconcileOnce(flags: {
   logLevel: string;
 }): Promise<number> {
   const logger = createLogger('skr-agent', parseLogLevel(flags.logLevel));
-  const waitMs = parseDuration('--wait', flags.wait);
+  const waitMs = parseDurationFlag('--wait', flags.wait);
   const kcp = loadKcpKubeConfig(flags.kubeconfig);
   const namespace = flags.namespace || DEFAULTS.kcpNamespace;
   const key = `${namespace}/${flags.kyma}`;
@@ -28,8 +28,8 @@ async function reconcileOnce(flags: {
       let requeueAfterMs: number | undefined;
       try {
         requeueAfterMs = (await reconciler.reconcile(key)).requeueAfterMs;
-      } catch (error) {
-        logger.error({ err: error, kyma: key }, 'reconcile failed');
+      } catch {
+        // The reconciler has logged the failure; the Kyma's state below decides the exit code.
       }
       const kyma = (await api.getNamespacedCustomObject({
         group: GROUP,

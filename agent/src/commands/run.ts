@@ -1,14 +1,20 @@
 // skr-agent run: watch KCP, serve the callback listener and reconcile Kymas until SIGTERM, alone or as one
 // of several replicas behind a Lease.
 import { Command } from 'commander';
-import { CONNECTION_LIMITS, DEFAULTS, REQUEUE_MS, SHARDING, SYNC_RESOURCE_ALLOWED } from '@skr-watcher/api';
+import {
+  CONNECTION_LIMITS,
+  DEFAULTS,
+  REQUEUE_MS,
+  SHARDING,
+  SYNC_RESOURCE_ALLOWED,
+  formatDuration,
+} from '@skr-watcher/api';
 import { createLeaderElector, pooledKubeConfig, type LeaderElector } from '@skr-watcher/kube';
 import { createLogger, createRegistry, createShutdown, startHealthServer } from '@skr-watcher/telemetry';
 import { Option } from 'commander';
 import { LEADER_ELECTION_DEFAULTS } from '@skr-watcher/kube';
 import {
   agentConfigFromFlags,
-  formatDuration,
   loadKcpKubeConfig,
   logLevelOption,
   readListenerTls,

@@ -33,12 +33,15 @@
  * - Lists (Secrets, ModuleConfigs, SyncResources) are read from the API server's watch cache, like an informer;
  *   an object created a moment before a reconcile may be missed by that pass, and its watch event triggers the
  *   next one. Whatever decides a write is read fresh (docs/decisions/006-server-side-apply.md).
- * - The SKR client cache (keyed by the kubeconfig Secret's uid and resourceVersion) is the only state kept.
+ * - State kept between calls, none of which decides what a reconcile writes: the SKR client cache (keyed by the
+ *   kubeconfig Secret's uid and resourceVersion, each client with its circuit breaker) and the chain that runs
+ *   one Kyma's reconciles and targeted mirrors one at a time.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
   DEFAULTS,
   DEFAULT_REQUEUE_INTERVALS,
+  LABELS,
   REQUEUE_MS,
   SYNC_RESOURCE_ALLOWED,
   type RequeueIntervals,
@@ -231,7 +234,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   // A failed construction surfaces on the next reconcile; keep it from being an unhandled rejection meanwhile.
   ready.catch(() => undefined);
 
-  async function reconcileOnce(key: string): Promise<{ result: ReconcileResult; label: string }> {
+  /** `seen` learns the Kyma's runtime-id as soon as it is read, so a failure's log line can name it. */
+  async function reconcileOnce(
+    key: string,
+    seen: { runtimeId?: string },
+  ): Promise<{ result: ReconcileResult; label: string }> {
     const { ctx } = await ready;
     const { namespace: kymaNamespace, name } = parseKymaKey(key, namespace);
     const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
@@ -240,6 +247,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       return { result: {}, label: 'absent' };
     }
     const kyma = parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
+    seen.runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
     if (isPaused(kyma)) {
       logger.debug({ kyma: key }, 'reconciliation paused by label');
       return { result: {}, label: 'paused' };
@@ -261,16 +269,18 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       lanes.run(kymaKey, async () => {
         const started = process.hrtime.bigint();
         let label = 'failed';
+        const seen: { runtimeId?: string } = {};
         try {
           const { result, label: outcome } = await withinDeadline(
             `reconcile ${kymaKey}`,
             options.reconcileDeadlineMs ?? DEFAULT_RECONCILE_DEADLINE_MS,
-            () => reconcileOnce(kymaKey),
+            () => reconcileOnce(kymaKey, seen),
           );
           label = outcome;
           return result;
         } catch (error) {
-          logger.warn({ kyma: kymaKey, err: error }, 'reconcile failed');
+          // The one log line of a failed reconcile (the work queue only retries it).
+          logger.warn({ kyma: kymaKey, runtimeId: seen.runtimeId, err: error }, 'reconcile failed');
           throw error;
         } finally {
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;

@@ -29,7 +29,6 @@ import {
   deleteIfExists,
   KcpPkiSecrets,
   listInPages,
-  signingCaFor,
   type ClusterClient,
 } from '@skr-watcher/kube';
 import {
@@ -43,6 +42,7 @@ import {
   rotationStateFromAnnotations,
   webhookDnsNames,
   webhookTlsSecretName,
+  signingCaFor,
 } from '@skr-watcher/pki';
 import { inClusterResourcesFor, SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from './skr-resources.js';
 import { SKR_WEBHOOK_NAME, webhookConfigurationFor, type WebhookTarget } from './webhook-configuration.js';

@@ -7,9 +7,10 @@ import {
   webhookDnsNames,
   type CertificateAndKey,
   type RsaKeyBits,
+  signingCaFor,
 } from '@skr-watcher/pki';
 import { readPemFile, writeOutputFiles } from '../files.js';
-import { KcpPkiSecrets, signingCaFor } from '@skr-watcher/kube';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
 import { UsageError } from '../options.js';
 

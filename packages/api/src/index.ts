@@ -4,3 +4,4 @@ export * from './events.js';
 export * from './admission.js';
 export * from './timing.js';
 export * from './depth.js';
+export * from './duration.js';

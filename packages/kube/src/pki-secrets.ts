@@ -3,7 +3,6 @@
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { LABELS, MANAGED_BY } from '@skr-watcher/api';
 import {
-  rotationStateFromAnnotations,
   CA_BUNDLE_SECRET_NAME,
   CA_SECRET_NAME,
   LISTENER_TLS_SECRET_NAME,
@@ -11,7 +10,6 @@ import {
   kymaNameOfWebhookTlsSecret,
   webhookTlsSecretName,
   type CertificateAndKey,
-  type RotationState,
 } from '@skr-watcher/pki';
 import { isConflict, isNotFound } from './apply.js';
 
@@ -337,16 +335,3 @@ export class KcpPkiSecrets {
 
 /** Writes of a leaf Secret that lose to a concurrent writer (409) are repeated this many times in all. */
 const LEAF_WRITE_ATTEMPTS = 5;
-
-/**
- * The CA that signs leaves at this rotation phase: the pending one only once rotate-ca re-issued the leaves
- * (phase leaves-reissued), which it does after the new CA has been in the bundle for the propagation delay, so no
- * SKR presents a certificate the listener cannot verify yet; otherwise the current one.
- */
-export function signingCaFor(
-  ca: CaSecret,
-  state: RotationState = rotationStateFromAnnotations(ca.annotations),
-): CertificateAndKey {
-  if (state.phase === 'leaves-reissued' && ca.pending) return ca.pending;
-  return ca.current;
-}

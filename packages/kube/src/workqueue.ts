@@ -28,6 +28,11 @@ export interface WorkQueueOptions {
   /** Per-key exponential backoff on failure: base doubles per consecutive failure, up to max. */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
+  /**
+   * `process` logs its own failures with the object's identity (the reconciler does): the queue then notes the
+   * retry at debug level only, so one failure is one warn line.
+   */
+  processLogsFailures?: boolean;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
@@ -146,6 +151,7 @@ export class WorkQueue {
   private readonly backoffMaxMs: number;
   private readonly clock: Clock;
   private readonly logger: Logger | undefined;
+  private readonly failureLogLevel: 'warn' | 'debug';
   private readonly metrics: QueueMetrics | undefined;
 
   /** Keys ready to run, in order; each key appears at most once. */
@@ -185,6 +191,7 @@ export class WorkQueue {
     this.backoffMaxMs = options.backoffMaxMs ?? REQUEUE_MS.backoffMax;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger;
+    this.failureLogLevel = options.processLogsFailures ? 'debug' : 'warn';
     this.metrics = queueMetrics(options.registry);
   }
 
@@ -377,8 +384,10 @@ export class WorkQueue {
       this.failures.set(key, failures);
       const delayMs = this.backoffFor(failures);
       this.metrics?.failures.inc({ name: this.name });
-      this.logger?.warn(
-        { err: error, queue: this.name, key, failures, retryInMs: delayMs },
+      this.logger?.[this.failureLogLevel](
+        this.failureLogLevel === 'warn'
+          ? { err: error, queue: this.name, key, failures, retryInMs: delayMs }
+          : { queue: this.name, key, failures, retryInMs: delayMs },
         'processing failed',
       );
       if (!this.stopping) {

@@ -1,6 +1,6 @@
 // WorkQueue: client-go semantics, proved with a manual clock (no sleeping) and real promises.
 import { expect } from 'chai';
-import { createRegistry } from '@skr-watcher/telemetry';
+import { createLogger, createRegistry } from '@skr-watcher/telemetry';
 import { WorkQueue, type Clock, type ProcessResult } from '../src/workqueue.js';
 
 /** A clock whose time only moves when the test says so. */
@@ -340,5 +340,30 @@ describe('WorkQueue', () => {
     expect(text).to.match(/workqueue_depth\{name="kyma"\} 0/);
     await queue.stop();
     await other.stop();
+  });
+
+  it('logs a failure as one warn line, or leaves the warn line to a process that logs its own failures', async () => {
+    const warnLines = async (processLogsFailures: boolean) => {
+      const lines: { level: string; msg: string }[] = [];
+      const logger = createLogger('test', 'debug', {
+        write: (line: string) => void lines.push(JSON.parse(line) as { level: string; msg: string }),
+      });
+      const queue = new WorkQueue({
+        name: 'test',
+        clock: new ManualClock(),
+        logger,
+        processLogsFailures,
+        process: async () => {
+          throw new Error('cluster unreachable');
+        },
+      });
+      queue.add('a');
+      queue.start();
+      await queue.whenIdle();
+      await queue.stop();
+      return lines.filter((l) => l.msg === 'processing failed').map((l) => l.level);
+    };
+    expect(await warnLines(false)).to.deep.equal(['warn']);
+    expect(await warnLines(true)).to.deep.equal(['debug']);
   });
 });

@@ -4,6 +4,7 @@
 //     leaves-reissued --switch--> signing-switched --(stragglers re-issued, grace passed)--> complete
 //
 // Every step is idempotent, so a run that crashed after doing a step but before recording it repeats it.
+import type { CertificateAndKey } from './ca.js';
 
 export const ROTATION_PHASES = [
   'none',
@@ -148,4 +149,25 @@ export function applyRotationStep(state: RotationState, step: RotationStep, now:
     case 'done':
       return state;
   }
+}
+
+/** The CA material a signing decision looks at (the CA Secret, as read). */
+export interface CaGenerations {
+  current: CertificateAndKey;
+  /** The CA a rotation is introducing (phase new-ca-pending .. leaves-reissued). */
+  pending?: CertificateAndKey;
+  annotations?: Record<string, string>;
+}
+
+/**
+ * The CA that signs leaves at this rotation phase: the pending one only once rotate-ca re-issued the leaves
+ * (phase leaves-reissued), which it does after the new CA has been in the bundle for the propagation delay, so no
+ * SKR presents a certificate the listener cannot verify yet; otherwise the current one.
+ */
+export function signingCaFor(
+  ca: CaGenerations,
+  state: RotationState = rotationStateFromAnnotations(ca.annotations),
+): CertificateAndKey {
+  if (state.phase === 'leaves-reissued' && ca.pending) return ca.pending;
+  return ca.current;
 }

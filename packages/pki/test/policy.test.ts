@@ -9,6 +9,7 @@ import {
   nextRotationStep,
   rotationStateFromAnnotations,
   rotationStateToAnnotations,
+  signingCaFor,
   RENEW_BEFORE_MS,
   ROTATION_ANNOTATIONS,
   ROTATION_PHASES,
@@ -204,5 +205,33 @@ describe('pki: CA rotation state machine', function () {
         [ROTATION_ANNOTATIONS.startedAt]: 'yesterday',
       }),
     ).to.throw(/started-at.*RFC 3339/);
+  });
+});
+
+describe('pki: which CA signs during a rotation (signingCaFor)', function () {
+  const current = { certPem: 'current-ca', keyPem: 'current-key' };
+  const pending = { certPem: 'pending-ca', keyPem: 'pending-key' };
+
+  it('signs with the pending CA only in phase leaves-reissued, and with the current one in every other phase', function () {
+    for (const phase of ROTATION_PHASES) {
+      const expected = phase === 'leaves-reissued' ? pending : current;
+      expect(signingCaFor({ current, pending }, { phase }), phase).to.equal(expected);
+    }
+  });
+
+  it('keeps the current CA when the phase says leaves-reissued but no pending CA is stored', function () {
+    expect(signingCaFor({ current }, { phase: 'leaves-reissued' })).to.equal(current);
+  });
+
+  it('reads the phase from the CA Secret annotations when no state is given', function () {
+    const annotations = rotationStateToAnnotations({ phase: 'leaves-reissued', reissuedAt: T0 });
+    const stored = Object.fromEntries(
+      Object.entries(annotations).filter((entry): entry is [string, string] => entry[1] !== null),
+    );
+    expect(signingCaFor({ current, pending, annotations: stored })).to.equal(pending);
+    expect(signingCaFor({ current, pending, annotations: {} })).to.equal(current);
+    expect(() =>
+      signingCaFor({ current, pending, annotations: { [ROTATION_ANNOTATIONS.phase]: 'half-done' } }),
+    ).to.throw(/unknown rotation phase "half-done"/);
   });
 });
