@@ -12,13 +12,20 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  NetworkingV1Api,
   type V1Pod,
 } from '@kubernetes/client-node';
 import { DEFAULTS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem } from '@skr-watcher/testenv';
 import { SAMPLE_MODULE } from '../../demo/system.js';
-import { AGENT_DEPLOYMENT, WEBHOOK_DEPLOYMENT, startPodSystem, type PodSystem } from '../../demo/pods.js';
+import {
+  AGENT_DEPLOYMENT,
+  WEBHOOK_DEPLOYMENT,
+  deploymentRolledOut,
+  startPodSystem,
+  type PodSystem,
+} from '../../demo/pods.js';
 import { eventually } from '../support/eventually.js';
 
 const CERTS_MAIN = fileURLToPath(new URL('../../certs/src/main.ts', import.meta.url));
@@ -85,6 +92,26 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
   const skr = () => system.env.plane('skr1').kubeConfig();
   const edit = (greeting: string) =>
     mergePatchCustomObject(skr().makeApiClient(CustomObjectsApi), MODULE_CR, { spec: { greeting } });
+  /** Edits every 300 ms until stop(), which answers the last edit sent and the edits that failed. */
+  const editContinuously = (label: string) => {
+    let editing = true;
+    let last = '';
+    const failures: string[] = [];
+    const done = (async () => {
+      for (let i = 0; editing; i++) {
+        last = `${label} ${i} ${Date.now()}`;
+        await edit(last).catch((error: unknown) => failures.push(String(error)));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+    })();
+    return {
+      stop: async () => {
+        editing = false;
+        await done;
+        return { last, failures };
+      },
+    };
+  };
   const arrives = (greeting: string, what: string) =>
     eventually(
       what,
@@ -92,12 +119,15 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
         system.moduleConfigs.current('skr1', 'sample')?.spec['greeting'] === greeting ? true : undefined,
       CONVERGE_MS,
     );
+  const metricsOf = async (pod: V1Pod) => {
+    // Pod IPs are routed to the SKR's node from the host (run network).
+    const response = await fetch(`http://${pod.status?.podIP}:2112/metrics`);
+    return response.text();
+  };
   const webhookMetrics = async () => {
     const [pod] = (await system.webhookPods('skr1')).filter(running);
     if (!pod?.status?.podIP) throw new Error('no ready webhook Pod');
-    // Pod IPs are routed to the SKR's node from the host (run network).
-    const response = await fetch(`http://${pod.status.podIP}:2112/metrics`);
-    return response.text();
+    return metricsOf(pod);
   };
 
   it('an SKR edit reaches its ModuleConfig through the webhook Pod, its Service and the agent Pod', async () => {
@@ -108,6 +138,13 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
       expect(hook.clientConfig.url, hook.name).to.equal(undefined);
       expect(hook.clientConfig.service?.name, hook.name).to.equal(WEBHOOK_DEPLOYMENT);
     }
+    // Created, but not enforced on these nodes: Debian's bridge CNI plugin has no policy engine (decision 014).
+    const policy = await skr()
+      .makeApiClient(NetworkingV1Api)
+      .readNamespacedNetworkPolicy({ name: WEBHOOK_DEPLOYMENT, namespace: DEFAULTS.skrNamespace });
+    expect(policy.spec?.podSelector?.matchLabels).to.deep.equal({
+      'app.kubernetes.io/name': WEBHOOK_DEPLOYMENT,
+    });
     const agents = (await system.agentPods()).filter(running);
     expect(agents.length).to.be.greaterThan(0);
     for (const pod of agents) {
@@ -124,16 +161,7 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     // Edits every 300 ms while `skr-certs rotate-ca --wait` trusts the new CA, re-issues every leaf and drops the
     // old CA; the listener (agent Pod) and the webhook (SKR Pod) read their certificates from Secret volumes,
     // which the kubelet refreshes every second here (syncFrequency: 1s).
-    let editing = true;
-    let last = '';
-    const failures: string[] = [];
-    const editor = (async () => {
-      for (let i = 0; editing; i++) {
-        last = `rotation ${i} ${Date.now()}`;
-        await edit(last).catch((error: unknown) => failures.push(String(error)));
-        await new Promise((resolve) => setTimeout(resolve, 300));
-      }
-    })();
+    const editor = editContinuously('rotation');
     const rotation = await run(process.execPath, [
       '--import',
       'tsx',
@@ -152,8 +180,7 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
       '-o',
       'json',
     ]);
-    editing = false;
-    await editor;
+    const { last, failures } = await editor.stop();
     expect(rotation.status, `rotate-ca failed:\n${rotation.stderr}`).to.equal(0);
     expect((JSON.parse(rotation.stdout) as { state: { phase: string } }).state.phase).to.equal('complete');
     expect(failures).to.deep.equal([]);
@@ -183,6 +210,78 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
       }
     }
     await arrives(last, 'the last edit of the burst mirrored after the leader Pod was deleted');
+  });
+
+  it('a rolling update of the agent Deployment under continuous edits loses no callback', async () => {
+    // A template change (as `kubectl rollout restart` makes) replaces every agent Pod while edits go on every
+    // 300 ms. The webhook Pod stays: its counters cover every callback of the rollout. Requeues and resyncs are
+    // an hour apart here, so an edit made after the new leader's first list arrives only through a callback.
+    const apps = system.kcp.makeApiClient(AppsV1Api);
+    // A CA rotation before this test re-issues the SKR certificate, which rolls the webhook Deployment: wait
+    // until one webhook Pod is left, then count on that Pod alone.
+    const webhook = await eventually(
+      'the webhook Deployment settled on one Ready Pod',
+      async () => {
+        const pods = await system.webhookPods('skr1');
+        const [pod] = pods;
+        return pods.length === 1 &&
+          pod &&
+          running(pod) &&
+          (await deploymentRolledOut(skr(), DEFAULTS.skrNamespace, WEBHOOK_DEPLOYMENT))
+          ? pod
+          : undefined;
+      },
+      CONVERGE_MS,
+    );
+    const before = await metricsOf(webhook);
+    const oldPods = new Set((await system.agentPods()).map((pod) => pod.metadata?.name));
+    const editor = editContinuously('rollout');
+    try {
+      await apps.patchNamespacedDeployment({
+        name: AGENT_DEPLOYMENT,
+        namespace: system.namespace,
+        // JSON patch (client-node's default); the template carries no annotations of its own.
+        body: [
+          {
+            op: 'add',
+            path: '/spec/template/metadata/annotations',
+            value: { 'skr-watcher.test/rollout': `${Date.now()}` },
+          },
+        ],
+      });
+      await eventually(
+        'the rollout replaced every agent Pod and a new one leads (Ready)',
+        async () => {
+          const pods = await system.agentPods();
+          return pods.every((pod) => !oldPods.has(pod.metadata?.name)) &&
+            pods.some(running) &&
+            (await deploymentRolledOut(system.kcp, system.namespace, AGENT_DEPLOYMENT, 1))
+            ? true
+            : undefined;
+        },
+        CONVERGE_MS,
+      );
+      // A few more edits on the new leader alone.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+    } finally {
+      await editor.stop();
+    }
+    const { last, failures } = await editor.stop();
+    expect(failures).to.deep.equal([]);
+    await arrives(last, 'the last edit made during and after the rollout mirrored');
+    await eventually(
+      'the webhook has nothing left to deliver',
+      async () => (counter(await metricsOf(webhook), 'skr_webhook_queue_depth') === 0 ? true : undefined),
+      CONVERGE_MS,
+    );
+    // The agent's new Pods change nothing in the SKR: the same webhook Pod served the whole rollout.
+    expect((await system.webhookPods('skr1')).map((pod) => pod.metadata?.name)).to.deep.equal([
+      webhook.metadata?.name,
+    ]);
+    const after = await metricsOf(webhook);
+    const delta = (name: string) => counter(after, name) - counter(before, name);
+    expect(delta('skr_webhook_events_dropped_total'), 'callbacks the webhook gave up').to.equal(0);
+    expect(delta('skr_webhook_events_delivered_total'), 'callbacks delivered').to.be.greaterThan(0);
   });
 
   it('a webhook Pod killed while the listener is down comes back and the edits made meanwhile arrive', async () => {

@@ -94,6 +94,13 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
                   { name: 'metrics', containerPort: METRICS_PORT },
                 ],
                 readinessProbe: { httpGet: { path: '/readyz', port: 'metrics' } },
+                // Node loads its modules slowly on a busy node (25 s seen on 2 loaded cores): the liveness
+                // probe (3 misses, 10 s apart) would kill the webhook before it ever listened. Up to 2 min to start.
+                startupProbe: {
+                  httpGet: { path: '/healthz', port: 'metrics' },
+                  periodSeconds: 2,
+                  failureThreshold: 60,
+                },
                 livenessProbe: { httpGet: { path: '/healthz', port: 'metrics' } },
                 // Measured (npm run bench:webhook-memory, decision 015): ~110 MiB at rest, peaks 172-201 MiB under
                 // 8 concurrent 4 MiB reviews with the body budget (225-238 MiB without it).

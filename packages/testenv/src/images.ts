@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir } from './binaries.js';
 
@@ -270,6 +270,8 @@ export async function buildAndPushImages(
     return result;
   };
   const work = await mkdtemp(join(dirname(cacheDir()), '..', 'image-work-'));
+  // Runs share buildah's storage: a fixed tag would let a concurrent run push this run's image, or the reverse.
+  const local = `localhost/skr-watcher:run-${basename(work).replace(/[^A-Za-z0-9_.-]/g, '-')}`;
   try {
     const bases = await timed('base images', () => baseImages(work, log));
     const extraCa = process.env['NODE_EXTRA_CA_CERTS'];
@@ -294,7 +296,7 @@ export async function buildAndPushImages(
             ? ['--build-arg', `NODE_EXTRA_CA_CERTS=${extraCa}`, '--volume', `${extraCa}:${extraCa}:ro`]
             : []),
           '--tag',
-          'localhost/skr-watcher:test',
+          local,
           '--file',
           join(REPO_ROOT, 'Dockerfile'),
           REPO_ROOT,
@@ -320,10 +322,12 @@ export async function buildAndPushImages(
       return `${registry}/${remote.split(':')[0]}@${(await readFile(digestFile, 'utf8')).trim()}`;
     };
     const [app, pause] = await timed('push', () =>
-      Promise.all([push('localhost/skr-watcher:test', 'skr-watcher:test'), push(bases.pause, 'pause:1')]),
+      Promise.all([push(local, 'skr-watcher:test'), push(bases.pause, 'pause:1')]),
     );
     return { app, pause, timings };
   } finally {
+    // Only the tag goes: the layers stay in the cache for the next run.
+    await buildah(['rmi', local], log, true).catch(() => undefined);
     await rm(work, { recursive: true, force: true });
   }
 }
