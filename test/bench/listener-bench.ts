@@ -4,7 +4,10 @@
 //
 //   npm run bench:listener -- [--events 40000] [--connections 64] [--clients 1]
 //                             [--skrs 250] [--workers 4] [--reconcile-ms 16] [--mirror-ms 4] [--overload 10] [--seconds 30]
-//                             [--overload-only]
+//                             [--overload-only] [--throughput-only] [--baseline <dir>/agent/src/listener/index.ts]
+// --baseline: another build of the listener (e.g. the one before express, decision 011), measured in the same run,
+// alternating with this one (baseline, this, baseline, this) so a change in machine load hits both:
+//   mkdir -p tmp/bench-base && git archive <rev> agent/src/listener | tar -x -C tmp/bench-base
 //
 // A FIFO queue that holds every SKR once drains in SKRs ÷ capacity seconds, so the 2 s bar needs capacity ≥ SKRs/2
 // per second: the defaults (250 SKRs, 250 reconciles/s, 2,500 events/s offered) keep that, within what one
@@ -12,6 +15,7 @@
 // The load generator runs in a worker thread (its own event loop, same process): on a 2-core machine the
 // listener and the client each get about a core. Figures are printed; nothing here passes or fails.
 import { availableParallelism, cpus, loadavg } from 'node:os';
+import { resolve as resolvePath } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { WorkQueue } from '@skr-watcher/kube';
 import { silentLogger } from '@skr-watcher/telemetry';
@@ -169,9 +173,10 @@ async function throughput(
   events: number,
   connections: number,
   clients: number,
+  build: { label: string; start: typeof startListener } = { label: 'this build', start: startListener },
 ): Promise<void> {
   let enqueued = 0;
-  const listener = await startListener(listenerOptions(fixture, { enqueue: () => void enqueued++ }));
+  const listener = await build.start(listenerOptions(fixture, { enqueue: () => void enqueued++ }));
   try {
     const lanes = Array.from({ length: connections }, (_, lane) =>
       Array.from({ length: Math.ceil(events / connections) }, () => lane),
@@ -206,10 +211,11 @@ async function throughput(
     // well below 100% means the client, not the listener, set the pace.
     const utilisation = performance.eventLoopUtilization(utilisationBefore).utilization;
     console.log(
-      `throughput: ${result.sent} events over ${connections} kept-alive mTLS connections (${clients} client thread${clients > 1 ? 's' : ''}) in ${(result.elapsedMs / 1000).toFixed(2)} s` +
+      `throughput (${build.label}): ${result.sent} events over ${connections} kept-alive mTLS connections (${clients} client thread${clients > 1 ? 's' : ''}) in ${(result.elapsedMs / 1000).toFixed(2)} s` +
         ` = ${Math.round(rate)} events/s (bar ≥ 5,000); client latency p50 ${result.p50Ms.toFixed(2)} ms, p99 ${result.p99Ms.toFixed(2)} ms;` +
         ` codes ${JSON.stringify(result.codes)}; enqueued ${enqueued};` +
-        ` listener event-loop utilisation ${(utilisation * 100).toFixed(0)}%`,
+        ` listener event-loop utilisation ${(utilisation * 100).toFixed(0)}%;` +
+        ` process RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MiB (listener and client threads)`,
     );
   } finally {
     await listener.close();
@@ -458,8 +464,24 @@ async function main(): Promise<void> {
     `issued ${identities} SKR certificates in ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
 
-  if (!process.argv.includes('--overload-only'))
-    await throughput(fixture, events, connections, argument('clients', 1));
+  const baselineAt = process.argv.indexOf('--baseline');
+  const builds = [{ label: 'this build', start: startListener }];
+  if (baselineAt !== -1) {
+    const path = resolvePath(String(process.argv[baselineAt + 1]));
+    const baseline = (await import(path)) as { startListener: typeof startListener };
+    builds.unshift({ label: `baseline ${path}`, start: baseline.startListener });
+  }
+  if (!process.argv.includes('--overload-only')) {
+    for (const round of baselineAt === -1 ? [1] : [1, 2]) {
+      for (const build of builds) {
+        await throughput(fixture, events, connections, argument('clients', 1), {
+          ...build,
+          label: `${build.label}, round ${round}`,
+        });
+      }
+    }
+  }
+  if (process.argv.includes('--throughput-only')) return;
   await overload(fixture, {
     skrs,
     workers: argument('workers', 4),
