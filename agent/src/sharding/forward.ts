@@ -52,18 +52,20 @@ const answer = (response: ServerResponse, code: number, reason: string) => {
   response.end(JSON.stringify({ code, reason }));
 };
 
+/** Collects at most `limit` bytes; past it the rest is read and dropped (up to 1 MiB) so the 413 gets through. */
 function readBody(request: IncomingMessage, limit: number): Promise<Buffer | 'too-large'> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
+      if (size > limit + 1024 * 1024) request.destroy();
+      else if (size > limit) {
+        chunks.length = 0;
         resolve('too-large');
-        request.destroy();
       } else chunks.push(chunk);
     });
-    request.on('end', () => resolve(Buffer.concat(chunks, size)));
+    request.on('end', () => resolve(size > limit ? 'too-large' : Buffer.concat(chunks, size)));
     request.on('error', reject);
   });
 }

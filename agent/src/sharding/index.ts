@@ -16,6 +16,7 @@ export {
   createForwarder,
   startPeerServer,
   commonNameOf,
+  type Delivery,
   type Forwarder,
   type PeerServer,
 } from './forward.js';
