@@ -43,7 +43,8 @@ class LogLines extends Writable {
 }
 
 describe('targeted Module CR mirror on a callback (real KCP and SKR)', function () {
-  this.timeout(120_000);
+  // Starting the shared planes on a loaded 2-core machine has taken over two minutes.
+  this.timeout(300_000);
   let kcp: KubeConfig;
   let skr: KubeConfig;
   let skrKubeconfig: string;

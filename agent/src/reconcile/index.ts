@@ -146,7 +146,7 @@ interface ReconcileMetrics {
   total: Counter<'result'>;
   duration: Histogram<'result'>;
   mirrors: Counter<'outcome'>;
-  mirrorReads: Counter;
+  mirrorReads: Histogram;
 }
 
 function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined {
@@ -157,7 +157,7 @@ function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined
       total: existing as Counter<'result'>,
       duration: registry.getSingleMetric('skr_agent_reconcile_duration_seconds') as Histogram<'result'>,
       mirrors: registry.getSingleMetric('skr_agent_module_mirrors_total') as Counter<'outcome'>,
-      mirrorReads: registry.getSingleMetric('skr_agent_module_mirror_reads_total') as Counter,
+      mirrorReads: registry.getSingleMetric('skr_agent_module_mirror_reads') as Histogram,
     };
   }
   return {
@@ -167,9 +167,11 @@ function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined
       labelNames: ['outcome'],
       registers: [registry],
     }),
-    mirrorReads: new Counter({
-      name: 'skr_agent_module_mirror_reads_total',
-      help: 'SKR reads of Module CRs on the targeted path; above the mirrors count when a write had not landed yet.',
+    mirrorReads: new Histogram({
+      name: 'skr_agent_module_mirror_reads',
+      help: 'SKR reads per callback on the targeted path: 1 when the write had landed at the first read, more when not yet.',
+      // Whole reads: le="1" counts callbacks that needed no re-read, le="2" at most one.
+      buckets: [1, 2, 3, 5, 10, 20, 50],
       registers: [registry],
     }),
     total: new Counter({
@@ -292,14 +294,13 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       lanes.mirror(kymaKey, announced, async (change) => {
         const { ctx } = await ready;
         const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
-        const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
-        if (raw === undefined) return { outcome: 'not-a-module' as const, reads: 0 };
-        const kyma = parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
-        if (isPaused(kyma) || kyma.metadata.deletionTimestamp)
-          return { outcome: 'not-a-module' as const, reads: 0 };
-        const result = await mirrorChangedModuleCr(ctx, kyma, change);
+        const kyma = getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name)).then((raw) => {
+          const read = raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
+          return read && !isPaused(read) && !read.metadata.deletionTimestamp ? read : undefined;
+        });
+        const result = await mirrorChangedModuleCr(ctx, name, kyma, change);
         metrics?.mirrors.inc({ outcome: result.outcome });
-        metrics?.mirrorReads.inc(result.reads);
+        metrics?.mirrorReads.observe(result.reads);
         logger.debug(
           { kyma: kymaKey, gvk: change.gvk, namespace: change.namespace, name: change.name, ...result },
           'Module CR mirrored on its callback',

@@ -55,17 +55,24 @@ function groupOf(apiVersion: string | undefined): string {
   return slash < 0 ? '' : (apiVersion as string).slice(0, slash);
 }
 
+/**
+ * `kyma` is the KCP Kyma as being read (undefined: absent, paused or deleting: nothing is written). It is awaited
+ * only after the SKR read has started, so the two reads overlap instead of adding up.
+ */
 export async function mirrorChangedModuleCr(
   ctx: ReconcileContext,
-  kyma: Kyma,
+  kymaName: string,
+  kyma: Promise<Kyma | undefined>,
   change: ModuleCrChange,
 ): Promise<ModuleMirrorResult> {
-  const kymaName = kyma.metadata.name;
+  kyma.catch(() => undefined);
   const lookup = await ctx.skrClients.forKyma(kymaName);
   if (!lookup) return { outcome: 'not-a-module', reads: 0 };
   // Any other object (the SKR Kyma) is only waited for, so the full reconcile that follows reads the change.
-  const module = moduleOfChange(kyma, change);
-  const configRead = module ? readModuleConfig(ctx, kymaName, module) : Promise.resolve(undefined);
+  const moduleRead = kyma.then((read) => (read ? moduleOfChange(read, change) : undefined));
+  const configRead = moduleRead.then((module) =>
+    module ? readModuleConfig(ctx, kymaName, module) : undefined,
+  );
   configRead.catch(() => undefined);
   const { group, version, kind } = change.gvk;
   const ref = {
@@ -101,6 +108,7 @@ export async function mirrorChangedModuleCr(
     );
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
+  const module = await moduleRead;
   if (!module) return { outcome: 'not-a-module', reads };
   if (!moduleCr) {
     await configRead.catch(() => undefined);
