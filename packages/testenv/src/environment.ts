@@ -202,12 +202,16 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
 
     const crds = await loadCrds(options.crdDirs ?? [DEFAULT_CRD_DIR]);
     // Start the API servers in parallel: each takes seconds, mostly waiting on its own start-up hooks.
-    const started = await Promise.all(
+    // Settled, not all: when one fails, the others that started must still be stopped below (a kube-apiserver
+    // left running keeps the test process alive for good).
+    const starts = await Promise.allSettled(
       names.map((name) =>
         startPlane(name, dir, binaries, `http://127.0.0.1:${etcdPort}`, log, network?.hostIp),
       ),
     );
-    planes.push(...started);
+    for (const start of starts) if (start.status === 'fulfilled') planes.push(start.value);
+    const failed = starts.find((start) => start.status === 'rejected');
+    if (failed) throw failed.reason;
     await Promise.all(planes.map((plane) => installCrds(plane.kubeConfig(), crds)));
     log(`[testenv] CRDs installed in ${names.join(', ')}`);
     if (network) nodes = await startNodes({ dir, planes, network, log });
@@ -316,7 +320,12 @@ async function startPlane(
   const stop = async () => {
     await apiserver?.stop();
   };
-  await start();
+  try {
+    await start();
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 
   return {
     name,
