@@ -19,6 +19,7 @@ import { GROUP, KINDS, LABELS, LIMITS } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createLogger } from '@skr-watcher/telemetry';
 import { eventually } from '../../test/support/eventually.js';
+import { ManualClock } from '../../test/support/manual-clock.js';
 import {
   hugeBody,
   malformedKubeconfig,
@@ -273,6 +274,61 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       });
       // Converged while the hung SKRs were still hanging (their requests time out after 60 s).
       expect(hung.pending()).to.be.at.least(20);
+    });
+
+    it('runs a healthy Kyma edit before 18 queued Kymas added with hung SKRs, while their first runs still hold workers', async function () {
+      // Time of the work queue stands still unless the test moves it: a hung run leaves its worker only when told.
+      const clock = new ManualClock();
+      const runs: string[] = [];
+      controller = createController({
+        kcp: env.plane('kcp').kubeConfig(),
+        namespace: ns,
+        reconciler: {
+          reconcile: (key) => {
+            runs.push(key.slice(ns.length + 1));
+            return reconciler!.reconcile(key);
+          },
+        },
+        workers: 2,
+        clock,
+      });
+      await controller.start();
+      await eventually(
+        'the healthy Kyma Ready',
+        async () => (await kymaStatus('skr1')).state === 'Ready' || undefined,
+        60_000,
+      );
+      await controller.queue.whenIdle();
+
+      // 20 new Kymas whose SKR never answers: two take the workers and hang, 18 wait in the queue.
+      const hung = await started(neverAnswers);
+      for (let i = 0; i < 20; i++) await hostileKyma(`hung-${i}`, hung.kubeconfig);
+      await eventually('18 hung Kymas queued', async () => controller!.queue.depth === 18 || undefined, 60_000);
+      await eventually('2 hung SKR requests', async () => hung.pending() >= 2 || undefined, 60_000);
+
+      const greeting = `edited behind 18 new hung Kymas ${Date.now()}`;
+      const skrCustom = env.plane('skr1').kubeConfig().makeApiClient(CustomObjectsApi);
+      await skrCustom.patchNamespacedCustomObject(
+        { ...SAMPLE_MODULE_CR, body: { spec: { greeting } } },
+        mergePatch,
+      );
+      controller.enqueue(`${ns}/skr1`);
+      // The two hung runs leave the workers for the slow lane, once; the healthy Kyma must be next, not hung-2.
+      await clock.advance(1_000);
+      await eventually('the edit in the ModuleConfig', async () => {
+        const config = (await kcpCustom.getNamespacedCustomObject({
+          group: GROUP,
+          version: KINDS.moduleConfig.version,
+          plural: KINDS.moduleConfig.plural,
+          namespace: ns,
+          name: moduleConfigName('skr1', 'sample'),
+        })) as { spec: { resource: { spec?: { greeting?: string } } } };
+        return config.spec.resource.spec?.greeting === greeting || undefined;
+      });
+      const healthyRuns = runs.flatMap((key, index) => (key === 'skr1' ? [index] : []));
+      const hungStartedBeforeEdit = runs.slice(0, healthyRuns.at(-1)).filter((key) => key.startsWith('hung-'));
+      expect(hungStartedBeforeEdit, 'hung Kymas run before the healthy edit').to.have.length.at.most(4);
+      expect(controller.queue.depth, 'hung Kymas still queued').to.be.at.least(14);
     });
   });
 });

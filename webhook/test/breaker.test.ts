@@ -5,7 +5,7 @@ import type { WatchEventV2 } from '@skr-watcher/api';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { KcpBreaker } from '../src/breaker.js';
 import { Dispatcher, isUnreachable, type DeliveryOutcome } from '../src/dispatch.js';
-import { ManualClock, settle } from './support/manual-clock.js';
+import { ManualClock, settle } from '../../test/support/manual-clock.js';
 
 const REFUSED: DeliveryOutcome = { result: 'retry', reason: 'ECONNREFUSED: connect ECONNREFUSED' };
 const DELIVERED: DeliveryOutcome = { result: 'delivered', status: 200 };

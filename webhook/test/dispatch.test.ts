@@ -5,7 +5,7 @@ import type { WatchEventV2 } from '@skr-watcher/api';
 import { createLogger, silentLogger } from '@skr-watcher/telemetry';
 import { backoffDelay } from '@skr-watcher/api';
 import { dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
-import { ManualClock, settle } from './support/manual-clock.js';
+import { ManualClock, settle } from '../../test/support/manual-clock.js';
 
 function event(name: string, kind = 'Sample'): WatchEventV2 {
   return {

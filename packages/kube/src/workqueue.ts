@@ -176,6 +176,14 @@ export class WorkQueue {
    * a healthy key wait behind them (client-go has no such rule; its keys are assumed to cost the same).
    */
   private readonly suspect = new Set<string>();
+  /**
+   * Keys whose last run succeeded within slowAfterMs: their cluster answers. A free worker takes them before keys
+   * queued earlier whose cluster is unknown (never run, e.g. Kymas just added) or suspect, so a healthy Kyma's edit
+   * does not wait behind a wave of new hung clusters, each of which holds a worker for slowAfterMs.
+   */
+  private readonly proven = new Set<string>();
+  /** Proven keys in `queue`, so picking needs no scan while there are none. */
+  private provenQueued = 0;
   private started = false;
   private stopping = false;
   private drainOnStop = false;
@@ -229,8 +237,7 @@ export class WorkQueue {
     this.dirty.add(key);
     this.addedAt.set(key, this.clock.now());
     if (!this.processing.has(key)) {
-      this.queue.push(key);
-      this.setDepth();
+      this.enqueueKey(key);
       this.pump();
     }
   }
@@ -288,6 +295,7 @@ export class WorkQueue {
         }
         for (const key of this.queue) this.dirty.delete(key);
         this.queue.length = 0;
+        this.provenQueued = 0;
         this.setDepth();
       }
     }
@@ -310,11 +318,24 @@ export class WorkQueue {
     if (wasSuspect) this.suspectWorkerRuns -= 1;
   }
 
-  /** Index of the next queued key a free worker may take; suspect keys leave the last worker to the others. */
+  /**
+   * Index of the next queued key a free worker may take: proven keys first (in order), then the others in order,
+   * where suspect keys leave the last worker to the rest.
+   */
   private nextRunnable(): number {
+    if (this.provenQueued > 0) {
+      const proven = this.queue.findIndex((key) => this.proven.has(key));
+      if (proven >= 0) return proven;
+    }
     const suspectLimit = this.workers > 1 ? this.workers - 1 : 1;
     if (this.suspectWorkerRuns < suspectLimit) return this.queue.length > 0 ? 0 : -1;
     return this.queue.findIndex((key) => !this.suspect.has(key));
+  }
+
+  private enqueueKey(key: string): void {
+    this.queue.push(key);
+    if (this.proven.has(key)) this.provenQueued += 1;
+    this.setDepth();
   }
 
   private pump(): void {
@@ -324,6 +345,7 @@ export class WorkQueue {
       const index = this.nextRunnable();
       if (index < 0) return;
       const key = this.queue.splice(index, 1)[0] as string;
+      if (this.proven.has(key)) this.provenQueued -= 1;
       this.dirty.delete(key);
       this.processing.add(key);
       this.setDepth();
@@ -352,16 +374,18 @@ export class WorkQueue {
         this.slowTimers.delete(slowTimer);
         if (wentSlow) this.slowRuns -= 1;
         else this.leaveWorkers(wasSuspect);
-        if (succeeded && !wentSlow) this.suspect.delete(key);
-        else this.suspect.add(key);
+        if (succeeded && !wentSlow) {
+          this.suspect.delete(key);
+          this.proven.add(key);
+        } else {
+          this.suspect.add(key);
+          this.proven.delete(key);
+        }
         this.running.delete(run);
         this.processing.delete(key);
         this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
         // Added again while it ran: it goes to the back of the queue for another run.
-        if (this.dirty.has(key)) {
-          this.queue.push(key);
-          this.setDepth();
-        }
+        if (this.dirty.has(key)) this.enqueueKey(key);
         this.pump();
         this.notifyIdle();
       });

@@ -235,6 +235,37 @@ describe('WorkQueue', () => {
     await queue.stop();
   });
 
+  it('runs a key whose last run succeeded before 20 new keys queued earlier that hang', async () => {
+    const clock = new ManualClock();
+    const hung = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 2,
+      clock,
+      slowAfterMs: 1_000,
+      process: async (key) => {
+        started.push(key);
+        if (key.startsWith('hung')) await hung.promise;
+      },
+    });
+    queue.start();
+    queue.add('healthy');
+    await queue.whenIdle(); // its cluster answered
+    for (let i = 0; i < 20; i++) queue.add(`hung-${i}`); // new Kymas whose clusters never answer
+    await settle();
+    queue.add('healthy'); // its edit, behind 18 queued hung keys
+    await settle();
+    expect(started.filter((key) => key === 'healthy')).to.have.length(1);
+    // The first worker to leave for the slow lane takes the healthy key, not the next hung one.
+    clock.advance(1_000);
+    await settle();
+    expect(started.slice(1, 4)).to.deep.equal(['hung-0', 'hung-1', 'healthy']);
+
+    hung.resolve();
+    await queue.stop();
+  });
+
   it('lets keys whose last run failed hold all workers but one, so a healthy key never waits behind them', async () => {
     const clock = new ManualClock();
     const gate = deferred<void>();
