@@ -129,6 +129,18 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
     return kyma.status ?? {};
   }
 
+  /** spec.greeting of skr1's sample Module CR as its ModuleConfig in KCP holds it. */
+  async function mirroredGreeting(): Promise<string | undefined> {
+    const config = (await kcpCustom.getNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.moduleConfig.version,
+      plural: KINDS.moduleConfig.plural,
+      namespace: ns,
+      name: moduleConfigName('skr1', 'sample'),
+    })) as { spec: { resource: { spec?: { greeting?: string } } } };
+    return config.spec.resource.spec?.greeting;
+  }
+
   async function hostileKyma(name: string, kubeconfig: string): Promise<void> {
     await seedKyma(env.plane('kcp').kubeConfig(), ns, name, kubeconfig);
     // The reconciler finds kubeconfig Secrets in the watch cache.
@@ -262,16 +274,10 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
         mergePatch,
       );
       controller.enqueue(`${ns}/skr1`); // what the listener does on the webhook's callback
-      await eventually('the edit in the ModuleConfig', async () => {
-        const config = (await kcpCustom.getNamespacedCustomObject({
-          group: GROUP,
-          version: KINDS.moduleConfig.version,
-          plural: KINDS.moduleConfig.plural,
-          namespace: ns,
-          name: moduleConfigName('skr1', 'sample'),
-        })) as { spec: { resource: { spec?: { greeting?: string } } } };
-        return config.spec.resource.spec?.greeting === greeting || undefined;
-      });
+      await eventually(
+        'the edit in the ModuleConfig',
+        async () => (await mirroredGreeting()) === greeting || undefined,
+      );
       // Converged while the hung SKRs were still hanging (their requests time out after 60 s).
       expect(hung.pending()).to.be.at.least(20);
     });
@@ -303,7 +309,11 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       // 20 new Kymas whose SKR never answers: two take the workers and hang, 18 wait in the queue.
       const hung = await started(neverAnswers);
       for (let i = 0; i < 20; i++) await hostileKyma(`hung-${i}`, hung.kubeconfig);
-      await eventually('18 hung Kymas queued', async () => controller!.queue.depth === 18 || undefined, 60_000);
+      await eventually(
+        '18 hung Kymas queued',
+        async () => controller!.queue.depth === 18 || undefined,
+        60_000,
+      );
       await eventually('2 hung SKR requests', async () => hung.pending() >= 2 || undefined, 60_000);
 
       const greeting = `edited behind 18 new hung Kymas ${Date.now()}`;
@@ -315,18 +325,14 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       controller.enqueue(`${ns}/skr1`);
       // The two hung runs leave the workers for the slow lane, once; the healthy Kyma must be next, not hung-2.
       await clock.advance(1_000);
-      await eventually('the edit in the ModuleConfig', async () => {
-        const config = (await kcpCustom.getNamespacedCustomObject({
-          group: GROUP,
-          version: KINDS.moduleConfig.version,
-          plural: KINDS.moduleConfig.plural,
-          namespace: ns,
-          name: moduleConfigName('skr1', 'sample'),
-        })) as { spec: { resource: { spec?: { greeting?: string } } } };
-        return config.spec.resource.spec?.greeting === greeting || undefined;
-      });
+      await eventually(
+        'the edit in the ModuleConfig',
+        async () => (await mirroredGreeting()) === greeting || undefined,
+      );
       const healthyRuns = runs.flatMap((key, index) => (key === 'skr1' ? [index] : []));
-      const hungStartedBeforeEdit = runs.slice(0, healthyRuns.at(-1)).filter((key) => key.startsWith('hung-'));
+      const hungStartedBeforeEdit = runs
+        .slice(0, healthyRuns.at(-1))
+        .filter((key) => key.startsWith('hung-'));
       expect(hungStartedBeforeEdit, 'hung Kymas run before the healthy edit').to.have.length.at.most(4);
       expect(controller.queue.depth, 'hung Kymas still queued').to.be.at.least(14);
     });
