@@ -92,20 +92,18 @@ describe('body budget of reviews in flight', function () {
   it('refuses a start-up whose budget could never hold one review of the maximum size', async () => {
     const { webhookCommand } = await import('../src/config.js');
     const errors: string[] = [];
-    const command = webhookCommand(
-      {
-        TLS_CERT: 'c',
-        TLS_KEY: 'k',
-        CA_CERT: 'a',
-        KCP_ADDR: 'kcp:443',
-        MAX_BODY_BYTES: '2048',
-        MAX_BODY_BYTES_IN_FLIGHT: '1024',
-      },
-      () => Promise.resolve(),
-    )
+    const command = webhookCommand(() => Promise.resolve())
       .exitOverride()
       .configureOutput({ writeErr: (text) => errors.push(text), writeOut: () => undefined });
-    await command.parseAsync([], { from: 'user' }).catch(() => undefined);
+    await command
+      .parseAsync(
+        [
+          ...['--tls-cert', 'c', '--tls-key', 'k', '--ca-cert', 'a', '--kcp-addr', 'kcp:443'],
+          ...['--max-body-bytes', '2048', '--max-body-bytes-in-flight', '1024'],
+        ],
+        { from: 'user' },
+      )
+      .catch(() => undefined);
     expect(errors.join('')).to.contain(
       '--max-body-bytes-in-flight (1024) must not be below --max-body-bytes',
     );
