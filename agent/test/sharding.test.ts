@@ -100,6 +100,8 @@ describe('skr-agent --shard on real planes', function () {
         '--no-listener',
         '--metrics-address',
         '127.0.0.1:0',
+        '--events-address',
+        '127.0.0.1:0',
         '--shard',
         '--shard-identity',
         identity,
