@@ -59,12 +59,15 @@ export interface Controller {
   readonly synced: boolean;
   /** Keys of the Kymas in the cache. */
   kymaKeys(): string[];
+  /** `<uid>/<resourceVersion>` of the Kyma's one kubeconfig Secret in the watch cache; undefined unless exactly one. */
+  kubeconfigSecretVersion(kyma: string): string | undefined;
   /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache. */
   syncResourceNames(kyma: string): string[];
 }
 
 const RUNTIME_ID_INDEX = 'runtime-id';
 const SYNC_KYMA_INDEX = 'spec.kyma';
+const SECRET_KYMA_INDEX = 'kyma-name';
 const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
 
 // Finalizers are left out: adding ours is the reconciler's own write, within a pass that carries on.
@@ -224,6 +227,10 @@ export function createController(options: ControllerOptions): Controller {
     transform: (secret) => ({ metadata: secret.metadata }),
   });
   const secretKymaName = (secret: V1Secret) => secret.metadata?.labels?.[LABELS.kymaName];
+  secrets.addIndex(SECRET_KYMA_INDEX, (secret) => {
+    const kyma = secretKymaName(secret);
+    return kyma ? [kyma] : [];
+  });
   secrets.addHandler({
     onAdd: (secret) => enqueueKymaOf('secret', secretKymaName(secret)),
     onUpdate: (previous, secret) => {
@@ -283,6 +290,15 @@ export function createController(options: ControllerOptions): Controller {
       return { namespace: first.metadata.namespace ?? namespace, name: first.metadata.name };
     },
     kymaKeys: () => kymas.keys(),
+    kubeconfigSecretVersion(kyma) {
+      // Only once synced: before that a missing Secret is not proof of anything, and the reconciler reads it.
+      if (!secrets.hasSynced) return undefined;
+      const found = secrets.byIndex(SECRET_KYMA_INDEX, kyma);
+      const secret = found.length === 1 ? found[0] : undefined;
+      return secret?.metadata
+        ? `${secret.metadata.uid ?? ''}/${secret.metadata.resourceVersion ?? ''}`
+        : undefined;
+    },
     syncResourceNames: (kyma) =>
       syncResources
         .byIndex(SYNC_KYMA_INDEX, kyma)

@@ -46,6 +46,8 @@ export async function startWork(
     syncResourcePolicy: config.syncResourcePolicy,
     // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources.
     syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
+    // The Secret watch knows each kubeconfig's resourceVersion: the reconciler reads a Secret only when it changed.
+    kubeconfigSecretVersion: (kyma) => controller?.kubeconfigSecretVersion(kyma),
     requeue: config.requeue,
     ...(config.registration
       ? {

@@ -117,6 +117,8 @@ export interface ReconcilerOptions {
    * on the next pass.
    */
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
+  /** `<uid>/<resourceVersion>` of a Kyma's kubeconfig Secret from a watch cache: unchanged, it is not read again. */
+  kubeconfigSecretVersion?: (kyma: string) => string | undefined;
 }
 
 /** When to look again (per state, `ReconcilerOptions.requeue`, or sooner); undefined: wait for the next trigger. */
@@ -203,6 +205,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     });
     const skrClients = createSkrClients({
       kcp,
+      ...(options.kubeconfigSecretVersion ? { secretVersionOf: options.kubeconfigSecretVersion } : {}),
       namespace,
       timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
       logger,

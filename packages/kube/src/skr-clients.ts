@@ -308,6 +308,11 @@ export interface SkrClientsOptions {
   timeoutMs?: number;
   /** Largest SKR answer read (default LIMITS.skrResponseBytes): an SKR cannot exhaust the agent's memory. */
   maxResponseBytes?: number;
+  /**
+   * `<uid>/<resourceVersion>` of the Kyma's kubeconfig Secret as a watch cache knows it (undefined: unknown).
+   * While it equals the cached client's, the Secret is not read again: no list, no kubeconfig bytes per reconcile.
+   */
+  secretVersionOf?: (kyma: string) => string | undefined;
   logger?: Logger;
 }
 
@@ -337,6 +342,9 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
   const { kcp, namespace, logger } = options;
 
   async function lookup(kyma: string): Promise<SkrClient | undefined> {
+    const known = options.secretVersionOf?.(kyma);
+    const current = entries.get(kyma);
+    if (known !== undefined && current?.key === known) return current.skr;
     const labelSelector = `${LABELS.kymaName}=${kyma}`;
     let list;
     try {

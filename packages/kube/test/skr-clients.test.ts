@@ -168,6 +168,27 @@ current-context: x
       }
     });
 
+    it('does not read the Secret again while the watch reports the uid/resourceVersion its client was built from', async function () {
+      let known: string | undefined;
+      const skrs = createSkrClients({ kcp, namespace: ns, timeoutMs: 5_000, secretVersionOf: () => known });
+      try {
+        await writeSecret('skr1');
+        const first = await skrs.forKyma('k1');
+        const secret = await kcp.core.readNamespacedSecret({ namespace: ns, name: secretName });
+        known = `${secret.metadata?.uid ?? ''}/${secret.metadata?.resourceVersion ?? ''}`;
+        // Deleted on the server: only a read would notice, so the cached client proves no read happened.
+        await kcp.core.deleteNamespacedSecret({ namespace: ns, name: secretName });
+        await untilCached(secretName, undefined);
+        expect(await skrs.forKyma('k1')).to.equal(first);
+        // The watch reports another version (here: gone): the Secret is read, and the client dropped.
+        known = undefined;
+        expect(await skrs.forKyma('k1')).to.equal(undefined);
+        expect(skrs.size()).to.equal(0);
+      } finally {
+        await skrs.close();
+      }
+    });
+
     it('reads at most LIMITS.skrResponseBytes of a 300 MB SKR answer and fails that request only', async function () {
       const body = hugeBody(300 * 1024 * 1024);
       const hostile = await startHostileSkr(body.handler);
