@@ -14,6 +14,7 @@ import { GROUP, KINDS, LABELS, type WatchEventV2 } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { secretFiles } from '../../webhook/test/support/certs.js';
 import type { ReceivedEvent } from '../../webhook/test/support/kcp-listener.js';
+import { waitUntil } from '../support/eventually.js';
 import {
   callWebhook,
   getMetricsPort,
@@ -55,7 +56,23 @@ function eventsFor(
     );
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * What the webhook has counted so far. A scrape first hands every change the admission side took to the
+ * dispatch thread and reads its counts after them, so a scrape made after a write's API call returned
+ * includes that write's change, if it was one: comparing counts proves "nothing was sent" without a wait.
+ */
+async function webhookCounts(
+  metricsPort: number,
+): Promise<{ admitted: number; changes: number; retries: number }> {
+  const text = (await getMetricsPort(metricsPort, '/metrics')).body;
+  const value = (sample: string) => metricValue(text, sample) ?? 0;
+  return {
+    admitted: value('skr_webhook_admission_requests_total{code="200"}'),
+    // Every relevant change either makes a queue entry or joins one.
+    changes: value('skr_webhook_events_enqueued_total') + value('skr_webhook_events_coalesced_total'),
+    retries: value('skr_webhook_callback_duration_seconds_count{outcome="retry"}'),
+  };
+}
 
 /** A request with a body given as JSON text: client-node would JSON.stringify it, which overflows on deep objects. */
 async function rawRequest(
@@ -100,6 +117,7 @@ describe('skr-webhook on a real SKR API server', function () {
   let skrConfig: KubeConfig;
 
   const labelled = (extra: Record<string, string> = {}) => ({ [LABELS.watchedBy]: watchedBy, ...extra });
+  const counts = () => webhookCounts(fx.webhook.metricsPort);
 
   function body(
     plural: Plural,
@@ -152,6 +170,16 @@ describe('skr-webhook on a real SKR API server', function () {
       plural,
       name,
     });
+
+  /** A labelled write that must send one event; resolves once KCP has it. */
+  async function marker(name: string): Promise<void> {
+    await create('samples', body('samples', name, labelled(), { replicas: 1 }));
+    await fx.kcp.waitFor(
+      (r) => eventsFor(r, 'samples', namespace, name).length > 0,
+      10_000,
+      `marker ${name}`,
+    );
+  }
 
   before(async () => {
     const env = await sharedEnvironment();
@@ -229,12 +257,7 @@ describe('skr-webhook on a real SKR API server', function () {
           `${what} of ${name}`,
         );
 
-      const admitted = async () =>
-        metricValue(
-          (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body,
-          'skr_webhook_admission_requests_total{code="200"}',
-        ) ?? 0;
-      const admittedBefore = await admitted();
+      const before = await counts();
       await create(plural, body(plural, name, labelled(), spec));
       await wait(1, 'create');
 
@@ -261,7 +284,10 @@ describe('skr-webhook on a real SKR API server', function () {
 
       await remove(plural, name);
       await wait(4, 'delete');
-      await sleep(500);
+      const after = await counts();
+      // The irrelevant writes did reach the webhook: 7 writes, 7 reviews answered; 4 of them were changes.
+      expect(after.admitted - before.admitted, 'reviews answered').to.equal(7);
+      expect(after.changes - before.changes, 'changes taken for sending').to.equal(4);
       const events = eventsFor(fx.kcp.received, plural, namespace, name);
       expect(events).to.have.length(4);
       for (const event of events) {
@@ -282,18 +308,11 @@ describe('skr-webhook on a real SKR API server', function () {
         previousResourceVersion: updatedMeta.resourceVersion,
       });
       expect(events[3]?.previousResourceVersion).to.be.a('string');
-      // The irrelevant writes did reach the webhook: 7 writes, 7 reviews answered.
-      expect((await admitted()) - admittedBefore).to.equal(7);
     });
   }
 
   it('deleting an object with a finalizer sends one event for the DELETE, none when the finalizer goes', async () => {
     const name = 'with-finalizer';
-    const admitted = async () =>
-      metricValue(
-        (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body,
-        'skr_webhook_admission_requests_total{code="200"}',
-      ) ?? 0;
     const object = body('samples', name, labelled(), { replicas: 1 });
     object.metadata['finalizers'] = ['webhook-it.kyma-project.io/hold'];
     await create('samples', object);
@@ -305,10 +324,14 @@ describe('skr-webhook on a real SKR API server', function () {
     );
     const terminating = await read('samples', name);
     expect(terminating.metadata['deletionTimestamp']).to.be.a('string');
-    const before = await admitted();
+    const before = await counts();
     await replace('samples', { ...terminating, metadata: { ...terminating.metadata, finalizers: [] } });
-    expect((await admitted()) - before, 'the finalizer removal was reviewed').to.equal(1);
-    await sleep(500);
+    await marker('after-finalizer');
+    const after = await counts();
+    expect(after.admitted - before.admitted, 'the finalizer removal and the marker were reviewed').to.equal(
+      2,
+    );
+    expect(after.changes - before.changes, 'changes taken: the marker alone').to.equal(1);
     expect(eventsFor(fx.kcp.received, 'samples', namespace, name)).to.have.length(2);
   });
 
@@ -338,37 +361,29 @@ describe('skr-webhook on a real SKR API server', function () {
       10_000,
       'create and update of the deep Sample',
     );
-    await create('samples', body('samples', 'after-deep', labelled(), { replicas: 1 }));
-    await fx.kcp.waitFor(
-      (r) => eventsFor(r, 'samples', namespace, 'after-deep').length > 0,
-      10_000,
-      'marker',
-    );
+    await marker('after-deep');
   });
 
   it('objects outside the label selector send nothing', async () => {
+    const before = await counts();
     await create('samples', body('samples', 'unlabelled', {}, { replicas: 1 }));
     await create(
       'samples',
       body('samples', 'other-manager', { [LABELS.watchedBy]: `someone-else-${suffix}` }, { replicas: 1 }),
     );
     await create('kymas', body('kymas', 'unlabelled', {}, { channel: 'regular' }));
-    // A labelled write after them: once its event is in, theirs would have been too.
-    await create('samples', body('samples', 'marker', labelled(), { replicas: 1 }));
-    await fx.kcp.waitFor((r) => eventsFor(r, 'samples', namespace, 'marker').length > 0, 10_000, 'marker');
-    await sleep(300);
+    await marker('marker');
+    const after = await counts();
+    // The API server's selectors keep them from the webhook: only the marker was reviewed and taken.
+    expect(after.admitted - before.admitted, 'reviews answered').to.equal(1);
+    expect(after.changes - before.changes, 'changes taken').to.equal(1);
     const names = fx.kcp.received.map((r) => r.event.watched.Name);
     expect(names).to.not.include('unlabelled');
     expect(names).to.not.include('other-manager');
   });
 
   it('a server-side dry run reaches the webhook but sends nothing', async () => {
-    const admitted = async () =>
-      metricValue(
-        (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body,
-        'skr_webhook_admission_requests_total{code="200"}',
-      ) ?? 0;
-    const before = await admitted();
+    const before = await counts();
     await objects.createNamespacedCustomObject({
       group: GROUP,
       version: KINDS.sample.version,
@@ -377,19 +392,15 @@ describe('skr-webhook on a real SKR API server', function () {
       body: body('samples', 'dry-run', labelled(), { replicas: 1 }),
       dryRun: 'All',
     });
-    expect((await admitted()) - before).to.equal(1);
-    await create('samples', body('samples', 'after-dry-run', labelled(), { replicas: 1 }));
-    await fx.kcp.waitFor(
-      (r) => eventsFor(r, 'samples', namespace, 'after-dry-run').length > 0,
-      10_000,
-      'marker',
-    );
-    await sleep(300);
+    expect((await counts()).admitted - before.admitted, 'the dry run was reviewed').to.equal(1);
+    await marker('after-dry-run');
+    expect((await counts()).changes - before.changes, 'changes taken: the marker alone').to.equal(1);
     expect(eventsFor(fx.kcp.received, 'samples', namespace, 'dry-run')).to.deep.equal([]);
   });
 
   it('KCP down: writes succeed without waiting on KCP, and the queued events arrive once it is back', async () => {
     const port = fx.kcp.port;
+    const before = await counts();
     await fx.kcp.stop();
     const names = ['down-0', 'down-1', 'down-2'];
     const durations: number[] = [];
@@ -407,7 +418,12 @@ describe('skr-webhook on a real SKR API server', function () {
       5_000,
     );
 
-    await sleep(1_000);
+    // The webhook has tried KCP and failed, and holds the events rather than dropping them.
+    await waitUntil(
+      'a failed callback while KCP is down',
+      async () => (await counts()).retries > before.retries,
+      10_000,
+    );
     expect(fx.kcp.received.filter((r) => names.includes(r.event.watched.Name))).to.have.length(0);
     expect(await fx.webhook.queueDepth()).to.be.at.least(3);
 
@@ -429,11 +445,7 @@ describe('skr-webhook on a real SKR API server', function () {
   });
 
   it('certificate files replaced during traffic: no failed admission, no failed callback', async () => {
-    const metricsBefore = (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body;
-    const retriesBefore =
-      metricValue(metricsBefore, 'skr_webhook_callback_duration_seconds_count{outcome="retry"}') ?? 0;
-    const admittedBefore =
-      metricValue(metricsBefore, 'skr_webhook_admission_requests_total{code="200"}') ?? 0;
+    const before = await counts();
     const firstSerial = (await callWebhook(fx.webhook.webhookPort, fx.pki.ca.certPem, { body: '{}' }))
       .serverSerial;
 
@@ -446,7 +458,8 @@ describe('skr-webhook on a real SKR API server', function () {
         created.push(name);
       }
     })();
-    await sleep(500);
+    // Writes before the swap, and more after the new certificate serves.
+    await waitUntil('three writes before the swap', () => Promise.resolve(created.length >= 3), 30_000, 20);
     await fx.volume.update(secretFiles(fx.pki.leaf('skr-rotated'), fx.pki.ca.certPem));
     await fx.kcp.waitFor(
       (r) => r.some((e) => e.clientCn === 'skr-rotated'),
@@ -455,7 +468,13 @@ describe('skr-webhook on a real SKR API server', function () {
     );
     const secondSerial = (await callWebhook(fx.webhook.webhookPort, fx.pki.ca.certPem, { body: '{}' }))
       .serverSerial;
-    await sleep(500);
+    const createdBeforeSecond = created.length;
+    await waitUntil(
+      'three writes after the new certificate serves',
+      () => Promise.resolve(created.length >= createdBeforeSecond + 3),
+      30_000,
+      20,
+    );
     stop = true;
     await traffic;
 
@@ -466,14 +485,10 @@ describe('skr-webhook on a real SKR API server', function () {
       10_000,
       'one event for every object created during the swap',
     );
-    const metricsAfter = (await getMetricsPort(fx.webhook.metricsPort, '/metrics')).body;
-    expect(
-      metricValue(metricsAfter, 'skr_webhook_callback_duration_seconds_count{outcome="retry"}') ?? 0,
-    ).to.equal(retriesBefore);
+    const after = await counts();
+    expect(after.retries, 'failed callbacks').to.equal(before.retries);
     // Every write was admitted by the webhook itself (failurePolicy Ignore would hide a failed call otherwise).
-    expect(
-      (metricValue(metricsAfter, 'skr_webhook_admission_requests_total{code="200"}') ?? 0) - admittedBefore,
-    ).to.be.at.least(created.length);
+    expect(after.admitted - before.admitted).to.be.at.least(created.length);
     expect(fx.kcp.invalid).to.deep.equal([]);
   });
 });
