@@ -1,4 +1,4 @@
-// Forwarded-callback latency (issue 12, decision 012): the extra time a callback accepted by a replica that does
+// Forwarded-callback latency (sharded replicas, decision 012): the extra time a callback accepted by a replica that does
 // not own the Kyma spends reaching the owner. The owner's peer endpoint runs in a child process (its own event
 // loop, as a real replica); this process forwards over one kept-alive mutual-TLS connection pool on loopback.
 //

@@ -9,7 +9,7 @@
 //
 //   npm run bench:e2e -- [--edits 1000] [--rate 10] [--kyma-edits 40] [--kyma-rate 2] [--floor 200] [--warmup 4] [--hung 20]
 //
-// --hung N adds N Kymas whose SKR accepts TLS and never answers (issue 10: a hung SKR must not stall the
+// --hung N adds N Kymas whose SKR accepts TLS and never answers (a hung SKR must not stall the
 // others); they are created and their reconciles under way before the measured edits start.
 // Edits are paced open loop at --rate per second, alternating SKR 1 and SKR 2, each setting spec.greeting of
 // the sample Module CR to a unique value. Latency: from the edit's write returning to this process seeing the

@@ -1,4 +1,4 @@
-// Memory of the agent's SKR client against a hostile SKR (issue 10): a real TLS server answers every request
+// Memory of the agent's SKR client against a hostile SKR (one SKR must not exhaust KCP's memory): a real TLS server answers every request
 // with a huge JSON body, and the agent's four workers each ask it once at the same time. Each variant runs in a
 // fresh process; the figure is the process's peak RSS over its baseline.
 //

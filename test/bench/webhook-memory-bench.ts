@@ -1,4 +1,4 @@
-// Webhook memory under large reviews (issue 10, Medium 8): the built skr-webhook binary, as the Deployment runs
+// Webhook memory under large reviews (a hostile SKR may send many at the limit): the built skr-webhook binary, as the Deployment runs
 // it, takes rounds of N concurrent reviews of the maximum size; prints its RSS at rest and its peak, with the
 // body budget as shipped and with it lifted (the "before"), to size the Deployment's memory limit.
 //   npm run bench:webhook-memory [-- --concurrent 8 --rounds 5 --budgets default,unbounded] [--main <other build's

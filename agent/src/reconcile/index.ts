@@ -108,7 +108,7 @@ export interface ReconcilerOptions {
    * probe's answer is due) are returned as they are, so a flag for one state never changes them.
    */
   requeue?: Partial<RequeueIntervals>;
-  /** Install and watch the webhook in every SKR (issue 6); off when undefined. */
+  /** Install and watch the webhook in every SKR, so no SKR needs it set up by hand; off when undefined. */
   registration?: RegistrationSettings;
   /**
    * Names of the SyncResources whose spec.kyma is `kyma`, e.g. from an informer's index. Without it every

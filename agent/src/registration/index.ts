@@ -1,5 +1,5 @@
 /**
- * Automatic webhook registration (issue 6): on every reconcile of a Kyma the agent makes sure its SKR runs a
+ * Automatic webhook registration: on every reconcile of a Kyma the agent makes sure its SKR runs a
  * webhook that calls back to this KCP. Inputs are read fresh each time (level-triggered):
  *   - the SKR's certificate `<kyma>-webhook-tls` in KCP, issued from the signing CA, renewed with 30 days left,
  *     re-issued after a CA rotation or when its names changed;
