@@ -1,6 +1,8 @@
 // One connection pool per cluster: client-node 2.0.1 builds a new undici Agent, so a new TLS connection, for
 // every request and every watch. The one place that keeps a cluster's Agent and hands it to every request.
+import type { AgentOptions } from 'node:https';
 import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import { Agent } from 'undici';
 
 /** A KubeConfig whose requests and watches share one connection pool. */
 export interface PooledKubeConfig {
@@ -12,6 +14,30 @@ export interface PooledKubeConfig {
 }
 
 type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+
+/**
+ * The Agent client-node would build for a direct TLS connection, but speaking HTTP/1.1 only. undici 8 offers h2
+ * by default and the API server takes it; under many aborted requests on one session, node's HTTP/2 writer
+ * (Http2Session::SendPendingData) was seen looping inside one tick, growing its native outgoing buffer to
+ * gigabytes while the event loop never turned (decision 012, "The runaway"). Undefined for proxies and for
+ * clusters without TLS options: those keep client-node's own dispatcher.
+ */
+async function http1Agent(source: KubeConfig): Promise<Agent | undefined> {
+  const cluster = source.getCurrentCluster();
+  const tls: AgentOptions = {};
+  await source.applyToHTTPSOptions(tls);
+  const options = source.createDispatcherOptions(cluster, {
+    ca: tls.ca,
+    cert: tls.cert,
+    key: tls.key,
+    pfx: tls.pfx,
+    passphrase: tls.passphrase,
+    ...(tls.rejectUnauthorized !== undefined ? { rejectUnauthorized: tls.rejectUnauthorized } : {}),
+    ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
+  });
+  if (options.type !== 'agent') return undefined;
+  return new Agent({ connect: { ...options.connect, allowH2: false }, allowH2: false });
+}
 
 const CLOSE_GRACE_MS = 1_000;
 
@@ -25,7 +51,7 @@ export async function pooledKubeConfig(source: KubeConfig): Promise<PooledKubeCo
   // Let client-node build its dispatcher once (it knows proxies, CAs, client certificates), then keep it.
   const probe = new RequestContext(cluster.server, HttpMethod.GET);
   await source.applySecurityAuthentication(probe);
-  const dispatcher: Dispatcher | undefined = probe.getDispatcher();
+  const dispatcher: Dispatcher | undefined = (await http1Agent(source)) ?? probe.getDispatcher();
   let connections = 0;
   dispatcher?.on('connect', () => {
     connections += 1;

@@ -4,9 +4,11 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { expect } from 'chai';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { LABELS, LIMITS } from '@skr-watcher/api';
+import { createCa, issueLeaf } from '@skr-watcher/pki';
 import { sharedEnvironment, type Environment } from '@skr-watcher/testenv';
 import { hugeBody, malformedKubeconfig, startHostileSkr } from '../../../test/support/hostile-skr.js';
 import {
@@ -41,16 +43,66 @@ describe('cluster clients (real API servers)', function () {
   it('reuses one TLS connection for sequential requests (client-node alone opens one per request)', async function () {
     const client = await createClusterClient(env.plane('skr2').kubeConfig(), { name: 'skr2' });
     try {
+      await client.core.listNamespace();
+      await client.core.listNamespace();
+      // Over HTTP/1.1 the first connection is replaced once after the first request; then it is kept.
+      const warm = client.connectionsOpened();
+      expect(warm).to.be.at.most(2);
       for (let i = 0; i < 40; i++) await client.core.listNamespace();
+      expect(client.connectionsOpened()).to.equal(warm);
+      // KubernetesObjectApi's discovery sends two requests side by side: over HTTP/1.1 (see pooledKubeConfig)
+      // each request in flight has a connection of its own, so at most one more; none after that.
       await client.objects.read({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default' } });
-      await client.custom.listClusterCustomObject({
-        group: 'operator.kyma-project.io',
-        version: 'v1beta2',
-        plural: 'kymas',
-      });
-      expect(client.connectionsOpened()).to.equal(1);
+      for (let i = 0; i < 10; i++) {
+        await client.custom.listClusterCustomObject({
+          group: 'operator.kyma-project.io',
+          version: 'v1beta2',
+          plural: 'kymas',
+        });
+      }
+      expect(client.connectionsOpened()).to.be.at.most(warm + 1);
     } finally {
       await client.close();
+    }
+  });
+
+  it('speaks HTTP/1.1 even to a server that offers h2 (undici h2 ran away under aborted requests: decision 012)', async function () {
+    const ca = createCa({ commonName: 'alpn-test-ca' });
+    const leaf = issueLeaf({
+      ca,
+      runtimeId: 'alpn-test',
+      dnsNames: ['localhost'],
+      ipAddresses: ['127.0.0.1'],
+    });
+    const negotiated: (string | false | null)[] = [];
+    // A real TLS server that prefers h2, as the API server does; it records the protocol and hangs up.
+    const server = createTlsServer(
+      { cert: leaf.certPem, key: leaf.keyPem, ALPNProtocols: ['h2', 'http/1.1'] },
+      (socket) => {
+        negotiated.push(socket.alpnProtocol);
+        socket.destroy();
+      },
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    const kubeConfig = kubeConfigFromYaml(
+      `apiVersion: v1
+kind: Config
+clusters: [{name: alpn, cluster: {server: "https://127.0.0.1:${port}", certificate-authority-data: ${Buffer.from(ca.certPem).toString('base64')}}}]
+users: [{name: alpn, user: {token: alpn-token}}]
+contexts: [{name: alpn, context: {cluster: alpn, user: alpn}}]
+current-context: alpn
+`,
+      'test kubeconfig',
+    );
+    const client = await createClusterClient(kubeConfig, { timeoutMs: 5_000 });
+    try {
+      await client.core.listNamespace().catch(() => undefined);
+      expect(negotiated.length).to.be.greaterThan(0);
+      expect([...new Set(negotiated)]).to.deep.equal(['http/1.1']);
+    } finally {
+      await client.close();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
