@@ -2,7 +2,7 @@
 // namespace; every reconcile's start and end is journaled with its replica, and across a join, a graceful leave
 // and a SIGKILL no Kyma is ever reconciled by two replicas at once, and every Kyma ends owned by a live replica.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,7 @@ import { CoreV1Api, CoordinationV1Api, CustomObjectsApi, type KubeConfig } from 
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
+import { overlaps, reconcileIntervals } from '../../test/support/reconcile-journal.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const KYMAS = 24;
@@ -23,56 +24,6 @@ interface Replica {
   exited: Promise<number | null>;
   /** hrtime (ns) once the process is known dead: its open reconciles ended by then at the latest. */
   deadAt?: bigint;
-}
-
-interface Interval {
-  replica: string;
-  start: bigint;
-  end: bigint;
-}
-
-/** Reconcile intervals per Kyma from the journals; a start without end lasts until its process died. */
-function reconcileIntervals(replicas: Replica[]): Map<string, Interval[]> {
-  const byKyma = new Map<string, Interval[]>();
-  for (const replica of replicas) {
-    if (!existsSync(replica.journal)) continue;
-    const open = new Map<string, bigint>();
-    for (const line of readFileSync(replica.journal, 'utf8').split('\n')) {
-      if (!line) continue;
-      const entry = JSON.parse(line) as { kyma: string; replica: string; phase: string; t: string };
-      if (entry.phase === 'start') open.set(entry.kyma, BigInt(entry.t));
-      else {
-        const start = open.get(entry.kyma) as bigint;
-        open.delete(entry.kyma);
-        const list = byKyma.get(entry.kyma) ?? [];
-        list.push({ replica: entry.replica, start, end: BigInt(entry.t) });
-        byKyma.set(entry.kyma, list);
-      }
-    }
-    for (const [kyma, start] of open) {
-      const list = byKyma.get(kyma) ?? [];
-      list.push({ replica: replica.identity, start, end: replica.deadAt ?? process.hrtime.bigint() });
-      byKyma.set(kyma, list);
-    }
-  }
-  return byKyma;
-}
-
-/** Pairs of intervals of one Kyma, from different replicas, that overlap in time. */
-function overlaps(byKyma: Map<string, Interval[]>): string[] {
-  const found: string[] = [];
-  for (const [kyma, intervals] of byKyma) {
-    const sorted = [...intervals].sort((a, b) => (a.start < b.start ? -1 : 1));
-    for (let i = 0; i < sorted.length; i++) {
-      for (let j = i + 1; j < sorted.length; j++) {
-        const a = sorted[i] as Interval;
-        const b = sorted[j] as Interval;
-        if (b.start >= a.end) break;
-        if (a.replica !== b.replica) found.push(`${kyma}: ${a.replica} and ${b.replica}`);
-      }
-    }
-  }
-  return found;
 }
 
 describe('skr-agent --shard on real planes', function () {

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { startEnvironment } from '@skr-watcher/testenv';
+import { createBenchFleet } from '../support/bench-fleet.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
 const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
@@ -33,20 +34,6 @@ const SKRS = ['skr1', 'skr2'];
 const FROM_SOURCE = process.argv.includes('--source');
 /** Kymas labelled skip-reconciliation: measures the runtime (watches, caches, queue) without SKR clients. */
 const PAUSED = process.argv.includes('--paused');
-
-/** Runs `task` for 0..count-1 with at most `limit` in flight. */
-async function inParallel(
-  count: number,
-  limit: number,
-  task: (i: number) => Promise<unknown>,
-): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < count) await task(next++);
-    }),
-  );
-}
 
 type Samples = Map<string, number>;
 
@@ -77,34 +64,12 @@ async function main(): Promise<void> {
   let stopAgent = () => {};
   try {
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
-    await inParallel(KYMAS, 16, async (i) => {
-      const name = `kyma-${i}`;
-      await core.createNamespacedSecret({
-        namespace: NAMESPACE,
-        body: {
-          metadata: { name: `kubeconfig-${name}`, namespace: NAMESPACE, labels: { [LABELS.kymaName]: name } },
-          stringData: { config: kubeconfigs[i % SKRS.length] as string },
-        },
-      });
-      await api.createNamespacedCustomObject({
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace: NAMESPACE,
-        body: {
-          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
-          kind: 'Kyma',
-          metadata: {
-            name,
-            namespace: NAMESPACE,
-            labels: {
-              [LABELS.runtimeId]: `runtime-${i}`,
-              ...(PAUSED ? { [LABELS.skipReconciliation]: 'true' } : {}),
-            },
-          },
-          spec: { channel: 'regular', modules: [], sync: { namespace: `bench-${i}` } },
-        },
-      });
+    await createBenchFleet({
+      kcp,
+      namespace: NAMESPACE,
+      kymas: KYMAS,
+      kubeconfigs,
+      ...(PAUSED ? { labels: { [LABELS.skipReconciliation]: 'true' } } : {}),
     });
     console.log(
       `setup: ${KYMAS} Kymas and kubeconfig Secrets over ${SKRS.length} SKR API servers in ${Date.now() - t0} ms`,

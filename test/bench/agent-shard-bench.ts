@@ -1,0 +1,260 @@
+// Sharded agent benchmark (issue 12, decision 012): N Kymas, each with its own kubeconfig Secret and SKR
+// namespace, spread over a few SKR API servers, reconciled by several real `skr-agent run --shard` processes.
+//
+//   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
+//
+// Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync; after
+// kill -9 of one replica, how long until every Kyma it owned was reconciled by a survivor; after a further
+// replica joins, how many Kymas moved; overlapping reconciles of one Kyma (from the replicas' journals).
+// Figures only; nothing passes or fails. Bars (issue 12): RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
+// join moves ≤ 35 %, zero overlaps.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
+import { startEnvironment } from '@skr-watcher/testenv';
+import { createBenchFleet } from '../support/bench-fleet.js';
+import { overlaps, reconcileIntervals, type JournalSource } from '../support/reconcile-journal.js';
+
+const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
+
+function flag(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 && process.argv[at + 1] ? (process.argv[at + 1] as string) : fallback;
+}
+
+const KYMAS = Number(flag('kymas', '5000'));
+const REPLICAS = Number(flag('replicas', '3'));
+const SKRS = Array.from({ length: Number(flag('skrs', '3')) }, (_, i) => `skr${i + 1}`);
+const WORKERS = flag('workers', '8');
+const RESYNC = flag('resync', '60s');
+const NAMESPACE = 'kcp-bench';
+/** Node flags for the agents, e.g. `--max-old-space-size=256` so that a runaway fails fast. */
+const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
+const LOG_LEVEL = flag('log-level', 'warn');
+
+interface Replica extends JournalSource {
+  child: ChildProcess;
+  port: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const mb = (bytes: number) => `${Math.round(bytes / 1048576)} MB`;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return typeof address === 'object' && address ? address.port : 0;
+}
+
+async function metric(port: number, name: string): Promise<number> {
+  // Bounded: a replica whose event loop is stuck must not stall the bench.
+  const text = await (
+    await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })
+  ).text();
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith(name))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+async function main(): Promise<void> {
+  const t0 = Date.now();
+  const dir = mkdtempSync(join(tmpdir(), 'skr-shard-bench-'));
+  const env = await startEnvironment({ planes: ['kcp', ...SKRS] });
+  console.log(
+    `${KYMAS} Kymas, ${REPLICAS} replicas (+1 joining), ${SKRS.length} SKR API servers; agent logs and journals in ${dir}; load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} (2 cores)`,
+  );
+  const kcpPath = env.plane('kcp').kubeconfigPath;
+  const kcp = env.plane('kcp').kubeConfig();
+  const core = kcp.makeApiClient(CoreV1Api);
+  const api = kcp.makeApiClient(CustomObjectsApi);
+  const replicas: Replica[] = [];
+  try {
+    await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+    const kubeconfigs = SKRS.map((skr) => readFileSync(env.plane(skr).kubeconfigPath, 'utf8'));
+    await createBenchFleet({ kcp, namespace: NAMESPACE, kymas: KYMAS, kubeconfigs });
+    console.log(`setup: ${KYMAS} Kymas over ${SKRS.length} SKR API servers in ${Date.now() - t0} ms`);
+
+    const start = async (identity: string): Promise<Replica> => {
+      const port = await freePort();
+      const journal = join(dir, `${identity}.journal`);
+      const child = spawn(
+        process.execPath,
+        [
+          ...NODE_FLAGS,
+          BUILT,
+          'run',
+          '--kubeconfig',
+          kcpPath,
+          '--namespace',
+          NAMESPACE,
+          '--no-listener',
+          '--metrics-address',
+          `127.0.0.1:${port}`,
+          '--events-address',
+          '127.0.0.1:0',
+          '--shard',
+          '--shard-identity',
+          identity,
+          '--workers',
+          WORKERS,
+          '--requeue-ready',
+          '1h',
+          '--resync-interval',
+          RESYNC,
+          '--reconcile-journal',
+          journal,
+          '--log-level',
+          LOG_LEVEL,
+        ],
+        { stdio: ['ignore', openSync(join(dir, `${identity}.log`), 'a'), 'inherit'] },
+      );
+      const replica: Replica = { identity, journal, child, port };
+      child.once('exit', () => (replica.deadAt = process.hrtime.bigint()));
+      replicas.push(replica);
+      return replica;
+    };
+    const kymas = async () =>
+      (
+        (await api.listNamespacedCustomObject({
+          group: GROUP,
+          version: KINDS.kyma.version,
+          plural: KINDS.kyma.plural,
+          namespace: NAMESPACE,
+        })) as { items: Kyma[] }
+      ).items;
+    const ownersNow = async () =>
+      new Map((await kymas()).map((k) => [k.metadata.name, k.metadata.labels?.[LABELS.shardOwner] ?? '']));
+
+    const started = Date.now();
+    let progress = 0;
+    for (let i = 0; i < REPLICAS; i++) await start(`bench-${i}`);
+    for (;;) {
+      const ready = (await kymas()).filter((k) => k.status?.state === 'Ready').length;
+      if (ready >= KYMAS) break;
+      if (Date.now() - started > 20 * 60_000) throw new Error(`only ${ready}/${KYMAS} Ready after 20 min`);
+      if ((progress += 1) % 5 === 0) {
+        const states = await Promise.all(
+          replicas.map(async (r) => {
+            if (r.deadAt !== undefined) return `${r.identity} exited`;
+            const rss = await metric(r.port, 'process_resident_memory_bytes').catch(() => NaN);
+            const depth = await metric(r.port, 'workqueue_depth{name="kyma"}').catch(() => NaN);
+            return `${r.identity} RSS ${mb(rss)} queue ${depth}`;
+          }),
+        );
+        console.log(`  ${Math.round((Date.now() - started) / 1000)} s: ${ready} Ready; ${states.join('; ')}`);
+      }
+      await sleep(2_000);
+    }
+    console.log(
+      `initial: all ${KYMAS} Kymas Ready ${Date.now() - started} ms after ${REPLICAS} replicas started`,
+    );
+
+    // Full resync: every replica's relist enqueues each owned Kyma; done when all queues are idle again.
+    const live = () => replicas.filter((r) => r.deadAt === undefined);
+    const resyncs = async () =>
+      Promise.all(live().map((r) => metric(r.port, 'skr_agent_triggers_total{source="resync"}')));
+    const before = await resyncs();
+    let resyncStart = 0;
+    for (const deadline = Date.now() + 10 * 60_000; Date.now() < deadline; await sleep(200)) {
+      const now = await resyncs();
+      const grown = now.reduce((sum, n, i) => sum + n - (before[i] ?? 0), 0);
+      if (!resyncStart && grown > 0) resyncStart = Date.now();
+      const busy = await Promise.all(
+        live().map(
+          async (r) =>
+            (await metric(r.port, 'workqueue_depth{name="kyma"}')) +
+            (await metric(r.port, 'workqueue_in_flight{name="kyma"}')),
+        ),
+      );
+      if (resyncStart && grown >= KYMAS && busy.every((b) => b === 0)) {
+        console.log(`full resync: ${KYMAS} Kymas reconciled again in ${Date.now() - resyncStart} ms`);
+        break;
+      }
+    }
+
+    await sleep(15_000);
+    const owners = await ownersNow();
+    for (const r of live()) {
+      const owned = [...owners.values()].filter((o) => o === r.identity).length;
+      const rss = await metric(r.port, 'process_resident_memory_bytes');
+      const heap = await metric(r.port, 'nodejs_heap_size_used_bytes');
+      console.log(
+        `replica ${r.identity}: owns ${owned} Kymas; steady RSS ${mb(rss)} (heap used ${mb(heap)})`,
+      );
+    }
+
+    // kill -9: the victim's Kymas wait out its Lease, then survivors claim and reconcile them.
+    const victim = replicas[0] as Replica;
+    const orphans = [...owners]
+      .filter(([, o]) => o === victim.identity)
+      .map(([name]) => `${NAMESPACE}/${name}`);
+    victim.child.kill('SIGKILL');
+    const killedAt = process.hrtime.bigint();
+    const killedMs = Date.now();
+    for (const deadline = Date.now() + 5 * 60_000; Date.now() < deadline; await sleep(500)) {
+      const byKyma = reconcileIntervals(replicas);
+      const waiting = orphans.filter(
+        (kyma) => !(byKyma.get(kyma) ?? []).some((i) => i.replica !== victim.identity && i.start > killedAt),
+      );
+      if (waiting.length === 0) {
+        console.log(
+          `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled by survivors ${Date.now() - killedMs} ms later`,
+        );
+        break;
+      }
+    }
+
+    // A further replica joins: how many Kymas change owner (the dead one's are already moved).
+    const beforeJoin = await ownersNow();
+    const joiner = `bench-${REPLICAS}`;
+    await start(joiner);
+    // Start-up takes seconds on a loaded machine: wait for its first Kyma before waiting for owners to settle.
+    for (const deadline = Date.now() + 3 * 60_000; Date.now() < deadline; await sleep(1_000)) {
+      if ([...(await ownersNow()).values()].includes(joiner)) break;
+    }
+    let stableSince = Date.now();
+    let last = '';
+    for (const deadline = Date.now() + 5 * 60_000; Date.now() < deadline; await sleep(1_000)) {
+      const text = JSON.stringify([...(await ownersNow())]);
+      if (text !== last) {
+        last = text;
+        stableSince = Date.now();
+      } else if (Date.now() - stableSince > 10_000) break;
+    }
+    const afterJoin = await ownersNow();
+    const moved = [...afterJoin].filter(([name, owner]) => beforeJoin.get(name) !== owner).length;
+    console.log(
+      `join of bench-${REPLICAS}: ${moved} of ${KYMAS} Kymas moved (${((100 * moved) / KYMAS).toFixed(1)} %); it owns ${
+        [...afterJoin.values()].filter((o) => o === `bench-${REPLICAS}`).length
+      }`,
+    );
+    const found = overlaps(reconcileIntervals(replicas));
+    console.log(
+      `load average at the end: ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} (2 cores)`,
+    );
+    console.log(
+      `overlapping reconciles of one Kyma: ${found.length}${found.length ? ` (${found.slice(0, 5).join('; ')})` : ''}`,
+    );
+  } finally {
+    for (const r of replicas) if (r.deadAt === undefined) r.child.kill('SIGTERM');
+    await sleep(3_000);
+    await env.stop();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

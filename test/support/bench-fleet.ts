@@ -1,0 +1,50 @@
+// The agent benches' fleet: N Kymas in one KCP namespace, each with its own kubeconfig Secret (so its own SKR
+// client in the agent) and its own SKR namespace, spread round-robin over the given SKR API servers.
+import type { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
+
+export interface BenchFleet {
+  kcp: KubeConfig;
+  namespace: string;
+  kymas: number;
+  /** kubeconfig YAML of each SKR API server; Kyma i uses kubeconfigs[i % length]. */
+  kubeconfigs: string[];
+  /** Extra labels on every Kyma (e.g. skip-reconciliation). */
+  labels?: Record<string, string>;
+}
+
+/** Creates the namespace's Secrets and Kymas `kyma-<i>` (runtime-id `runtime-<i>`), 16 at a time. */
+export async function createBenchFleet(fleet: BenchFleet): Promise<void> {
+  const core = fleet.kcp.makeApiClient(CoreV1Api);
+  const api = fleet.kcp.makeApiClient(CustomObjectsApi);
+  const { namespace } = fleet;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < fleet.kymas) {
+        const i = next++;
+        const name = `kyma-${i}`;
+        await core.createNamespacedSecret({
+          namespace,
+          body: {
+            metadata: { name: `kubeconfig-${name}`, namespace, labels: { [LABELS.kymaName]: name } },
+            stringData: { config: fleet.kubeconfigs[i % fleet.kubeconfigs.length] as string },
+          },
+        });
+        await api.createNamespacedCustomObject({
+          group: GROUP,
+          version: KINDS.kyma.version,
+          plural: KINDS.kyma.plural,
+          namespace,
+          body: {
+            apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+            kind: 'Kyma',
+            metadata: { name, namespace, labels: { [LABELS.runtimeId]: `runtime-${i}`, ...fleet.labels } },
+            spec: { channel: 'regular', modules: [], sync: { namespace: `bench-${i}` } },
+          },
+        });
+      }
+    }),
+  );
+}
