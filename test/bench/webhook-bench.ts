@@ -3,6 +3,9 @@
 //   [--servers floor,up,down] [--baseline <dir>/webhook/src/index.ts]: adds another build, KCP up and down, to
 //   the same run; <dir> must sit inside this tree so its imports resolve, e.g.
 //   git archive HEAD~3 webhook/src | tar -x -C webhook/.bench-base  →  --baseline webhook/.bench-base/webhook/src/index.ts
+//   --express: adds the same admission review served through an express 5 app (express.json with the webhook's
+//   body limit, the same route, 405/404/error middleware) beside this webhook, to decide whether the admission
+//   path may move to express (decision 011).
 //   BENCH_CPU_PROF=<dir>: CPU profiles of the server children (floor and webhooks).
 //   BENCH_CPU_BURSTS=1: also the CPU each server spends between two ticks of a 1 ms timer (its own stalls).
 // Each server runs in its own child process; this process only generates load and measures.
@@ -17,8 +20,27 @@ import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { createLogger } from '@skr-watcher/telemetry';
-import { startWebhook } from '@skr-watcher/webhook';
+import express, { type ErrorRequestHandler } from 'express';
+import { TLS_SERVER_CIPHERS, allowedResponse, parseAdmissionReview } from '@skr-watcher/api';
+import {
+  createHttpApp,
+  createLogger,
+  createRegistry,
+  limitConnections,
+  notFound,
+  refuseMethod,
+  tlsConnectionOptions,
+} from '@skr-watcher/telemetry';
+import {
+  CONFIG_DEFAULTS,
+  dispatchSettings,
+  isRelevantChange,
+  parseKcpAddress,
+  readTlsMaterial,
+  startWebhook,
+} from '@skr-watcher/webhook';
+import { DispatchThread } from '../../webhook/src/dispatch-thread.js';
+import { createWebhookMetrics } from '../../webhook/src/metrics.js';
 import { SecretVolume, secretFiles, testPki } from '../../webhook/test/support/certs.js';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -26,16 +48,92 @@ const SELF = fileURLToPath(import.meta.url);
 interface ServerReady {
   port: number;
 }
-type Role = 'floor' | 'webhook' | 'kcp';
+type Role = 'floor' | 'webhook' | 'webhook-express' | 'kcp';
 
 // ---------------------------------------------------------------- child roles
+
+/**
+ * The webhook's admission review behind an express 5 app, with the webhook's own dispatch thread, metrics and
+ * connection limits: only the HTTP layer differs (routing, express.json for the body and its limit, error
+ * middleware). It has no shared in-flight body budget; the production server keeps one.
+ */
+async function startExpressWebhook(dir: string, kcpAddr: string): Promise<number> {
+  const config = CONFIG_DEFAULTS;
+  const logger = createLogger('skr-webhook-express', 'info');
+  const metrics = createWebhookMetrics(createRegistry());
+  const material = await readTlsMaterial({
+    certFile: `${dir}/tls.crt`,
+    keyFile: `${dir}/tls.key`,
+    caFile: `${dir}/ca.crt`,
+  });
+  const dispatch = await DispatchThread.start({
+    address: parseKcpAddress(kcpAddr),
+    material,
+    ...dispatchSettings(config),
+    logger,
+    observer: metrics.dispatch,
+  });
+  const app = createHttpApp();
+  app
+    .route('/validate/:manager')
+    .post(express.json({ limit: config.maxBodyBytes }), (request, response) => {
+      const started = performance.now();
+      const parsed = parseAdmissionReview(request.body);
+      if (!parsed.ok) {
+        metrics.admission.error('invalid_review');
+        response.status(400).type('text/plain').send(`not an AdmissionReview: ${parsed.error}\n`);
+        metrics.admission.answered(400, (performance.now() - started) / 1000);
+        return;
+      }
+      const uid = parsed.value.request.uid;
+      response.type('application/json').send(allowedResponse(uid, parsed.value.apiVersion));
+      metrics.admission.answered(200, (performance.now() - started) / 1000);
+      const event = isRelevantChange(parsed.value);
+      if (event) dispatch.enqueue(String(request.params['manager']), event, uid);
+    })
+    .all(refuseMethod(['POST']));
+  app.use(notFound);
+  // body-parser's errors carry their status: 413 over the limit, 400 for a body that is not JSON.
+  const bodyErrors: ErrorRequestHandler = (
+    error: { status?: number; message?: string },
+    _request,
+    response,
+    _next,
+  ) => {
+    response
+      .status(error.status ?? 500)
+      .type('text/plain')
+      .send(`${error.message ?? 'error'}\n`);
+  };
+  app.use(bodyErrors);
+  const limits = { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs };
+  const server = createHttpsServer(
+    {
+      cert: material.cert,
+      key: material.key,
+      minVersion: 'TLSv1.2',
+      ciphers: TLS_SERVER_CIPHERS,
+      honorCipherOrder: true,
+      ...tlsConnectionOptions(limits),
+      requestTimeout: 30_000,
+      headersTimeout: 10_000,
+    },
+    app,
+  );
+  server.keepAliveTimeout = 95_000;
+  limitConnections(server, limits, { refused: () => metrics.admission.connectionRefused() });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return (server.address() as AddressInfo).port;
+}
 
 async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: string): Promise<void> {
   const cert = readFileSync(`${dir}/tls.crt`, 'utf8');
   const key = readFileSync(`${dir}/tls.key`, 'utf8');
   const ca = readFileSync(`${dir}/ca.crt`, 'utf8');
   let port: number;
-  if (role === 'webhook') {
+  if (role === 'webhook-express') {
+    port = await startExpressWebhook(dir, kcpAddr);
+  } else if (role === 'webhook') {
     // Another build of the webhook (a baseline to compare with in the same run), or this one.
     const start = webhookModule
       ? ((await import(webhookModule)) as { startWebhook: typeof startWebhook }).startWebhook
@@ -400,6 +498,8 @@ async function main(): Promise<void> {
       servers: { type: 'string', default: 'floor,up,down' },
       /** Path of another build's webhook entry (e.g. a checkout's webhook/src/index.ts) to run beside this one. */
       baseline: { type: 'string' },
+      /** Also the admission review behind express 5, KCP up (express-up) and, unless --servers says otherwise, down. */
+      express: { type: 'boolean', default: false },
     },
   });
   if (values.role)
@@ -423,10 +523,23 @@ async function main(): Promise<void> {
     const wanted = new Set((values.servers ?? '').split(','));
     const baseline = values.baseline ? resolvePath(values.baseline) : '';
     if (baseline) wanted.add('up-base').add('down-base');
+    if (values.express) wanted.add('express-up');
     const servers = [
       { key: 'floor', label: 'floor (bare Node TLS responder)', role: 'floor' as const, kcpAddr: '' },
       { key: 'up', label: 'skr-webhook, KCP up', role: 'webhook' as const, kcpAddr: `127.0.0.1:${kcp.port}` },
       { key: 'down', label: 'skr-webhook, KCP down', role: 'webhook' as const, kcpAddr: deadKcp },
+      {
+        key: 'express-up',
+        label: 'express 5 webhook, KCP up',
+        role: 'webhook-express' as const,
+        kcpAddr: `127.0.0.1:${kcp.port}`,
+      },
+      {
+        key: 'express-down',
+        label: 'express 5 webhook, KCP down',
+        role: 'webhook-express' as const,
+        kcpAddr: deadKcp,
+      },
       ...(baseline
         ? [
             {

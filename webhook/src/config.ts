@@ -47,6 +47,23 @@ export const CONFIG_DEFAULTS = {
   certPollMs: 10_000,
 } as const satisfies Partial<WebhookConfig>;
 
+/** The dispatch thread's settings out of the webhook's configuration (flag names → the thread's names). */
+export function dispatchSettings(
+  config: Pick<
+    WebhookConfig,
+    'workers' | 'queueSize' | 'backoffInitialMs' | 'backoffMaxMs' | 'eventMaxAgeMs' | 'callbackTimeoutMs'
+  >,
+) {
+  return {
+    workers: config.workers,
+    maxQueue: config.queueSize,
+    backoffInitialMs: config.backoffInitialMs,
+    backoffMaxMs: config.backoffMaxMs,
+    maxAgeMs: config.eventMaxAgeMs,
+    callbackTimeoutMs: config.callbackTimeoutMs,
+  };
+}
+
 type Key = keyof WebhookConfig;
 interface Setting {
   key: Key;

@@ -7,7 +7,7 @@ import {
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
-import { CONFIG_DEFAULTS, type WebhookConfig } from './config.js';
+import { CONFIG_DEFAULTS, dispatchSettings, type WebhookConfig } from './config.js';
 import type { DispatchStats } from './dispatch.js';
 import { DispatchThread } from './dispatch-thread.js';
 import { parseKcpAddress } from './kcp-client.js';
@@ -18,7 +18,7 @@ import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
 export { isRelevantChange, sameJson } from './admission.js';
 export { Dispatcher, dispatchKey } from './dispatch.js';
 export type { DeliveryOutcome, DispatchObserver, DispatchStats, DropReason, SendEvent } from './dispatch.js';
-export { webhookCommand, CONFIG_DEFAULTS } from './config.js';
+export { webhookCommand, CONFIG_DEFAULTS, dispatchSettings } from './config.js';
 export type { WebhookConfig } from './config.js';
 export { parseKcpAddress } from './kcp-client.js';
 export { readTlsMaterial } from './tls-reload.js';
@@ -70,12 +70,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
   const dispatch = await DispatchThread.start({
     address,
     material,
-    workers: config.workers,
-    maxQueue: config.queueSize,
-    backoffInitialMs: config.backoffInitialMs,
-    backoffMaxMs: config.backoffMaxMs,
-    maxAgeMs: config.eventMaxAgeMs,
-    callbackTimeoutMs: config.callbackTimeoutMs,
+    ...dispatchSettings(config),
     logger,
     observer: metrics.dispatch,
   });
