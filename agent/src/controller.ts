@@ -2,6 +2,7 @@
 // whose workers run the reconciler. Triggers only enqueue; all convergence happens in reconcile(key).
 import { ApiException, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import {
+  backoffDelay,
   GROUP,
   KINDS,
   LABELS,
@@ -333,7 +334,13 @@ async function ensureReadable(kcp: KubeConfig, namespace: string, logger: Logger
         );
       }
       logger?.warn({ err: cause, attempt }, 'KCP not reachable yet; retrying');
-      await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** (attempt - 1), 5_000)));
+      // Plain capped doubling (500 ms to 5 s): one process waiting for its KCP.
+      await new Promise((resolve) =>
+        setTimeout(
+          resolve,
+          backoffDelay(attempt, 500, 5_000, () => 1),
+        ),
+      );
     }
   }
 }

@@ -11,7 +11,7 @@ import { Agent, request } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { SHARDING, parseForwardedEvent } from '@skr-watcher/api';
-import { Counter, Histogram, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { Counter, Histogram, closeGracefully, type Logger, type Registry } from '@skr-watcher/telemetry';
 import type { AcceptedEvent, TlsMaterial } from '../listener/index.js';
 
 /** What the owner does with a forwarded event: take it, or say it does not own the Kyma (any more). */
@@ -139,11 +139,8 @@ export async function startPeerServer(options: PeerServerOptions): Promise<PeerS
       identity = commonNameOf(tls.certPem);
       server.setSecureContext(tlsOptions(tls));
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    // No grace, as before: open connections are cut at once.
+    close: () => closeGracefully(server, 0),
   };
 }
 

@@ -10,7 +10,7 @@ import {
   type KubeConfig,
   type V1Lease,
 } from '@kubernetes/client-node';
-import { ANNOTATIONS, LABELS, SHARDING } from '@skr-watcher/api';
+import { ANNOTATIONS, LABELS, SHARDING, jittered } from '@skr-watcher/api';
 import { LEADER_ELECTION_DEFAULTS, systemClock, type Clock } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 
@@ -277,7 +277,7 @@ export function createMembership(options: MembershipOptions): Membership {
             schedule();
           });
       },
-      Math.round(retryPeriodMs * (1 + Math.random() * 0.1)),
+      jittered(retryPeriodMs, 0.1),
     );
   };
 

@@ -42,3 +42,11 @@ export function backoffDelay(
   const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(attempt, 1) - 1, 30));
   return ceiling / 2 + random() * (ceiling / 2);
 }
+
+/**
+ * A period stretched by up to `fraction` of itself (0.1: up to 10 % longer), whole milliseconds: processes started
+ * together that repeat the same write drift apart instead of writing in lockstep.
+ */
+export function jittered(periodMs: number, fraction: number, random: () => number = Math.random): number {
+  return Math.round(periodMs * (1 + random() * fraction));
+}

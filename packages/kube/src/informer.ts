@@ -2,6 +2,7 @@
 // relists on 410 Gone, restarts a watch that goes silent, and relists periodically.
 // resourceVersions are opaque strings: they are passed back to the server and compared only for equality.
 import { CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { backoffDelay } from '@skr-watcher/api';
 import { Counter, Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { systemClock, type Clock, type TimerHandle } from './workqueue.js';
 
@@ -277,8 +278,8 @@ export class ResilientInformer<T extends CachedObject> {
 
   private async backoff(error: unknown): Promise<void> {
     this.consecutiveFailures++;
-    const exp = Math.min(this.backoffBaseMs * 2 ** (this.consecutiveFailures - 1), this.backoffMaxMs);
-    const delayMs = Math.round(exp * (0.8 + Math.random() * 0.4));
+    // Jittered: every informer of every replica restarts after the same API server hiccup.
+    const delayMs = Math.round(backoffDelay(this.consecutiveFailures, this.backoffBaseMs, this.backoffMaxMs));
     this.logger?.warn(
       { err: error, failures: this.consecutiveFailures, retryInMs: delayMs },
       'list/watch failed; retrying with backoff',

@@ -9,6 +9,7 @@ import {
   type KubeConfig,
   type V1Lease,
 } from '@kubernetes/client-node';
+import { jittered } from '@skr-watcher/api';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { systemClock, type Clock } from './workqueue.js';
 
@@ -126,7 +127,6 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
         resolve(ok);
       });
     });
-  const jittered = (ms: number) => Math.round(ms * (1 + Math.random() * 0.2));
 
   const observe = (lease: V1Lease) => {
     const holder = lease.spec?.holderIdentity ?? '';
@@ -259,7 +259,7 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
         lastRenewAt = clock.now();
         break;
       }
-      await sleep(jittered(retryPeriodMs));
+      await sleep(jittered(retryPeriodMs, 0.2));
     }
     if (stopped) return;
     startLeading();

@@ -1,6 +1,12 @@
 // A keyed work queue with client-go semantics: a key is never processed twice at once, repeated adds
 // coalesce, adds during processing re-run the key afterwards, failures back off per key.
-import { REQUEUE_MS, unrefClock as systemClock, type Clock, type TimerHandle } from '@skr-watcher/api';
+import {
+  REQUEUE_MS,
+  backoffDelay,
+  unrefClock as systemClock,
+  type Clock,
+  type TimerHandle,
+} from '@skr-watcher/api';
 import { Counter, Gauge, Histogram, type Registry } from '@skr-watcher/telemetry';
 import type { Logger } from '@skr-watcher/telemetry';
 
@@ -310,7 +316,8 @@ export class WorkQueue {
   }
 
   private backoffFor(failures: number): number {
-    return Math.min(this.backoffBaseMs * 2 ** Math.max(0, failures - 1), this.backoffMaxMs);
+    // Plain capped doubling: a key is retried by this process alone, so there is nothing to spread out.
+    return backoffDelay(failures, this.backoffBaseMs, this.backoffMaxMs, () => 1);
   }
 
   private leaveWorkers(wasSuspect: boolean): void {

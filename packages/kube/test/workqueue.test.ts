@@ -1,44 +1,8 @@
 // WorkQueue: client-go semantics, proved with a manual clock (no sleeping) and real promises.
 import { expect } from 'chai';
 import { createLogger, createRegistry } from '@skr-watcher/telemetry';
-import { WorkQueue, type Clock, type ProcessResult } from '../src/workqueue.js';
-
-/** A clock whose time only moves when the test says so. */
-class ManualClock implements Clock {
-  private time = 1_000_000;
-  private nextId = 1;
-  private readonly timers = new Map<number, { due: number; callback: () => void }>();
-
-  now(): number {
-    return this.time;
-  }
-  setTimeout(callback: () => void, ms: number): number {
-    const id = this.nextId++;
-    this.timers.set(id, { due: this.time + ms, callback });
-    return id;
-  }
-  clearTimeout(handle: unknown): void {
-    this.timers.delete(handle as number);
-  }
-  get pending(): number {
-    return this.timers.size;
-  }
-  /** Moves time forward, firing due timers in order. */
-  advance(ms: number): void {
-    const target = this.time + ms;
-    for (;;) {
-      const due = [...this.timers.entries()]
-        .filter(([, t]) => t.due <= target)
-        .sort((a, b) => a[1].due - b[1].due);
-      const first = due[0];
-      if (!first) break;
-      this.timers.delete(first[0]);
-      this.time = first[1].due;
-      first[1].callback();
-    }
-    this.time = target;
-  }
-}
+import { ManualClock } from '../../../test/support/manual-clock.js';
+import { WorkQueue, type ProcessResult } from '../src/workqueue.js';
 
 /** A promise the test resolves by hand, to hold a key "in processing". */
 function deferred<T = void>() {
@@ -149,26 +113,26 @@ describe('WorkQueue', () => {
     await queue.whenIdle();
     // Failures 1..6 back off 5, 10, 20, 30, 30 s.
     for (const expected of [5_000, 10_000, 20_000, 30_000, 30_000]) {
-      clock.advance(expected - 1);
+      await clock.advance(expected - 1);
       await settle();
       const before = runsAt.length;
-      clock.advance(1);
+      await clock.advance(1);
       await queue.whenIdle();
       expect(runsAt.length, `a retry exactly ${expected} ms after the last failure`).to.equal(before + 1);
     }
     expect(runsAt.map((t) => t - t0)).to.deep.equal([0, 5_000, 15_000, 35_000, 65_000, 95_000]);
     expect(queue.failuresOf('k')).to.equal(6);
     failing = false;
-    clock.advance(30_000);
+    await clock.advance(30_000);
     await queue.whenIdle();
     expect(queue.failuresOf('k'), 'a success resets the backoff').to.equal(0);
-    expect(clock.pending, 'nothing is scheduled after a success without requeue').to.equal(0);
+    expect(clock.pendingTimers, 'nothing is scheduled after a success without requeue').to.equal(0);
     failing = true;
     queue.add('k');
     await queue.whenIdle();
     expect(queue.failuresOf('k')).to.equal(1);
     const before = runsAt.length;
-    clock.advance(5_000);
+    await clock.advance(5_000);
     await queue.whenIdle();
     expect(runsAt.length, 'after the reset the first retry is 5 s again').to.equal(before + 1);
     await queue.stop();
@@ -194,10 +158,10 @@ describe('WorkQueue', () => {
     queue.addAfter('k', 10_000);
     expect(queue.delayedCount).to.equal(1);
     answer = {};
-    clock.advance(2_000);
+    await clock.advance(2_000);
     await queue.whenIdle();
     expect(runs.map((t) => t - t0)).to.deep.equal([0, 2_000]);
-    clock.advance(600_000);
+    await clock.advance(600_000);
     await queue.whenIdle();
     expect(runs, 'the later schedules were replaced by the earlier one').to.have.length(2);
     await queue.stop();
@@ -223,7 +187,7 @@ describe('WorkQueue', () => {
     expect(started).to.have.length(4);
     // Each second the runs still waiting leave the worker lane, and the next keys start.
     for (let second = 0; second < 5; second++) {
-      clock.advance(1_000);
+      await clock.advance(1_000);
       await settle();
     }
     expect(started).to.have.length(20);
@@ -258,7 +222,7 @@ describe('WorkQueue', () => {
     await settle();
     expect(started.filter((key) => key === 'healthy')).to.have.length(1);
     // The first worker to leave for the slow lane takes the healthy key, not the next hung one.
-    clock.advance(1_000);
+    await clock.advance(1_000);
     await settle();
     expect(started.slice(1, 4)).to.deep.equal(['hung-0', 'hung-1', 'healthy']);
 
@@ -285,7 +249,7 @@ describe('WorkQueue', () => {
     queue.add('bad-1');
     queue.add('bad-2');
     await settle();
-    clock.advance(5_000); // both back off 5 s, then run again
+    await clock.advance(5_000); // both back off 5 s, then run again
     await settle();
     expect(runs).to.deep.equal(['bad-1', 'bad-2', 'bad-1']);
     queue.add('good');
@@ -319,7 +283,7 @@ describe('WorkQueue', () => {
     const stopping = queue.stop().then(() => (stopped = true));
     await settle();
     expect(stopped, 'stop waits for the key in flight').to.equal(false);
-    expect(clock.pending).to.equal(0);
+    expect(clock.pendingTimers).to.equal(0);
     queue.add('after-stop');
     gate.resolve();
     await stopping;
@@ -362,7 +326,7 @@ describe('WorkQueue', () => {
     expect(depth.values.find((v) => v.labels['name'] === 'kyma')?.value).to.equal(2);
     queue.start();
     await queue.whenIdle();
-    clock.advance(5_000);
+    await clock.advance(5_000);
     await queue.whenIdle();
     const text = await registry.metrics();
     expect(text).to.match(/workqueue_adds_total\{name="kyma"\} 4/);
