@@ -10,43 +10,16 @@
  *     `operator.kyma-project.io/skr-webhook-url`): the webhook runs outside the SKR, e.g. on a laptop.
  */
 import { createHash } from 'node:crypto';
-import type { KubernetesObject, V1CustomResourceDefinition } from '@kubernetes/client-node';
-import {
-  ANNOTATIONS,
-  DEFAULTS,
-  GROUP,
-  KINDS,
-  LABELS,
-  listItems,
-  splitApiVersion,
-  watcherSchema,
-  type GroupVersionResource,
-  type Kyma,
-  type Watcher,
-} from '@skr-watcher/api';
-import {
-  applyObject,
-  deleteIfExists,
-  KcpPkiSecrets,
-  listInPages,
-  type ClusterClient,
-} from '@skr-watcher/kube';
-import {
-  CA_IN_BUNDLE_SINCE_ANNOTATION,
-  decideLeaf,
-  describeCertificate,
-  isSignedBy,
-  issueLeaf,
-  parseTimestamp,
-  RENEW_BEFORE_MS,
-  rotationStateFromAnnotations,
-  webhookDnsNames,
-  webhookTlsSecretName,
-  signingCaFor,
-} from '@skr-watcher/pki';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { ANNOTATIONS, DEFAULTS, LABELS, type Kyma } from '@skr-watcher/api';
+import { applyObject, deleteIfExists, type ClusterClient } from '@skr-watcher/kube';
+import { webhookTlsSecretName } from '@skr-watcher/pki';
+import { ensureSkrCertificate } from './certificate.js';
 import { inClusterResourcesFor, SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from './skr-resources.js';
+import { listWatchers, resolveModuleResources } from './targets.js';
 import { SKR_WEBHOOK_NAME, webhookConfigurationFor, type WebhookTarget } from './webhook-configuration.js';
 
+export { listWatchers } from './targets.js';
 export { createWatcherHealth, type WatcherHealth } from './watcher-health.js';
 
 /** Field manager of everything the registration writes in an SKR. */
@@ -90,63 +63,17 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     return { ok: false, reason: 'NoRuntimeId', message: `the Kyma has no ${LABELS.runtimeId} label` };
   }
   const urlMode = kyma.metadata.annotations?.[ANNOTATIONS.skrWebhookUrl];
-  const secrets = new KcpPkiSecrets(input.kcp.core, input.namespace);
-
-  const ca = await secrets.readCa();
-  const bundlePem = await secrets.readBundle();
-  if (!ca || !bundlePem) {
-    return {
-      ok: false,
-      reason: 'NoCertificateAuthority',
-      message: `no CA in Secret ${input.namespace}/skr-watcher-ca and its bundle; run skr-certs init-ca`,
-    };
-  }
-  const rotation = rotationStateFromAnnotations(ca.annotations);
-  const signing = signingCaFor(ca, rotation);
-  const inBundleSinceRaw = ca.annotations[CA_IN_BUNDLE_SINCE_ANNOTATION];
-  const inBundleSince = inBundleSinceRaw
-    ? parseTimestamp(inBundleSinceRaw, CA_IN_BUNDLE_SINCE_ANNOTATION)
-    : undefined;
-
-  const domain = kyma.metadata.annotations?.[ANNOTATIONS.skrDomain];
-  const dnsNames = webhookDnsNames(domain ? [domain] : []);
-  const ipAddresses = urlMode ? ipAddressesOf(urlMode) : [];
-
-  // The SKR's certificate in KCP: issue, renew or re-issue.
-  let leaf = await secrets.readLeaf(kyma.metadata.name);
-  let issued: string | undefined;
-  const decision = leaf
-    ? decideOnLeaf(
-        leaf.certPem,
-        // A leaf rotate-ca already moved to the CA it is introducing is fine too: no churn back and forth.
-        [signing.certPem, ...(ca.pending ? [ca.pending.certPem] : [])],
-        runtimeId,
-        dnsNames,
-        ipAddresses,
-        input.now,
-        inBundleSince,
-      )
-    : { action: 'issue', reason: 'no certificate yet' };
-  const caNotAfter = describeCertificate(signing.certPem).notAfter;
-  if (decision.action === 'renew' && leaf && caNotAfter.getTime() - input.now.getTime() <= RENEW_BEFORE_MS) {
-    // A new leaf cannot outlive its CA, so it would need renewal again at once: report instead of re-issuing
-    // on every pass (each write would trigger the next).
-    return {
-      ok: false,
-      reason: 'CertificateAuthorityExpiring',
-      message: `the signing CA expires at ${caNotAfter.toISOString()}, so the SKR certificate (${decision.reason}) cannot be renewed; rotate the CA with skr-certs rotate-ca`,
-    };
-  }
-  if (decision.action !== 'none') {
-    const fresh = issueLeaf({ ca: signing, runtimeId, dnsNames, ipAddresses, now: input.now });
-    await secrets.writeLeaf(kyma.metadata.name, fresh, bundlePem);
-    leaf = { certPem: fresh.certPem, keyPem: fresh.keyPem, caPem: bundlePem };
-    issued = decision.reason;
-  }
-  if (!leaf)
-    throw new Error(
-      `certificate Secret ${input.namespace}/${webhookTlsSecretName(kyma.metadata.name)} vanished`,
-    );
+  const certificate = await ensureSkrCertificate({
+    kcp: input.kcp,
+    namespace: input.namespace,
+    kymaName: kyma.metadata.name,
+    runtimeId,
+    domain: kyma.metadata.annotations?.[ANNOTATIONS.skrDomain],
+    urlMode,
+    now: input.now,
+  });
+  if (!certificate.ok) return certificate;
+  const { leaf, bundlePem, issued } = certificate;
 
   // The SKR trusts what the KCP trusts now (the bundle may hold two CAs during a rotation).
   const material = {
@@ -240,97 +167,4 @@ export async function unregisterSkrWebhook(input: {
     name: webhookTlsSecretName(input.kymaName),
     namespace: input.namespace,
   });
-}
-
-function decideOnLeaf(
-  certPem: string,
-  acceptedCaPems: string[],
-  runtimeId: string,
-  dnsNames: string[],
-  ipAddresses: string[],
-  now: Date,
-  inBundleSince: Date | undefined,
-): { action: string; reason: string } {
-  const info = describeCertificate(certPem);
-  const sameNames = (a: string[], b: string[]) => [...a].sort().join(',') === [...b].sort().join(',');
-  if (info.commonName !== runtimeId)
-    return { action: 'reissue', reason: `runtime-id changed to ${runtimeId}` };
-  if (!sameNames(info.dnsNames, dnsNames) || !sameNames(info.ipAddresses, ipAddresses)) {
-    return { action: 'reissue', reason: 'names changed' };
-  }
-  return decideLeaf(info, {
-    now,
-    currentCaInBundleSince: inBundleSince,
-    signedByCurrentCa: acceptedCaPems.some((caPem) => isSignedBy(certPem, caPem)),
-  });
-}
-
-/** The IP address of a URL-mode webhook becomes an IP SAN (the API server checks it). */
-function ipAddressesOf(url: string): string[] {
-  try {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-    return /^[\d.]+$|:/.test(host) ? [host] : [];
-  } catch {
-    return [];
-  }
-}
-
-/** The live Watchers of a namespace; one that does not parse is left out, so it cannot break the others. */
-export async function listWatchers(kcp: ClusterClient, namespace: string): Promise<Watcher[]> {
-  const { plural, version } = KINDS.watcher;
-  let list: unknown;
-  try {
-    list = await kcp.custom.listNamespacedCustomObject({ group: GROUP, version, namespace, plural });
-  } catch (cause) {
-    throw new Error(`list Watchers in ${namespace}`, { cause });
-  }
-  return listItems(list, `Watcher list ${namespace}`).flatMap((item) => {
-    const parsed = watcherSchema.safeParse(item);
-    return parsed.success && !parsed.data.metadata.deletionTimestamp ? [parsed.data] : [];
-  });
-}
-
-interface CrdNames {
-  group: string;
-  kind: string;
-  plural: string;
-  served: string[];
-}
-
-/** Resolves Module CR kinds to resources through the SKR's CRDs (Module CRs are always custom resources). */
-async function resolveModuleResources(
-  skr: ClusterClient,
-  kinds: { apiVersion: string; kind: string }[],
-): Promise<{ resolved: GroupVersionResource[]; unresolved: string[] }> {
-  if (kinds.length === 0) return { resolved: [], unresolved: [] };
-  // Paged, and only the names kept: an SKR with hundreds of large CRDs must not be held in memory at once.
-  let crds: CrdNames[];
-  try {
-    crds = await listInPages(
-      async ({ limit, continueToken }) => {
-        const page = await skr.apiextensions.listCustomResourceDefinition({
-          limit,
-          ...(continueToken ? { _continue: continueToken } : {}),
-        });
-        return { items: page.items, metadata: { continue: page.metadata?._continue ?? '' } };
-      },
-      (crd: V1CustomResourceDefinition): CrdNames => ({
-        group: crd.spec.group,
-        kind: crd.spec.names.kind,
-        plural: crd.spec.names.plural,
-        served: crd.spec.versions.filter((v) => v.served).map((v) => v.name),
-      }),
-    );
-  } catch (cause) {
-    throw new Error('list CRDs in the SKR', { cause });
-  }
-  const resolved: GroupVersionResource[] = [];
-  const unresolved: string[] = [];
-  for (const { apiVersion, kind } of kinds) {
-    const { group, version } = splitApiVersion(apiVersion);
-    const crd = crds.find((c) => c.group === group && c.kind === kind && c.served.includes(version));
-    if (crd) resolved.push({ group, version, resource: crd.plural });
-    else unresolved.push(`${kind}.${apiVersion}`);
-  }
-  return { resolved, unresolved };
 }
