@@ -35,7 +35,7 @@ export async function initKcpPki(
   await secrets.writeBundle(bundle);
   const serving = await issueLeafAsync({
     ca,
-    runtimeId: 'skr-agent-listener',
+    role: 'listener',
     ...listener,
     now,
   });

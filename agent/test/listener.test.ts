@@ -137,15 +137,49 @@ describe('listener (direct mTLS)', function () {
     const answer = await sendCallback(listener.port, agentFor(impostor), { body: v2Body() });
     expect(answer.status).to.equal(401);
     expect(answer.json?.reason).to.equal('Unauthorized');
-    expect(answer.json?.message).to.match(/not trusted by the KCP CA bundle/);
+    expect(answer.json?.message).to.equal(
+      'client certificate is not trusted: it was issued by CN=foreign-ca, ' +
+        'and the listener accepts certificates issued by CN=kcp-ca',
+    );
     expect(answer.headers.connection).to.equal('close');
     expect(enqueued).to.have.length(0);
   });
 
-  it('refuses a connection without a client certificate with 401', async function () {
+  it('refuses a connection without a client certificate with 401 naming the CAs it would accept', async function () {
     const answer = await sendCallback(listener.port, agentFor({ caPem: kcpCa.certPem }), { body: v2Body() });
     expect(answer.status).to.equal(401);
-    expect(answer.json?.message).to.equal('a client certificate is required');
+    expect(answer.json?.message).to.equal(
+      'no client certificate: the listener accepts certificates issued by CN=kcp-ca, and the client sent none ' +
+        '(a client holding none from these CAs sends none)',
+    );
+    // During a rotation the bundle holds two CAs, and the reason names both.
+    const nextCa = createTestCa('kcp-ca-next');
+    listener.updateTls({ ...serving, caBundlePem: kcpCa.certPem + nextCa.certPem });
+    const during = await sendCallback(listener.port, agentFor({ caPem: kcpCa.certPem }), { body: v2Body() });
+    expect(during.status).to.equal(401);
+    expect(during.json?.message).to.match(/issued by CN=kcp-ca or CN=kcp-ca-next, and the client sent none/);
+    expect(enqueued).to.have.length(0);
+  });
+
+  it("refuses the KCP listener's own certificate as a client with 401, even were a Kyma labelled with its CN", async function () {
+    // The listener's certificate (replicas forward callbacks with it) has clientAuth and chains to the KCP CA.
+    const ca = createCa({ commonName: 'kcp-pki-ca', keyBits: 2048 });
+    const own = issueLeaf({ ca, role: 'listener', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+    await listener.close();
+    listener = await startListener({
+      host: '127.0.0.1',
+      port: 0,
+      mode: { kind: 'direct', ...own, caBundlePem: ca.certPem },
+      resolveKyma: (runtimeId) => ({ namespace: 'kcp-system', name: `kyma-of-${runtimeId}` }),
+      enqueue: (key) => enqueued.push(key),
+    });
+    const answer = await sendCallback(listener.port, agentFor({ ...own, caPem: ca.certPem }), {
+      body: v2Body(),
+    });
+    expect(answer.status).to.equal(401);
+    expect(answer.json?.message).to.equal(
+      "client certificate carries the KCP listener's identity (CN skr-agent-listener), not an SKR runtime-id",
+    );
     expect(enqueued).to.have.length(0);
   });
 
@@ -160,9 +194,9 @@ describe('listener (direct mTLS)', function () {
     const nameless = issueTestLeaf(kcpCa, { commonName: null, dnsNames: ['skr-a.example.com'], key });
     const serverOnly = issueTestLeaf(kcpCa, { commonName: 'runtime-a', usages: ['serverAuth'], key });
     const cases: [string, { certPem: string; keyPem: string }, RegExp][] = [
-      ['expired', expired, /CERT_HAS_EXPIRED/],
+      ['expired', expired, /^client certificate expired at [A-Z][a-z]{2} .* GMT; the KCP agent renews/],
       ['without CN', nameless, /no subject CN/],
-      ['without clientAuth', serverOnly, /not trusted|purpose/i],
+      ['without clientAuth', serverOnly, /^client certificate is not for client use \(no clientAuth/],
     ];
     for (const [label, pair, reason] of cases) {
       const answer = await sendCallback(listener.port, agentFor({ ...pair, caPem: kcpCa.certPem }), {

@@ -190,7 +190,8 @@ async function carryOut(secrets: KcpPkiSecrets, input: StepInput): Promise<strin
         const info = describeCertificate(leaf.certPem);
         const reissued = issueLeaf({
           ca: input.signer,
-          runtimeId: info.commonName,
+          // The listener's leaf keeps (or, if an older one lacks it, takes) the listener's reserved CN.
+          ...(leaf.kymaName === '' ? { role: 'listener' as const } : { runtimeId: info.commonName }),
           dnsNames: info.dnsNames,
           ipAddresses: info.ipAddresses,
           keyBits: info.keyBits === 3072 || info.keyBits === 4096 ? info.keyBits : 2048,

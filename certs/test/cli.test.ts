@@ -25,7 +25,7 @@ describe('skr-certs journeys with files', function () {
     expect(caOut.certificate).to.include({ isCa: true, commonName: 'skr-watcher-ca' });
     expect(statSync(join(dir, 'ca', 'ca.key')).mode & 0o777).to.equal(0o600);
 
-    const leaf = await skrCerts([
+    const leafArgs = [
       'issue',
       '--ca-cert',
       join(dir, 'ca', 'ca.crt'),
@@ -39,9 +39,8 @@ describe('skr-certs journeys with files', function () {
       'skr7.example.com',
       '--ip',
       '127.0.0.1',
-      '-o',
-      'yaml',
-    ]);
+    ];
+    const leaf = await skrCerts([...leafArgs, '-o', 'yaml']);
     expect(leaf.code, leaf.stderr).to.equal(0);
     const leafOut = parseYaml(leaf.stdout) as {
       certificate: { commonName: string; dnsNames: string[]; ipAddresses: string[] };
@@ -74,6 +73,13 @@ describe('skr-certs journeys with files', function () {
     const keyFile = await skrCerts(['inspect', join(dir, 'leaf', 'tls.key')]);
     expect(keyFile.code).to.equal(0);
     expect(keyFile.stdout).to.match(/tls\.key\s+\(private key\)/);
+
+    // The listener's CN is reserved: an SKR leaf with it could serve as the listener to other SKRs' webhooks.
+    const reserved = await skrCerts(
+      leafArgs.map((arg) => (arg === 'runtime-7' ? 'skr-agent-listener' : arg)),
+    );
+    expect(reserved.code).to.equal(2);
+    expect(reserved.stderr).to.match(/--runtime-id skr-agent-listener is reserved for the listener/);
 
     for (const result of [ca, leaf, verified, table, keyFile]) {
       expect(result.stdout + result.stderr).to.not.match(/PRIVATE KEY|MII[A-Za-z0-9+/]{20}/);

@@ -137,6 +137,15 @@ describe('skr-certs against a real KCP plane', function () {
     const both = await skrCerts([...args, '--listener', '--kyma', 'x', '--domain', 'a.example.com']);
     expect(both.code).to.equal(2);
     expect(both.stderr).to.match(/one of --kyma or --listener/);
+    const renamed = await skrCerts([
+      ...args.slice(0, -1),
+      'events',
+      '--listener',
+      '--domain',
+      'events.kcp.example.com',
+    ]);
+    expect(renamed.code).to.equal(2);
+    expect(renamed.stderr).to.match(/the listener certificate's --runtime-id must be skr-agent-listener/);
   });
 
   it('inspect --secret describes the certificates and reports the key without printing it', async function () {

@@ -127,8 +127,9 @@ async function startExpressWebhook(dir: string, kcpAddr: string): Promise<number
 }
 
 async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: string): Promise<void> {
-  const cert = readFileSync(`${dir}/tls.crt`, 'utf8');
-  const key = readFileSync(`${dir}/tls.key`, 'utf8');
+  // The KCP stand-in serves the listener's certificate: the webhook refuses an SKR leaf as its KCP server.
+  const cert = readFileSync(`${dir}/${role === 'kcp' ? 'kcp-tls.crt' : 'tls.crt'}`, 'utf8');
+  const key = readFileSync(`${dir}/${role === 'kcp' ? 'kcp-tls.key' : 'tls.key'}`, 'utf8');
   const ca = readFileSync(`${dir}/ca.crt`, 'utf8');
   let port: number;
   if (role === 'webhook-express') {
@@ -511,7 +512,12 @@ async function main(): Promise<void> {
   const saturationSeconds = Number(values['saturation-seconds']);
   const sliceSeconds = Number(values['slice-ms']) / 1000;
   const pki = testPki('skr-webhook-bench-ca');
-  const volume = await SecretVolume.create(secretFiles(pki.leaf('skr-bench'), pki.ca.certPem));
+  const listener = pki.listener();
+  const volume = await SecretVolume.create({
+    ...secretFiles(pki.leaf('skr-bench'), pki.ca.certPem),
+    'kcp-tls.crt': listener.certPem,
+    'kcp-tls.key': listener.keyPem,
+  });
   const caPem = pki.ca.certPem;
   const children: Server[] = [];
   try {

@@ -1,7 +1,7 @@
 // One callback to the KCP listener over mutual TLS and kept-alive connections (DESIGN 4.2).
 import { Agent, request, type RequestOptions } from 'node:https';
-import { createSecureContext } from 'node:tls';
-import { eventPath, type WatchEventV2 } from '@skr-watcher/api';
+import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
+import { eventPath, KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
 import type { DeliveryOutcome } from './dispatch.js';
 import type { TlsMaterial } from './tls-reload.js';
 
@@ -132,6 +132,24 @@ export class KcpClient {
         minVersion: 'TLSv1.2',
       }),
       minVersion: 'TLSv1.2',
+      checkServerIdentity: checkListenerIdentity,
     });
   }
+}
+
+/**
+ * The KCP CA signs SKR leaves too, and those may name this address (127.0.0.1 in local mode): besides the host
+ * name, the server must present the listener's reserved identity, which no SKR leaf carries (decision 004).
+ */
+export function checkListenerIdentity(host: string, certificate: PeerCertificate): Error | undefined {
+  const mismatch = checkServerIdentity(host, certificate);
+  if (mismatch) return mismatch;
+  const cn: unknown = certificate.subject?.CN;
+  if (cn === KCP_LISTENER_IDENTITY) return undefined;
+  return Object.assign(
+    new Error(
+      `the server at ${host} is not the KCP listener: its certificate's CN is ${JSON.stringify(cn ?? null)}, not ${KCP_LISTENER_IDENTITY}`,
+    ),
+    { code: 'ERR_KCP_LISTENER_IDENTITY' },
+  );
 }

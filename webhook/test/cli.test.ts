@@ -110,7 +110,7 @@ describe('skr-webhook binary', function () {
   it('starts from env vars, serves a review, delivers the event, and exits 0 on SIGTERM', async () => {
     const pki = testPki();
     const leaf = pki.leaf('skr-binary');
-    const kcp = new TestKcpListener(pki.leaf('kcp'), pki.ca.certPem);
+    const kcp = new TestKcpListener(pki.listener(), pki.ca.certPem);
     await kcp.start();
     const volume = await SecretVolume.create(secretFiles(leaf, pki.ca.certPem));
     const [webhookPort, metricsPort] = [await freePort(), await freePort()];

@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import type { WatchEventV2 } from '@skr-watcher/api';
+import { KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpClient, parseKcpAddress } from '../src/kcp-client.js';
 import { testPki } from './support/certs.js';
 
@@ -18,9 +18,17 @@ describe('KcpClient', function () {
   let server: Server;
   let answer: (path: string) => number | undefined = () => 200;
   let client: KcpClient;
+  /** A client of SKR `leaf` towards `target`, trusting `caPem`. */
+  const oneShotClient = (target: Server, caPem: string) =>
+    new KcpClient({
+      address: { host: '127.0.0.1', port: (target.address() as AddressInfo).port },
+      material: { cert: leaf.certPem, key: leaf.keyPem, ca: caPem },
+      maxSockets: 1,
+      timeoutMs: 1000,
+    });
 
   before(async () => {
-    const serving = pki.leaf('kcp');
+    const serving = pki.listener();
     server = createServer(
       {
         cert: serving.certPem,
@@ -88,18 +96,42 @@ describe('KcpClient', function () {
 
   it('a server whose certificate the CA bundle does not trust is a retry naming the TLS error', async () => {
     const stranger = testPki('stranger-ca');
-    const other = new KcpClient({
-      address: { host: '127.0.0.1', port: (server.address() as AddressInfo).port },
-      material: { cert: leaf.certPem, key: leaf.keyPem, ca: stranger.ca.certPem },
-      maxSockets: 1,
-      timeoutMs: 1000,
-    });
+    const other = oneShotClient(server, stranger.ca.certPem);
     try {
       const outcome = await other.send('lifecycle-manager', EVENT);
       expect(outcome.result).to.equal('retry');
       expect(outcome.result === 'retry' && outcome.reason).to.match(/certificate/i);
     } finally {
       other.close();
+    }
+  });
+
+  it("refuses another SKR's leaf (same CA, names 127.0.0.1) serving as the KCP listener; nothing is sent", async () => {
+    // What a local-mode SKR holds: a leaf of the KCP CA with serverAuth and IP SAN 127.0.0.1.
+    const impostorLeaf = pki.leaf('skr-impostor');
+    let requests = 0;
+    const impostor = createServer(
+      { cert: impostorLeaf.certPem, key: impostorLeaf.keyPem, ca: pki.ca.certPem, requestCert: true },
+      (req, res) => {
+        requests++;
+        req.resume();
+        res.writeHead(200).end();
+      },
+    );
+    await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', () => resolve()));
+    const fooled = oneShotClient(impostor, pki.ca.certPem);
+    try {
+      const outcome = await fooled.send('lifecycle-manager', EVENT);
+      expect(outcome.result).to.equal('retry');
+      expect(outcome.result === 'retry' && outcome.reason).to.equal(
+        'ERR_KCP_LISTENER_IDENTITY: the server at 127.0.0.1 is not the KCP listener: ' +
+          `its certificate's CN is "skr-impostor", not ${KCP_LISTENER_IDENTITY}`,
+      );
+      expect(requests).to.equal(0);
+    } finally {
+      fooled.close();
+      impostor.closeAllConnections();
+      await new Promise((resolve) => impostor.close(resolve));
     }
   });
 

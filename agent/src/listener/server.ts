@@ -3,9 +3,10 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import type { PeerCertificate, TLSSocket } from 'node:tls';
 import {
   CONNECTION_LIMITS,
+  KCP_LISTENER_IDENTITY,
   LABELS,
   LIMITS,
   LISTENER_STATUS,
@@ -65,6 +66,12 @@ const ACCEPTED_BODY = JSON.stringify({
 
 type Identity = { ok: true; runtimeId: string } | { ok: false; message: string };
 
+/** The listener's own certificate (replicas forward with it) is never an SKR's identity (decision 004). */
+const listenerIdentityRefused: Identity = {
+  ok: false,
+  message: `client certificate carries the KCP listener's identity (CN ${KCP_LISTENER_IDENTITY}), not an SKR runtime-id`,
+};
+
 interface Answer {
   code: number;
   message: string;
@@ -104,6 +111,40 @@ function checkTlsMaterial(material: TlsMaterial): { cert: string; key: string; c
   return { cert: material.certPem, key: material.keyPem, ca: blocks };
 }
 
+/** Subjects of the bundle's CAs, e.g. `CN=skr-watcher-ca`, for the 401 reasons. */
+function issuersOf(caBlocks: string[]): string {
+  return caBlocks.map((block) => new X509Certificate(block).subject.replace(/\n/g, ', ')).join(' or ');
+}
+
+function distinguishedName(name: Record<string, unknown> | undefined): string {
+  const parts = Object.entries(name ?? {}).map(([key, value]) => `${key}=${String(value)}`);
+  return parts.length > 0 ? parts.join(', ') : '(empty)';
+}
+
+/**
+ * Why OpenSSL refused a client certificate, in words an SKR operator can act on: the 401 body is all it sees.
+ * Naming our CAs discloses nothing new: the TLS CertificateRequest already lists them to every client.
+ */
+function untrustedReason(code: string, peer: PeerCertificate, issuers: string): string {
+  switch (code) {
+    case 'CERT_HAS_EXPIRED':
+      return `client certificate expired at ${peer.valid_to}; the KCP agent renews SKR certificates 30 days before expiry, so the SKR has not loaded its renewed one`;
+    case 'CERT_NOT_YET_VALID':
+      return `client certificate is not valid before ${peer.valid_from} (are the clocks of SKR and KCP apart?)`;
+    case 'INVALID_PURPOSE':
+      return 'client certificate is not for client use (no clientAuth extended key usage)';
+    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
+    case 'UNABLE_TO_GET_ISSUER_CERT':
+    case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
+    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
+    case 'SELF_SIGNED_CERT_IN_CHAIN':
+    case 'CERT_SIGNATURE_FAILURE':
+      return `client certificate is not trusted: it was issued by ${distinguishedName(peer.issuer as unknown as Record<string, unknown>)}, and the listener accepts certificates issued by ${issuers}`;
+    default:
+      return `client certificate is not trusted by the KCP CA bundle: ${code}`;
+  }
+}
+
 function pathOf(url: string | undefined): string {
   if (url === undefined) return '';
   const query = url.indexOf('?');
@@ -136,6 +177,18 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   const generations = new WeakMap<Socket, number>();
   let tlsGeneration = 0;
   let closing = false;
+  let acceptedIssuers = mode.kind === 'direct' ? issuersOf(checkTlsMaterial(mode).ca) : '';
+  // Not fatal (an agent that does not start serves no one), but every SKR webhook refuses such a listener.
+  const warnUnlessListenerIdentity = (certPem: string): void => {
+    const subject = new X509Certificate(certPem).subject;
+    if (!subject.split('\n').includes(`CN=${KCP_LISTENER_IDENTITY}`)) {
+      logger.warn(
+        { subject },
+        `the listener certificate's CN is not ${KCP_LISTENER_IDENTITY}: SKR webhooks will refuse it; re-issue it with skr-certs issue --listener`,
+      );
+    }
+  };
+  if (mode.kind === 'direct') warnUnlessListenerIdentity(mode.certPem);
 
   const enqueueNow = (key: string, event?: AcceptedEvent): void => {
     options.enqueue(key, event);
@@ -158,16 +211,22 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     let identity: Identity;
     const certificate = socket.getPeerCertificate();
     if (!certificate || Object.keys(certificate).length === 0) {
-      identity = { ok: false, message: 'a client certificate is required' };
-    } else if (!socket.authorized) {
-      const cause = socket.authorizationError;
+      // Go clients (and Node's) send no certificate when none they hold is from the CAs the server names.
       identity = {
         ok: false,
-        message: `client certificate is not trusted by the KCP CA bundle: ${cause instanceof Error ? cause.message : String(cause)}`,
+        message: `no client certificate: the listener accepts certificates issued by ${acceptedIssuers}, and the client sent none (a client holding none from these CAs sends none)`,
       };
+    } else if (!socket.authorized) {
+      const cause: unknown = socket.authorizationError;
+      const code =
+        typeof cause === 'string'
+          ? cause
+          : ((cause as NodeJS.ErrnoException | undefined)?.code ?? String(cause));
+      identity = { ok: false, message: untrustedReason(code, certificate, acceptedIssuers) };
     } else {
       const cn = certificate.subject?.CN as unknown;
-      if (typeof cn === 'string' && cn !== '') identity = { ok: true, runtimeId: cn };
+      if (cn === KCP_LISTENER_IDENTITY) identity = listenerIdentityRefused;
+      else if (typeof cn === 'string' && cn !== '') identity = { ok: true, runtimeId: cn };
       else if (Array.isArray(cn))
         identity = { ok: false, message: 'client certificate has several subject CNs' };
       else identity = { ok: false, message: 'client certificate has no subject CN (the runtime-id)' };
@@ -188,6 +247,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     }
     const runtimeId = runtimeIdFromXfcc(header);
     if (!runtimeId.ok) return { ok: false, message: `X-Forwarded-Client-Cert: ${runtimeId.error}` };
+    if (runtimeId.value === KCP_LISTENER_IDENTITY) return listenerIdentityRefused;
     return { ok: true, runtimeId: runtimeId.value };
   }
 
@@ -481,6 +541,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
         throw new Error('updateTls: the listener runs in gateway mode; the gateway terminates TLS');
       }
       const checked = checkTlsMaterial(material);
+      warnUnlessListenerIdentity(material.certPem);
       try {
         (server as ReturnType<typeof createHttpsServer>).setSecureContext({
           ...checked,
@@ -490,6 +551,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
         throw new Error('listener cannot load the new TLS material', { cause });
       }
       tlsGeneration++;
+      acceptedIssuers = issuersOf(checked.ca);
       // Idle kept-alive connections were trusted under the old bundle: make them handshake again.
       server.closeIdleConnections();
       metrics.tlsUpdates.inc();

@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { ANNOTATIONS, DEFAULTS, LABELS, type Kyma } from '@skr-watcher/api';
+import { ANNOTATIONS, DEFAULTS, KCP_LISTENER_IDENTITY, LABELS, type Kyma } from '@skr-watcher/api';
 import { applyObject, deleteIfExists, type ClusterClient } from '@skr-watcher/kube';
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { ensureSkrCertificate } from './certificate.js';
@@ -61,6 +61,14 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
   const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
   if (!runtimeId) {
     return { ok: false, reason: 'NoRuntimeId', message: `the Kyma has no ${LABELS.runtimeId} label` };
+  }
+  if (runtimeId === KCP_LISTENER_IDENTITY) {
+    // A leaf with this CN could serve as the listener to other SKRs' webhooks (decision 004).
+    return {
+      ok: false,
+      reason: 'RuntimeIdReserved',
+      message: `runtime-id ${runtimeId} is the KCP listener's identity; no SKR certificate is issued for it`,
+    };
   }
   const urlMode = kyma.metadata.annotations?.[ANNOTATIONS.skrWebhookUrl];
   const certificate = await ensureSkrCertificate({

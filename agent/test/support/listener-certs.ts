@@ -3,6 +3,7 @@
 // than forge's pure-JS RSA and lets the benchmark issue 1,000 identities in seconds.
 import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import forge from 'node-forge';
+import { KCP_LISTENER_IDENTITY } from '@skr-watcher/api';
 
 export interface KeyPairPem {
   certPem: string;
@@ -121,7 +122,7 @@ export function issueTestLeaf(ca: TestCa, spec: LeafSpec): KeyPairPem {
 /** The serving certificate of a listener on loopback. */
 export function issueListenerServingCert(ca: TestCa): KeyPairPem {
   return issueTestLeaf(ca, {
-    commonName: 'skr-listener',
+    commonName: KCP_LISTENER_IDENTITY,
     dnsNames: ['localhost'],
     ipAddresses: ['127.0.0.1'],
     usages: ['serverAuth'],

@@ -9,6 +9,7 @@ import {
   type RsaKeyBits,
   signingCaFor,
 } from '@skr-watcher/pki';
+import { KCP_LISTENER_IDENTITY } from '@skr-watcher/api';
 import { readPemFile, writeOutputFiles } from '../files.js';
 import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { CERTIFICATE_COLUMNS, certificateRow, type CommandResult } from '../output.js';
@@ -47,6 +48,14 @@ export async function issue(opts: IssueOptions, now: Date): Promise<CommandResul
     throw new UsageError('issue into the KCP needs --kubeconfig and one of --kyma or --listener');
   }
 
+  if (opts.listener && opts.runtimeId !== KCP_LISTENER_IDENTITY) {
+    // SKR webhooks accept the KCP server under this CN only, and no SKR leaf may carry it (decision 004).
+    throw new UsageError(`the listener certificate's --runtime-id must be ${KCP_LISTENER_IDENTITY}`);
+  }
+  if (!opts.listener && opts.runtimeId === KCP_LISTENER_IDENTITY) {
+    throw new UsageError(`--runtime-id ${KCP_LISTENER_IDENTITY} is reserved for the listener (--listener)`);
+  }
+
   let ca: CertificateAndKey;
   let bundlePem: string;
   let secrets: KcpPkiSecrets | undefined;
@@ -67,7 +76,7 @@ export async function issue(opts: IssueOptions, now: Date): Promise<CommandResul
 
   const leaf = issueLeaf({
     ca,
-    runtimeId: opts.runtimeId,
+    ...(opts.listener ? { role: 'listener' as const } : { runtimeId: opts.runtimeId }),
     // The listener is reached by its own names only; an SKR leaf also serves the webhook's Service names.
     dnsNames: opts.listener ? opts.domain.map((d) => d.toLowerCase()) : webhookDnsNames(opts.domain),
     ipAddresses: opts.ip ?? [],

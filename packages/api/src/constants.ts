@@ -161,6 +161,13 @@ export const CONNECTION_LIMITS = {
 } as const;
 
 /**
+ * Subject CN of the KCP listener's certificate (the agent's identity). SKR leaves come from the same CA with CN =
+ * runtime-id, so this name is reserved: no SKR leaf may carry it, the listener refuses it as a client, and SKR
+ * webhooks accept a KCP server only under it. That is what keeps an SKR's leaf from serving as the listener.
+ */
+export const KCP_LISTENER_IDENTITY = 'skr-agent-listener';
+
+/**
  * Cipher suites every TLS server of the system offers (Node's `ciphers` option): TLS 1.3's AEAD suites and, on
  * TLS 1.2, ECDHE with AES-GCM or ChaCha20-Poly1305 only. Node's default also accepts static-RSA and CBC suites
  * (no forward secrecy, padding-oracle history); Go's TLS stack (the API server, the reference webhook) offers

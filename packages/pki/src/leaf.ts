@@ -1,7 +1,8 @@
-// Per-SKR leaf certificates: the webhook's serving certificate and its client certificate for callbacks.
+// Leaf certificates: per SKR (the webhook's serving and callback client certificate) and the KCP listener's.
 import { isIP } from 'node:net';
 import { X509Certificate } from 'node:crypto';
 import forge from 'node-forge';
+import { KCP_LISTENER_IDENTITY } from '@skr-watcher/api';
 import { assertCommonName, assertValidityDays, type CertificateAndKey } from './ca.js';
 import {
   assertRsaKeyBits,
@@ -23,16 +24,24 @@ export const DEFAULT_LEAF_VALIDITY_DAYS = 60;
  */
 export const DEFAULT_LEAF_KEY_BITS: RsaKeyBits = 2048;
 
-export interface IssueLeafOptions {
+interface LeafOptions {
   ca: CertificateAndKey;
-  /** The SKR's identity: becomes the Subject CN, which the listener maps to the Kyma. */
-  runtimeId: string;
   dnsNames: string[];
   ipAddresses?: string[];
   keyBits?: RsaKeyBits;
   validityDays?: number;
   now?: Date;
 }
+
+/**
+ * Whose leaf: an SKR's (CN = runtime-id, which the listener maps to the Kyma; the same leaf serves the webhook to
+ * the SKR API server and authenticates its callbacks), or the KCP listener's (CN = `KCP_LISTENER_IDENTITY`, which
+ * SKR webhooks require of the KCP server and which no SKR leaf may carry). Both keep serverAuth and clientAuth:
+ * the webhook serves and calls with one leaf, and agent replicas forward callbacks to each other with the
+ * listener's (decision 004).
+ */
+export type IssueLeafOptions = LeafOptions &
+  ({ role?: 'skr'; runtimeId: string } | { role: 'listener'; runtimeId?: undefined });
 
 const DNS_NAME =
   /^(?=.{1,253}$)(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
@@ -59,13 +68,18 @@ type LeafPlan = ReturnType<typeof planLeaf>;
 
 /** Validates everything before a key is generated, so bad input fails fast and costs nothing. */
 function planLeaf(opts: IssueLeafOptions) {
-  const what = `issue leaf for runtime ${opts.runtimeId}`;
+  const commonName = opts.role === 'listener' ? KCP_LISTENER_IDENTITY : opts.runtimeId;
+  const what =
+    opts.role === 'listener' ? 'issue the KCP listener certificate' : `issue leaf for runtime ${commonName}`;
   const keyBits = opts.keyBits ?? DEFAULT_LEAF_KEY_BITS;
   const validityDays = opts.validityDays ?? DEFAULT_LEAF_VALIDITY_DAYS;
   const ipAddresses = opts.ipAddresses ?? [];
   assertRsaKeyBits(keyBits, what);
   assertValidityDays(validityDays, what);
-  assertCommonName(opts.runtimeId, what);
+  assertCommonName(commonName, what);
+  if (opts.role !== 'listener' && commonName === KCP_LISTENER_IDENTITY) {
+    throw new RangeError(`${what}: runtime-id ${commonName} is reserved for the KCP listener`);
+  }
   for (const name of opts.dnsNames) {
     if (!isDnsName(name)) throw new RangeError(`${what}: not a lower-case DNS name: ${JSON.stringify(name)}`);
   }
@@ -90,17 +104,17 @@ function planLeaf(opts: IssueLeafOptions) {
     Math.min(notBefore.getTime() + validityDays * DAY_MS, ca.cert.validity.notAfter.getTime()),
   );
 
-  return { opts, ipAddresses, keyBits, ca, notBefore, notAfter };
+  return { opts, commonName, ipAddresses, keyBits, ca, notBefore, notAfter };
 }
 
 function signLeaf(plan: LeafPlan, key: RsaKeyPair): CertificateAndKey {
-  const { opts, ipAddresses, ca, notBefore, notAfter } = plan;
+  const { opts, commonName, ipAddresses, ca, notBefore, notAfter } = plan;
   const cert = forge.pki.createCertificate();
   cert.publicKey = key.forgePublicKey;
   cert.serialNumber = randomSerialHex();
   cert.validity.notBefore = notBefore;
   cert.validity.notAfter = notAfter;
-  cert.setSubject([{ name: 'commonName', value: opts.runtimeId }]);
+  cert.setSubject([{ name: 'commonName', value: commonName }]);
   cert.setIssuer(ca.cert.subject.attributes);
   cert.setExtensions([
     { name: 'basicConstraints', cA: false, critical: true },

@@ -1,6 +1,7 @@
 import { describe, it, before } from 'mocha';
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { KCP_LISTENER_IDENTITY } from '@skr-watcher/api';
 import {
   createCa,
   describeCertificate,
@@ -137,6 +138,15 @@ describe('pki: CA and leaf issuance', function () {
     ).to.throw(RangeError, /2048, 3072, 4096/);
     expect(() => createCa({ commonName: 'x', keyBits: 8192 as 4096 })).to.throw(RangeError);
     expect(() => createCa({ commonName: 'x', validityDays: 0 })).to.throw(/validityDays/);
+  });
+
+  it("gives the KCP listener's leaf its reserved CN, and refuses that CN to any SKR leaf", function () {
+    const listener = issueLeaf({ ca, role: 'listener', dnsNames: ['events.kcp.example.com'] });
+    expect(describeCertificate(listener.certPem).commonName).to.equal(KCP_LISTENER_IDENTITY);
+    expect(() => issueLeaf({ ca, runtimeId: KCP_LISTENER_IDENTITY, dnsNames: ['skr.example.com'] })).to.throw(
+      RangeError,
+      /runtime-id skr-agent-listener is reserved for the KCP listener/,
+    );
   });
 
   it('refuses to sign with a leaf, a mismatched key or an expired CA', function () {

@@ -10,6 +10,8 @@ export interface TestPki {
   ca: CertificateAndKey;
   /** A leaf with IP SAN 127.0.0.1: serves admission and is the client certificate towards KCP. */
   leaf(runtimeId: string): CertificateAndKey;
+  /** The KCP listener's certificate (its reserved CN) for 127.0.0.1: what the webhook's KCP client accepts. */
+  listener(): CertificateAndKey;
 }
 
 export function testPki(commonName = 'skr-webhook-test-ca'): TestPki {
@@ -20,6 +22,15 @@ export function testPki(commonName = 'skr-webhook-test-ca'): TestPki {
       issueLeaf({
         ca,
         runtimeId,
+        dnsNames: ['localhost'],
+        ipAddresses: ['127.0.0.1'],
+        keyBits: 2048,
+        validityDays: 1,
+      }),
+    listener: () =>
+      issueLeaf({
+        ca,
+        role: 'listener',
         dnsNames: ['localhost'],
         ipAddresses: ['127.0.0.1'],
         keyBits: 2048,

@@ -21,7 +21,7 @@ export async function startWebhookFixture(
   pki = testPki(),
 ): Promise<WebhookFixture> {
   const leaf = pki.leaf('skr-test-runtime');
-  const kcpLeaf = pki.leaf('kcp-listener');
+  const kcpLeaf = pki.listener();
   const kcp = new TestKcpListener(kcpLeaf, pki.ca.certPem);
   await kcp.start();
   const volume = await SecretVolume.create(secretFiles(leaf, pki.ca.certPem));
