@@ -208,6 +208,33 @@ describe('listener (direct mTLS)', function () {
     expect(enqueued).to.have.length(0);
   });
 
+  it('refuses a TLS 1.2 client offering only static-RSA or CBC suites, before and after updateTls', async function () {
+    const handshake = (ciphers: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect({
+          host: '127.0.0.1',
+          port: listener.port,
+          ...skrA,
+          ca: kcpCa.certPem,
+          maxVersion: 'TLSv1.2',
+          ciphers,
+        });
+        socket.once('secureConnect', () => {
+          resolve(`connected ${socket.getCipher().name}`);
+          socket.destroy();
+        });
+        socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+      });
+    for (const round of ['at start', 'after updateTls']) {
+      expect(await handshake('AES128-SHA'), round).to.not.match(/^connected/);
+      expect(await handshake('AES256-SHA256'), round).to.not.match(/^connected/);
+      expect(await handshake('ECDHE-RSA-AES128-GCM-SHA256'), round).to.equal(
+        'connected ECDHE-RSA-AES128-GCM-SHA256',
+      );
+      listener.updateTls({ ...serving, caBundlePem: kcpCa.certPem });
+    }
+  });
+
   it('answers 403 for an identity that no Kyma carries', async function () {
     const orphan = { ...issueTestLeaf(kcpCa, { commonName: 'runtime-orphan' }), caPem: kcpCa.certPem };
     const answer = await sendCallback(listener.port, agentFor(orphan), { body: v2Body() });

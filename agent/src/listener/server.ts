@@ -12,6 +12,7 @@ import {
   LISTENER_STATUS,
   parseEventPath,
   parseWatchEvent,
+  TLS_SERVER_CIPHERS,
   type WatchEventV1,
 } from '@skr-watcher/api';
 import {
@@ -473,6 +474,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
             // with a handshake alert, so an SKR operator can see why (docs/decisions/005).
             rejectUnauthorized: false,
             minVersion: 'TLSv1.2',
+            ciphers: TLS_SERVER_CIPHERS,
           },
           onRequest,
         )
@@ -546,6 +548,7 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
         (server as ReturnType<typeof createHttpsServer>).setSecureContext({
           ...checked,
           minVersion: 'TLSv1.2',
+          ciphers: TLS_SERVER_CIPHERS,
         });
       } catch (cause) {
         throw new Error('listener cannot load the new TLS material', { cause });
