@@ -492,7 +492,7 @@ describe('skr-certs against a real KCP plane', function () {
     const bundle = (await secrets.readBundle()) ?? '';
     const listener = issueLeaf({
       ca: oldCa!.current,
-      runtimeId: 'skr-agent-listener',
+      role: 'listener',
       dnsNames: ['listener.kcp.example.com'],
       ipAddresses: ['127.0.0.1'],
       keyBits: 2048,
