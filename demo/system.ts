@@ -53,6 +53,11 @@ export interface LocalSystemOptions {
   onAdmission?: (seen: AdmissionSeen) => void;
   /** Extra flags for `skr-agent run`. */
   agentArgs?: string[];
+  /**
+   * Runs the agent at debug level and passes on its log entries whose message is one of `messages` (parsed), e.g.
+   * the per-step timestamps of each targeted mirror for bench:e2e.
+   */
+  onAgentLog?: { messages: string[]; handle: (entry: Record<string, unknown>) => void };
   /** Bound of the startup, counted once kube-apiserver and etcd are at hand (a first build takes minutes). */
   startupTimeoutMs?: number;
 }
@@ -159,6 +164,26 @@ function admissionOf(skr: string, line: string): AdmissionSeen | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Child options that run the agent at debug level and pass on the entries `onAgentLog` asks for. */
+function agentLogOptions({
+  messages,
+  handle,
+}: NonNullable<LocalSystemOptions['onAgentLog']>): Pick<Parameters<typeof startChild>[0], 'env' | 'onLine'> {
+  const quoted = messages.map((message) => JSON.stringify(message));
+  return {
+    env: { LOG_LEVEL: 'debug' },
+    onLine: (line) => {
+      if (!quoted.some((message) => line.includes(message))) return;
+      try {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        if (messages.includes(String(entry['msg']))) handle(entry);
+      } catch {
+        // Not a JSON log line: nothing to pass on.
+      }
+    },
+  };
 }
 
 const SCRATCH_MARKER = '.skr-watcher-local-system';
@@ -297,6 +322,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       name: 'skr-agent',
       entry: ENTRY_POINTS.agent,
       logFile: join(dir, 'skr-agent.log'),
+      ...(options.onAgentLog ? agentLogOptions(options.onAgentLog) : {}),
       args: [
         'run',
         '--kubeconfig',

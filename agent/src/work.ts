@@ -145,6 +145,7 @@ export function routeCallback(
     namespace: event.watched.namespace,
     name: event.watched.name,
     fingerprint: event.fingerprint,
+    receivedAtMs: event.receivedAt.getTime(),
   };
   void reconciler
     .mirrorModuleCr(kymaKey, change)

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, type ChangeFingerprint } from '@skr-watcher/api';
+import { DEFAULTS, GROUP, KINDS, LABELS, type ChangeFingerprint } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createLogger, createRegistry, type Registry } from '@skr-watcher/telemetry';
@@ -332,6 +332,84 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       });
       expect(result).to.deep.equal({ outcome: 'mirrored', reads: 1 });
       expect(await mirroredGreeting(names.namespace)).to.equal('callback only');
+    });
+  });
+
+  describe('alongside a full reconcile (the reconciler alone)', () => {
+    let reconciler: Reconciler;
+    let names: Awaited<ReturnType<typeof world>>;
+    /** While set, a full reconcile waits in its SyncResources step (after its modules) until it is opened. */
+    let hold: { reached: () => void; opened: Promise<void> } | undefined;
+
+    before(async () => {
+      names = await world();
+      reconciler = createReconciler({
+        kcp,
+        namespace: names.namespace,
+        requeue: QUIET_REQUEUE,
+        syncResourceNames: async () => {
+          if (hold) {
+            hold.reached();
+            await hold.opened;
+          }
+          return [];
+        },
+      });
+      await reconciler.reconcile(names.kymaKey);
+    });
+
+    after(async () => reconciler?.close());
+
+    const changeOf = (edited: { metadata: Meta }, before: { metadata: Meta }) => ({
+      gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
+      namespace: names.skrNamespace,
+      name: 'sample',
+      fingerprint: {
+        uid: edited.metadata.uid,
+        generation: edited.metadata.generation,
+        previousResourceVersion: before.metadata.resourceVersion,
+      },
+    });
+
+    it('mirrors an edit while a full reconcile of the same Kyma is still running', async () => {
+      let reached: () => void = () => {};
+      const inPass = new Promise<void>((resolve) => (reached = resolve));
+      let open: () => void = () => {};
+      hold = { reached, opened: new Promise<void>((resolve) => (open = resolve)) };
+      let passDone = false;
+      const pass = reconciler.reconcile(names.kymaKey).finally(() => (passDone = true));
+      try {
+        await inPass;
+        const before = await readSample(names.skrNamespace);
+        const edited = await editSample(names.skrNamespace, 'during a full reconcile');
+        const result = await Promise.race([
+          reconciler.mirrorModuleCr(names.kymaKey, changeOf(edited, before)),
+          until('the targeted mirror (it waited for the full reconcile)', () => undefined),
+        ]);
+        expect({ result, passDone }).to.deep.equal({
+          result: { outcome: 'mirrored', reads: 1 },
+          passDone: false,
+        });
+        expect(await mirroredGreeting(names.namespace)).to.equal('during a full reconcile');
+      } finally {
+        hold = undefined;
+        open();
+        await pass;
+      }
+    });
+
+    it('does not write back the ModuleConfig of a module the user took over (managed: false)', async () => {
+      const skrKyma = refTo('kyma', names.skrNamespace, DEFAULTS.skrKymaName);
+      await mergePatchCustomObject(custom(skr), skrKyma, {
+        spec: { modules: [{ name: 'sample', managed: false }] },
+      });
+      await reconciler.reconcile(names.kymaKey);
+      expect(await mirroredGreeting(names.namespace)).to.equal(undefined);
+      const before = await readSample(names.skrNamespace);
+      const edited = await editSample(names.skrNamespace, 'the user runs it');
+      const result = await reconciler.mirrorModuleCr(names.kymaKey, changeOf(edited, before));
+      expect(result.outcome).to.equal('not-a-module');
+      expect(await mirroredGreeting(names.namespace)).to.equal(undefined);
     });
   });
 });

@@ -59,6 +59,8 @@ interface Edit {
   greeting: string;
   sentAtMs: number;
   writeReturnedAtMs?: number;
+  /** metadata.generation of the Module CR after the edit (as the write returned it). */
+  generation?: number;
   /** The webhook logged the relevant change; the listener accepted its callback (agent's clock, ms). */
   admissionAtMs?: number;
   callbackAtMs?: number;
@@ -125,11 +127,12 @@ async function runEdits(system: LocalSystem, edits: Edit[]): Promise<void> {
     pending.get(edit.skr)?.push(edit);
     edit.sentAtMs = Date.now();
     try {
-      await apis.get(edit.skr)?.patchNamespacedCustomObject({
+      const written = (await apis.get(edit.skr)?.patchNamespacedCustomObject({
         ...SAMPLE_MODULE,
         body: [{ op: 'replace', path: '/spec/greeting', value: edit.greeting }],
-      });
+      })) as { metadata?: { generation?: number } } | undefined;
       edit.writeReturnedAtMs = Date.now();
+      edit.generation = written?.metadata?.generation;
     } catch (error) {
       edit.failed = error instanceof Error ? error.message : String(error);
       const queue = pending.get(edit.skr);
@@ -323,16 +326,119 @@ function attachStages(edits: Edit[], admissions: AdmissionSeen[], callbacks: Liv
   }
 }
 
+/** The agent's debug entry per targeted mirror: when each step ended (epoch ms; agent/src/reconcile/index.ts). */
+interface MirrorLog {
+  kyma: string;
+  outcome: string;
+  reads: number;
+  generation?: number;
+  queuedAt: number;
+  startedAt: number;
+  skrReadAt?: number;
+  kymaReadAt?: number;
+  configReadAt?: number;
+  specAppliedAt?: number;
+  doneAt: number;
+}
+
+/** The agent's debug entry per full reconcile. */
+interface ReconcileLog {
+  kyma: string;
+  startedAt: number;
+  doneAt: number;
+}
+
+const AGENT_MESSAGES = {
+  mirror: 'Module CR mirrored on its callback',
+  reconcile: 'Kyma reconciled',
+} as const;
+
+/** Kyma name of a `namespace/name` key. */
+const kymaName = (key: string) => key.slice(key.indexOf('/') + 1);
+
+/**
+ * Where the agent's part goes, per edit whose ModuleConfig its own targeted mirror wrote (matched by SKR and the
+ * Module CR generation the mirror read); then what the other mirrors found and why.
+ */
+function agentSteps(edits: Edit[], mirrors: MirrorLog[], reconciles: ReconcileLog[]): void {
+  const written = new Map<string, MirrorLog>();
+  for (const mirror of mirrors)
+    if (mirror.outcome === 'mirrored' && mirror.generation !== undefined)
+      written.set(`${kymaName(mirror.kyma)}\0${mirror.generation}`, mirror);
+  const pairs = edits.flatMap((edit) => {
+    const mirror = written.get(`${edit.skr}\0${edit.generation}`);
+    return mirror && edit.arrivedAtMs !== undefined && !edit.superseded ? [{ edit, mirror }] : [];
+  });
+  const step = (label: string, of: (pair: (typeof pairs)[0]) => number | undefined) =>
+    console.log(
+      summary(
+        label,
+        pairs.flatMap((pair) => {
+          const ms = of(pair);
+          return ms === undefined || Number.isNaN(ms) ? [] : [ms];
+        }),
+      ),
+    );
+  console.log(
+    `The agent's part, step by step (${pairs.length} edits whose ModuleConfig their own targeted mirror wrote):`,
+  );
+  step('callback → queued', ({ edit, mirror }) => mirror.queuedAt - (edit.callbackAtMs ?? Number.NaN));
+  step('queued → started', ({ mirror }) => mirror.startedAt - mirror.queuedAt);
+  step('start → SKR read', ({ mirror }) => (mirror.skrReadAt ?? Number.NaN) - mirror.startedAt);
+  step('start → Kyma read', ({ mirror }) => (mirror.kymaReadAt ?? Number.NaN) - mirror.startedAt);
+  step('start → MC read', ({ mirror }) => (mirror.configReadAt ?? Number.NaN) - mirror.startedAt);
+  step(
+    'reads → applied',
+    ({ mirror }) =>
+      (mirror.specAppliedAt ?? Number.NaN) - Math.max(mirror.skrReadAt ?? 0, mirror.configReadAt ?? 0),
+  );
+  step(
+    'applied → watch',
+    ({ edit, mirror }) => (edit.arrivedAtMs as number) - (mirror.specAppliedAt ?? Number.NaN),
+  );
+  step('applied → done', ({ mirror }) => mirror.doneAt - (mirror.specAppliedAt ?? Number.NaN));
+  const behindFull = (mirror: MirrorLog) =>
+    reconciles.some(
+      (pass) =>
+        pass.kyma === mirror.kyma && pass.startedAt < mirror.startedAt && pass.doneAt > mirror.queuedAt,
+    );
+  const byOutcome = new Map<string, { all: number; behindFull: number }>();
+  for (const mirror of mirrors) {
+    const counts = byOutcome.get(mirror.outcome) ?? { all: 0, behindFull: 0 };
+    counts.all++;
+    if (behindFull(mirror)) counts.behindFull++;
+    byOutcome.set(mirror.outcome, counts);
+  }
+  console.log(
+    `targeted mirrors by outcome (of them, queued while a full reconcile of the same Kyma ran): ${[
+      ...byOutcome,
+    ]
+      .map(([outcome, { all, behindFull: behind }]) => `${outcome} ${all} (${behind})`)
+      .join(', ')}`,
+  );
+  const passMs = reconciles.map((pass) => pass.doneAt - pass.startedAt);
+  console.log(summary('full reconcile', passMs), ' (duration of each full reconcile during the run)');
+}
+
 async function main(): Promise<void> {
   const parent = await mkdtemp(join(tmpdir(), 'e2e-bench-'));
   const t0 = Date.now();
   const admissions: AdmissionSeen[] = [];
   const callbacks: LiveEvent[] = [];
+  const mirrorLogs: MirrorLog[] = [];
+  const reconcileLogs: ReconcileLog[] = [];
   console.log(`load average at the start: ${load()} (2 cores, shared)`);
   const system = await startLocalSystem({
     dir: join(parent, 'system'),
     progress: (line) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${line}`),
     onAdmission: (seen) => admissions.push(seen),
+    onAgentLog: {
+      messages: Object.values(AGENT_MESSAGES),
+      handle: (entry) => {
+        if (entry['msg'] === AGENT_MESSAGES.mirror) mirrorLogs.push(entry as unknown as MirrorLog);
+        else reconcileLogs.push(entry as unknown as ReconcileLog);
+      },
+    },
   });
   const live = connectLiveEvents(system.eventsUrl, (event) => callbacks.push(event));
   let hung: HostileSkr | undefined;
@@ -360,6 +466,7 @@ async function main(): Promise<void> {
       `\nModule CR edits: ${EDITS} at ${RATE}/s, alternating ${system.skrs.map((s) => s.name).join(' and ')} (load average ${load()})`,
     );
     const edits = editsFor(system, EDITS, 'bench');
+    const logsFrom = { mirrors: mirrorLogs.length, reconciles: reconcileLogs.length };
     await runEdits(system, edits);
     const after = await Promise.all(system.skrs.map((skr) => scrape(skr.webhookMetricsPort)));
     const agentAfter = await scrape(system.agentMetricsPort);
@@ -416,6 +523,7 @@ async function main(): Promise<void> {
         ),
       ),
     );
+    agentSteps(edits, mirrorLogs.slice(logsFrom.mirrors), reconcileLogs.slice(logsFrom.reconciles));
     const writes = edits
       .filter((e) => e.writeReturnedAtMs !== undefined)
       .map((e) => (e.writeReturnedAtMs as number) - e.sentAtMs);

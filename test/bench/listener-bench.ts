@@ -1,6 +1,6 @@
 // Listener benchmark (DESIGN 5): events/s over mTLS with kept-alive connections, and the listener under overload:
 // events offered at 10× what the workers can reconcile, for 30 s, through the agent's wake-up path (routeCallback,
-// the Kyma lanes, the coalescing work queue), with reconciles simulated by waits.
+// the mirror lanes, the coalescing work queue), with reconciles simulated by waits.
 //
 //   npm run bench:listener -- [--events 40000] [--connections 64] [--clients 1]
 //                             [--skrs 250] [--workers 4] [--reconcile-ms 16] [--mirror-ms 4] [--overload 10] [--seconds 30]
@@ -20,7 +20,7 @@ import { Worker } from 'node:worker_threads';
 import { WorkQueue } from '@skr-watcher/kube';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { startListener, type ListenerOptions } from '../../agent/src/listener/index.js';
-import { KymaLanes, type ModuleCrChange } from '../../agent/src/reconcile/index.js';
+import { MirrorLanes, type ModuleCrChange } from '../../agent/src/reconcile/index.js';
 import { routeCallback } from '../../agent/src/work.js';
 import {
   createTestCa,
@@ -291,8 +291,8 @@ function percentile(sorted: number[], p: number): number {
 
 /**
  * DESIGN 5, listener under overload: events offered at `overload` × what the workers can reconcile, for
- * `seconds`, through the listener and the agent's own wake-up path (routeCallback → targeted mirror in the
- * Kyma's lane, then the coalescing work queue). Reconciles and mirrors are simulated by waits (a real one waits
+ * `seconds`, through the listener and the agent's own wake-up path (routeCallback → targeted mirror in its
+ * Module CR's mirror lane, then the coalescing work queue). Reconciles and mirrors are simulated by waits (a real one waits
  * on two API servers). Prints the three figures an operator needs: most keys the queue held (never above the
  * SKRs), overlapping runs of one key (0), and per SKR the time from the burst's end until its last change was
  * reconciled (bar ≤ 2 s).
@@ -319,17 +319,20 @@ async function overload(
   const lastEventAt = new Map<string, number>();
   const fullRuns = new Map<string, { start: number; end: number }[]>();
   const mirrorRuns = new Map<string, { start: number; end: number }[]>();
+  // Full reconciles and mirrors of one Kyma may overlap (each Module CR's mirrors are ordered in their own lane):
+  // an overlap is two full reconciles, or two mirrors, of one key at once.
   const runOnce = async (key: string, ms: number, runs: Map<string, { start: number; end: number }[]>) => {
-    if (running.has(key)) overlaps++;
-    running.add(key);
+    const lane = `${runs === fullRuns ? 'full' : 'mirror'}\0${key}`;
+    if (running.has(lane)) overlaps++;
+    running.add(lane);
     const start = performance.now();
     await sleep(ms);
-    running.delete(key);
+    running.delete(lane);
     const list = runs.get(key) ?? [];
     list.push({ start, end: performance.now() });
     runs.set(key, list);
   };
-  const lanes = new KymaLanes();
+  const lanes = new MirrorLanes();
   const queue = new WorkQueue({
     name: 'bench',
     workers,

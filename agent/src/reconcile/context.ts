@@ -3,6 +3,7 @@ import { GROUP, KINDS, type Kyma, type RequeueIntervals } from '@skr-watcher/api
 import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { EventRecorder } from './events.js';
+import type { MirroredObject } from './mirror-lanes.js';
 import type { RegistrationSettings } from './skr-webhook.js';
 
 export interface ReconcileContext {
@@ -21,6 +22,11 @@ export interface ReconcileContext {
   syncResourcePolicy: SyncResourcePolicy;
   /** Names of the SyncResources of a Kyma from the caller's cache; a watch-cache list when undefined. */
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
+  /**
+   * Runs `work` in the mirror lane of one Module CR of the Kyma `kymaKey` (namespace/name): every read of the Module
+   * CR that decides a write of its ModuleConfig, and that write, happen inside it (mirror-lanes.ts).
+   */
+  inMirrorLane<T>(kymaKey: string, object: MirroredObject, work: () => Promise<T>): Promise<T>;
   /** SKR webhook registration and broken-watcher detection; off when undefined. */
   registration?: RegistrationSettings;
 }

@@ -34,8 +34,9 @@
  *   an object created a moment before a reconcile may be missed by that pass, and its watch event triggers the
  *   next one. Whatever decides a write is read fresh (docs/decisions/006-server-side-apply.md).
  * - State kept between calls, none of which decides what a reconcile writes: the SKR client cache (keyed by the
- *   kubeconfig Secret's uid and resourceVersion, each client with its circuit breaker) and the chain that runs
- *   one Kyma's reconciles and targeted mirrors one at a time.
+ *   kubeconfig Secret's uid and resourceVersion, each client with its circuit breaker) and the lanes that run one
+ *   Kyma's reconciles one at a time, and the writes of one ModuleConfig (targeted mirror or full reconcile) one at
+ *   a time.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
@@ -68,12 +69,18 @@ import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
-import { KymaLanes } from './kyma-lanes.js';
-import { mirrorChangedModuleCr, type ModuleCrChange, type ModuleMirrorResult } from './module-mirror.js';
+import { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
+import {
+  epochMs,
+  mirrorChangedModuleCr,
+  type MirrorSteps,
+  type ModuleCrChange,
+  type ModuleMirrorResult,
+} from './module-mirror.js';
 import type { RegistrationSettings } from './skr-webhook.js';
 import { parseKyma } from './shapes.js';
 
-export { KymaLanes } from './kyma-lanes.js';
+export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './module-mirror.js';
 export { CONDITIONS } from './status.js';
@@ -197,6 +204,10 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   const clock = options.clock ?? (() => new Date());
   const namespace = options.namespace || DEFAULTS.kcpNamespace;
   const metrics = metricsIn(options.registry);
+  // A targeted mirror and the full reconcile's mirror step of the same Module CR run one at a time, each reading
+  // the Module CR inside its lane, so a pass that read it before an edit never writes over the targeted mirror.
+  // Nothing else of a full reconcile holds a mirror up (decision 010).
+  const lanes = new MirrorLanes();
   // Client construction is async (the pooled dispatcher); the first reconcile awaits it.
   const ready: Promise<{ kcp: ClusterClient; skrClients: SkrClients; ctx: ReconcileContext }> = (async () => {
     const kcp = await createClusterClient(options.kcp, {
@@ -231,6 +242,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
       requeue: { ...DEFAULT_REQUEUE_INTERVALS, ...options.requeue },
       syncResourcePolicy: options.syncResourcePolicy ?? SYNC_RESOURCE_ALLOWED,
+      inMirrorLane: (kymaKey, object, work) => lanes.run(mirrorLaneKey(kymaKey, object), work),
       ...(options.registration ? { registration: options.registration } : {}),
       ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
     };
@@ -258,6 +270,9 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       return { result: {}, label: 'paused' };
     }
     if (kyma.metadata.deletionTimestamp) {
+      // Mirrors that read the Kyma before its deletionTimestamp finish first, so none writes a ModuleConfig after
+      // the deletion removed it; those queued from now on read the timestamp and write nothing.
+      await lanes.drain(`${kymaNamespace}/${name}`);
       const outcome = await deleteKyma(ctx, kyma);
       return { result: requeue(outcome.requeueAfterMs), label: 'deleting' };
     }
@@ -265,14 +280,12 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
   }
 
-  // The work queue never runs one Kyma twice at once; the targeted mirror joins that rule through the Kyma's lane,
-  // so a full pass that read a Module CR before an edit never writes its older mirror over the targeted one.
-  const lanes = new KymaLanes();
-
   return {
+    // The work queue never runs one Kyma twice at once; its own lane keeps that true for direct callers too.
     reconcile: (kymaKey) =>
       lanes.run(kymaKey, async () => {
         const started = process.hrtime.bigint();
+        const startedAt = epochMs();
         let label = 'failed';
         const seen: { runtimeId?: string } = {};
         try {
@@ -291,25 +304,49 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;
           metrics?.total.inc({ result: label });
           metrics?.duration.observe({ result: label }, seconds);
+          logger.debug({ kyma: kymaKey, result: label, startedAt, doneAt: epochMs() }, 'Kyma reconciled');
         }
       }),
-    mirrorModuleCr: (kymaKey, announced) =>
-      lanes.mirror(kymaKey, announced, async (change) => {
+    mirrorModuleCr: (kymaKey, announced) => {
+      const queuedAt = epochMs();
+      let kymaNamespace: string;
+      let name: string;
+      try {
+        ({ namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace));
+      } catch (error) {
+        return Promise.reject(error as Error);
+      }
+      // The full reconcile names its lanes namespace/name too (modules.ts).
+      return lanes.mirror(`${kymaNamespace}/${name}`, announced, async (change) => {
+        const startedAt = epochMs();
+        const steps: MirrorSteps = {};
         const { ctx } = await ready;
-        const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
         const kyma = getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name)).then((raw) => {
           const read = raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
           return read && !isPaused(read) && !read.metadata.deletionTimestamp ? read : undefined;
         });
-        const result = await mirrorChangedModuleCr(ctx, name, kyma, change);
+        const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps);
         metrics?.mirrors.inc({ outcome: result.outcome });
         metrics?.mirrorReads.observe(result.reads);
+        // Timestamps of each step (epoch ms): bench:e2e reads them to say where an edit's milliseconds go.
         logger.debug(
-          { kyma: kymaKey, gvk: change.gvk, namespace: change.namespace, name: change.name, ...result },
+          {
+            kyma: kymaKey,
+            gvk: change.gvk,
+            namespace: change.namespace,
+            name: change.name,
+            ...result,
+            receivedAt: change.receivedAtMs,
+            queuedAt,
+            startedAt,
+            ...steps,
+            doneAt: epochMs(),
+          },
           'Module CR mirrored on its callback',
         );
         return result;
-      }),
+      });
+    },
     async close() {
       const { kcp, skrClients } = await ready.catch(() => ({ kcp: undefined, skrClients: undefined }));
       await skrClients?.close();

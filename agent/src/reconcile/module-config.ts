@@ -132,6 +132,7 @@ export async function mirrorModuleCr(
   moduleCr: KubernetesObject & { spec?: unknown },
   state: ResourceState,
   existing: ModuleConfig | undefined,
+  onSpecApplied?: () => void,
 ): Promise<boolean> {
   const name = existing?.metadata.name ?? moduleConfigName(kyma, module);
   const ref = refOf('moduleConfig', ctx.namespace, name);
@@ -162,6 +163,7 @@ export async function mirrorModuleCr(
     const appliedGeneration = (applied as { metadata?: { generation?: unknown } } | undefined)?.metadata
       ?.generation;
     generation = typeof appliedGeneration === 'number' ? appliedGeneration : generation;
+    onSpecApplied?.();
   }
   const statusChanged =
     specChanged ||

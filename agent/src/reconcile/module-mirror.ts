@@ -8,9 +8,11 @@ import {
   type ChangeFingerprint,
   type Kyma,
   type ResourceState,
+  trackedObject,
 } from '@skr-watcher/api';
 import { readObject } from '@skr-watcher/kube';
 import type { ReconcileContext } from './context.js';
+import { mirroredObjectOf } from './mirror-lanes.js';
 import { mirrorModuleCr, readModuleConfig } from './module-config.js';
 import { isResourceState } from './status.js';
 
@@ -20,12 +22,14 @@ export interface ModuleCrChange {
   namespace: string;
   name: string;
   fingerprint: ChangeFingerprint;
+  /** When the listener accepted the callback (epoch ms), for the debug log of where the time went. */
+  receivedAtMs?: number;
 }
 
 /**
  * mirrored / unchanged: the ModuleConfig shows the Module CR as read (written now, or already);
- * not-a-module: no module of the Kyma has this object (a Kyma edit, or not yet reconciled once): it was only
- * waited for;
+ * not-a-module: no module of the Kyma has this object (a Kyma edit, an unmanaged module, or not yet reconciled
+ * once), or the module has no ModuleConfig (yet): it was only waited for;
  * absent: the Module CR is gone (the full reconcile handles that); not-shown: the write never showed within
  * the bound (it may have been refused after admission), so nothing was written.
  */
@@ -37,22 +41,41 @@ export interface ModuleMirrorResult {
   reads: number;
 }
 
-/** The module of `kyma` whose Module CR (as its status records it) is the object the change is about. */
-export function moduleOfChange(kyma: Kyma, change: ModuleCrChange): string | undefined {
-  return kyma.status?.modules?.find(
-    ({ resource }) =>
-      resource !== undefined &&
-      resource.kind === change.gvk.kind &&
-      groupOf(resource.apiVersion) === change.gvk.group &&
-      resource.metadata?.name === change.name &&
-      (resource.metadata?.namespace ?? '') === change.namespace,
-  )?.name;
+/**
+ * When each step of one targeted mirror ended (epoch ms, sub-millisecond), for the debug log that says where an
+ * edit's milliseconds go (bench:e2e prints them); steps not taken stay undefined.
+ */
+export interface MirrorSteps {
+  /** The last SKR read of the Module CR returned (the one that showed the change). */
+  skrReadAt?: number;
+  kymaReadAt?: number;
+  configReadAt?: number;
+  /** The ModuleConfig spec was applied (the edit is visible in KCP from here). */
+  specAppliedAt?: number;
+  /** generation of the Module CR as read. */
+  generation?: number;
 }
 
-/** `group/version` → group; a core `version` has the empty group. */
-function groupOf(apiVersion: string | undefined): string {
-  const slash = apiVersion?.indexOf('/') ?? -1;
-  return slash < 0 ? '' : (apiVersion as string).slice(0, slash);
+/** Epoch milliseconds with the precision of performance.now(), comparable across processes on one host. */
+export const epochMs = (): number => performance.timeOrigin + performance.now();
+
+/**
+ * The module of `kyma` whose Module CR (as its status records it) is the object the change is about; a module the
+ * user runs (Unmanaged) is not mirrored.
+ */
+export function moduleOfChange(kyma: Kyma, change: ModuleCrChange): string | undefined {
+  return kyma.status?.modules?.find(({ resource, state }) => {
+    if (state === 'Unmanaged') return false;
+    const object = trackedObject(resource);
+    if (!object) return false;
+    const { group, kind, namespace, name } = mirroredObjectOf(object);
+    return (
+      group === change.gvk.group &&
+      kind === change.gvk.kind &&
+      namespace === change.namespace &&
+      name === change.name
+    );
+  })?.name;
 }
 
 /**
@@ -64,15 +87,22 @@ export async function mirrorChangedModuleCr(
   kymaName: string,
   kyma: Promise<Kyma | undefined>,
   change: ModuleCrChange,
+  steps: MirrorSteps = {},
 ): Promise<ModuleMirrorResult> {
   kyma.catch(() => undefined);
+  void kyma.then(
+    () => (steps.kymaReadAt = epochMs()),
+    () => undefined,
+  );
   const lookup = await ctx.skrClients.forKyma(kymaName);
   if (!lookup) return { outcome: 'not-a-module', reads: 0 };
   // Any other object (the SKR Kyma) is only waited for, so the full reconcile that follows reads the change.
   const moduleRead = kyma.then((read) => (read ? moduleOfChange(read, change) : undefined));
-  const configRead = moduleRead.then((module) =>
-    module ? readModuleConfig(ctx, kymaName, module) : undefined,
-  );
+  const configRead = moduleRead.then(async (module) => {
+    const config = module ? await readModuleConfig(ctx, kymaName, module) : undefined;
+    steps.configReadAt = epochMs();
+    return config;
+  });
   configRead.catch(() => undefined);
   const { group, version, kind } = change.gvk;
   const ref = {
@@ -88,6 +118,7 @@ export async function mirrorChangedModuleCr(
   let moduleCr: (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
   for (;;) {
     moduleCr = await readObject(lookup.client.objects, ref);
+    steps.skrReadAt = epochMs();
     reads++;
     if (showsChange(change.fingerprint, moduleCr)) break;
     const delay = backoffDelay(reads, MODULE_MIRROR.rereadInitialMs, MODULE_MIRROR.rereadMaxMs);
@@ -116,6 +147,13 @@ export async function mirrorChangedModuleCr(
   }
   const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
   const state: ResourceState = isResourceState(crState) ? crState : 'Ready';
-  const wrote = await mirrorModuleCr(ctx, kymaName, module, moduleCr, state, await configRead);
+  steps.generation = moduleCr.metadata?.generation;
+  const existing = await configRead;
+  // Only the full reconcile creates a ModuleConfig (it removes them too, in this lane): one absent here was never
+  // made or was just removed (module disabled or unmanaged), and the full reconcile that follows decides which.
+  if (!existing) return { outcome: 'not-a-module', reads };
+  const wrote = await mirrorModuleCr(ctx, kymaName, module, moduleCr, state, existing, () => {
+    steps.specAppliedAt = epochMs();
+  });
   return { outcome: wrote ? 'mirrored' : 'unchanged', reads };
 }

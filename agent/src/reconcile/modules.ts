@@ -29,6 +29,7 @@ import {
 } from '@skr-watcher/kube';
 import { apiVersionOf, type ReconcileContext } from './context.js';
 import { deleteModuleConfig, mirrorModuleCr, readModuleConfig } from './module-config.js';
+import { mirroredObjectOf } from './mirror-lanes.js';
 import { isModuleFailure, resolveModule, type ModuleFailure, type ResolvedModule } from './resolution.js';
 import { isResourceState, worstState } from './status.js';
 
@@ -70,6 +71,7 @@ export async function reconcileModules(
   configs: Map<string, ModuleConfig>,
 ): Promise<KymaModuleStatus[]> {
   const kymaName = kyma.metadata.name;
+  const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
   const previousStatus = new Map((kyma.status?.modules ?? []).map((module) => [module.name, module]));
   // Modules are independent of each other: one round trip of latency for all of them, not one each.
   const statuses = await settleAll(
@@ -101,7 +103,8 @@ export async function reconcileModules(
       if (current?.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY)
         await deleteIfExists(skr.objects, moduleCr);
     }
-    await deleteModuleConfig(ctx, kymaName, name, config);
+    const remove = () => deleteModuleConfig(ctx, kymaName, name, config);
+    await (moduleCr ? ctx.inMirrorLane(kymaKey, mirroredObjectOf(moduleCr), remove) : remove());
     ctx.logger.info({ kyma: kymaName, module: name }, 'module disabled; ModuleConfig removed');
   }
   return statuses;
@@ -177,13 +180,21 @@ async function reconcileModule(
   previous: KymaModuleStatus | undefined,
 ): Promise<KymaModuleStatus> {
   const kymaName = kyma.metadata.name;
-  // Read fresh (not from a list that may lag our own last write): whether to write depends on it.
+  const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
+  // Whether there is a ModuleConfig to remove: only the full reconcile creates one (a targeted mirror updates it),
+  // so one found absent here stays absent; removing one happens in its Module CR's mirror lane, so no targeted
+  // mirror that read it a moment before writes it back.
   const configRead = readModuleConfig(ctx, kymaName, module.name);
   configRead.catch(() => undefined);
+  const removeConfig = async (moduleCr: ObjectRef | undefined) => {
+    if (!(await configRead)) return;
+    const remove = () => deleteModuleConfig(ctx, kymaName, module.name);
+    await (moduleCr ? ctx.inMirrorLane(kymaKey, mirroredObjectOf(moduleCr), remove) : remove());
+  };
 
   if (module.managed === false) {
     // The user runs the module: its Module CR is left alone and no longer mirrored (docs/decisions/009).
-    if (await configRead) await deleteModuleConfig(ctx, kymaName, module.name);
+    await removeConfig(trackedObject(previous?.resource));
     const kept = { ...previous, name: module.name, state: 'Unmanaged' as const };
     delete kept.message;
     return kept;
@@ -207,55 +218,61 @@ async function reconcileModule(
       : status;
   if (!resolved.resource) {
     // A module without a default CR (no spec.data) is installed without one, as upstream does.
-    if (await configRead) await deleteModuleConfig(ctx, kymaName, module.name);
+    await removeConfig(trackedObject(previous?.resource));
     return warn(base);
   }
   const resource = resolved.resource;
-  let moduleCr: (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
-  try {
-    moduleCr = (await readObject(skr.objects, resource)) as
-      (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
-    if (!moduleCr) {
-      if ((module.customResourcePolicy ?? 'CreateAndDelete') === 'Ignore') {
-        if (await configRead) await deleteModuleConfig(ctx, kymaName, module.name);
-        return warn({
-          ...base,
-          state: 'Warning',
-          message: `Module CR ${resource.kind} ${resource.namespace}/${resource.name} absent; customResourcePolicy Ignore leaves it to the user`,
-        });
+  // The Module CR is read, and its ModuleConfig read and written, inside its mirror lane: a targeted mirror of an
+  // edit made after this read runs after this write (decision 010).
+  return ctx.inMirrorLane(kymaKey, mirroredObjectOf(resource), async () => {
+    const fresh = readModuleConfig(ctx, kymaName, module.name);
+    fresh.catch(() => undefined);
+    let moduleCr: (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
+    try {
+      moduleCr = (await readObject(skr.objects, resource)) as
+        (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
+      if (!moduleCr) {
+        if ((module.customResourcePolicy ?? 'CreateAndDelete') === 'Ignore') {
+          if (await fresh) await deleteModuleConfig(ctx, kymaName, module.name);
+          return warn({
+            ...base,
+            state: 'Warning',
+            message: `Module CR ${resource.kind} ${resource.namespace}/${resource.name} absent; customResourcePolicy Ignore leaves it to the user`,
+          });
+        }
+        const data = resolved.template.spec.data!;
+        const body = {
+          apiVersion: data.apiVersion,
+          kind: data.kind,
+          metadata: {
+            name: resource.name,
+            namespace: resource.namespace,
+            labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.watchedBy]: DEFAULTS.manager },
+          },
+          ...(data.spec ? { spec: structuredClone(data.spec) } : {}),
+        };
+        moduleCr =
+          (await createIfAbsent(skr.objects, body, FIELD_MANAGER)) ??
+          (await readObject(skr.objects, resource));
+        if (!moduleCr) throw new Error(`Module CR ${resource.name} vanished right after its creation`);
+        ctx.logger.info(
+          { kyma: kymaName, module: module.name, gvk: `${data.apiVersion}/${data.kind}` },
+          'created Module CR from template',
+        );
       }
-      const data = resolved.template.spec.data!;
-      const body = {
-        apiVersion: data.apiVersion,
-        kind: data.kind,
-        metadata: {
-          name: resource.name,
-          namespace: resource.namespace,
-          labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.watchedBy]: DEFAULTS.manager },
-        },
-        ...(data.spec ? { spec: structuredClone(data.spec) } : {}),
-      };
-      moduleCr =
-        (await createIfAbsent(skr.objects, body, FIELD_MANAGER)) ?? (await readObject(skr.objects, resource));
-      if (!moduleCr) throw new Error(`Module CR ${resource.name} vanished right after its creation`);
-      ctx.logger.info(
-        { kyma: kymaName, module: module.name, gvk: `${data.apiVersion}/${data.kind}` },
-        'created Module CR from template',
-      );
+    } catch (error) {
+      // An SKR answer about this module only (e.g. its CRD is not installed) fails the module; no answer fails the pass.
+      if (isUnreachable(error) || !(error instanceof KubeRequestError)) throw error;
+      return { ...base, state: 'Error', message: error.message };
     }
-  } catch (error) {
-    // An SKR answer about this module only (e.g. its CRD is not installed) fails the module; no answer fails the pass.
-    if (isUnreachable(error) || !(error instanceof KubeRequestError)) throw error;
-    return { ...base, state: 'Error', message: error.message };
-  }
-  // Deeper objects overflow the stack in cloning and comparison: an Error on this module, not a failed pass.
-  if (nestsDeeperThan(moduleCr.spec, LIMITS.objectDepth)) {
-    const { kind, namespace, name } = resolved.resource;
-    const message = `Module CR ${kind} ${namespace}/${name}: spec nests deeper than ${LIMITS.objectDepth} levels; not mirrored`;
-    return { ...base, state: 'Error', message };
-  }
-  const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
-  const state = isResourceState(crState) ? crState : 'Ready';
-  await mirrorModuleCr(ctx, kymaName, module.name, moduleCr, state, await configRead);
-  return warn({ ...base, state, ...(state !== 'Ready' ? { message: `Module CR state ${state}` } : {}) });
+    // Deeper objects overflow the stack in cloning and comparison: an Error on this module, not a failed pass.
+    if (nestsDeeperThan(moduleCr.spec, LIMITS.objectDepth)) {
+      const message = `Module CR ${resource.kind} ${resource.namespace}/${resource.name}: spec nests deeper than ${LIMITS.objectDepth} levels; not mirrored`;
+      return { ...base, state: 'Error', message };
+    }
+    const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
+    const state = isResourceState(crState) ? crState : 'Ready';
+    await mirrorModuleCr(ctx, kymaName, module.name, moduleCr, state, await fresh);
+    return warn({ ...base, state, ...(state !== 'Ready' ? { message: `Module CR state ${state}` } : {}) });
+  });
 }

@@ -1,0 +1,108 @@
+// Mirror lanes (decision 010): the writes of one ModuleConfig run one at a time, each reading its Module CR inside
+// the lane, so the last writer always read the newest Module CR and no mirror of an older read lands after a newer
+// one. A lane is one Module CR of one Kyma: a targeted mirror waits only for other mirrors of that object (the
+// full reconcile's mirror step of it included), never for a whole full reconcile of its Kyma. Targeted mirrors
+// of one object that wait coalesce: under a flood of callbacks a lane holds at most one waiting targeted mirror,
+// and that one waits for the newest write announced (it reads the object when it runs anyway).
+import type { ChangeFingerprint } from '@skr-watcher/api';
+import type { ModuleCrChange, ModuleMirrorResult } from './module-mirror.js';
+
+interface WaitingMirror {
+  change: ModuleCrChange;
+  result: Promise<ModuleMirrorResult>;
+}
+
+/** Of two fingerprints of one object, the one a read must show last: the higher generation, else the later. */
+function newer(current: ChangeFingerprint, next: ChangeFingerprint): ChangeFingerprint {
+  if (current.uid !== next.uid) return next;
+  return (current.generation ?? 0) > (next.generation ?? 0) ? current : next;
+}
+
+/** A Module CR of a Kyma as a lane names it; the version is left out (one object, whichever version it is read in). */
+export interface MirroredObject {
+  group: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+/** A Module CR's address (apiVersion group/version, or a core version) as a lane names it. */
+export function mirroredObjectOf(ref: {
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+}): MirroredObject {
+  const slash = ref.apiVersion.indexOf('/');
+  return {
+    group: slash < 0 ? '' : ref.apiVersion.slice(0, slash),
+    kind: ref.kind,
+    namespace: ref.namespace ?? '',
+    name: ref.name,
+  };
+}
+
+/** The lane of one Module CR of the Kyma `kymaKey` (namespace/name). */
+export function mirrorLaneKey(kymaKey: string, object: MirroredObject): string {
+  return [kymaKey, object.group, object.kind, object.namespace, object.name].join('\0');
+}
+
+export class MirrorLanes {
+  /** The last work queued in each lane; a lane with nothing queued has no entry. */
+  private readonly tails = new Map<string, Promise<unknown>>();
+  /** Targeted mirrors queued (not yet started), by lane. */
+  private readonly waiting = new Map<string, WaitingMirror>();
+
+  /** Runs `work` in the lane `key`, after everything queued there before. */
+  run<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const before = this.tails.get(key) ?? Promise.resolve();
+    const result = before.catch(() => undefined).then(work);
+    const settled = result.catch(() => undefined);
+    this.tails.set(key, settled);
+    void settled.then(() => {
+      if (this.tails.get(key) === settled) this.tails.delete(key);
+    });
+    return result;
+  }
+
+  /**
+   * Queues a targeted mirror of `change` in the lane of its object, or merges it into the one that waits there
+   * already (both callers then get that mirror's result).
+   */
+  mirror(
+    kymaKey: string,
+    change: ModuleCrChange,
+    work: (change: ModuleCrChange) => Promise<ModuleMirrorResult>,
+  ): Promise<ModuleMirrorResult> {
+    const key = mirrorLaneKey(kymaKey, {
+      group: change.gvk.group,
+      kind: change.gvk.kind,
+      namespace: change.namespace,
+      name: change.name,
+    });
+    const queued = this.waiting.get(key);
+    if (queued) {
+      queued.change = { ...queued.change, fingerprint: newer(queued.change.fingerprint, change.fingerprint) };
+      return queued.result;
+    }
+    const entry = { change } as WaitingMirror;
+    entry.result = this.run(key, () => {
+      this.waiting.delete(key);
+      return work(entry.change);
+    });
+    this.waiting.set(key, entry);
+    return entry.result;
+  }
+
+  /** Resolves once everything queued so far in the lanes of the Kyma `kymaKey` has run. */
+  async drain(kymaKey: string): Promise<void> {
+    const prefix = `${kymaKey}\0`;
+    const tails = [...this.tails].filter(([key]) => key.startsWith(prefix)).map(([, tail]) => tail);
+    await Promise.all(tails);
+  }
+
+  /** Lanes with work queued or running, and targeted mirrors waiting (for benchmarks and metrics). */
+  get size(): { lanes: number; waitingMirrors: number } {
+    return { lanes: this.tails.size, waitingMirrors: this.waiting.size };
+  }
+}
