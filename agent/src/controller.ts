@@ -60,6 +60,8 @@ export interface Controller {
   readonly synced: boolean;
   /** Keys of the Kymas in the cache. */
   kymaKeys(): string[];
+  /** The Kyma `namespace/name` as the watch cache has it (maybe a moment old). */
+  cachedKyma(kymaKey: string): Kyma | undefined;
   /** `<uid>/<resourceVersion>` of the Kyma's one kubeconfig Secret in the watch cache; undefined unless exactly one. */
   kubeconfigSecretVersion(kyma: string): string | undefined;
   /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache. */
@@ -291,6 +293,7 @@ export function createController(options: ControllerOptions): Controller {
       return { namespace: first.metadata.namespace ?? namespace, name: first.metadata.name };
     },
     kymaKeys: () => kymas.keys(),
+    cachedKyma: (kymaKey) => kymas.get(kymaKey),
     kubeconfigSecretVersion(kyma) {
       // Only once synced: before that a missing Secret is not proof of anything, and the reconciler reads it.
       if (!secrets.hasSynced) return undefined;

@@ -48,6 +48,8 @@ export async function startWork(
     syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
     // The Secret watch knows each kubeconfig's resourceVersion: the reconciler reads a Secret only when it changed.
     kubeconfigSecretVersion: (kyma) => controller?.kubeconfigSecretVersion(kyma),
+    // A targeted mirror reads the ModuleConfig of the module the cached Kyma names alongside the fresh Kyma read.
+    cachedKyma: (kymaKey) => controller?.cachedKyma(kymaKey),
     requeue: config.requeue,
     ...(config.registration
       ? {

@@ -332,6 +332,8 @@ interface MirrorLog {
   outcome: string;
   reads: number;
   generation?: number;
+  /** The listener accepted the callback (absent when the mirror was merged into one already waiting). */
+  receivedAt?: number;
   queuedAt: number;
   startedAt: number;
   skrReadAt?: number;
@@ -382,7 +384,7 @@ function agentSteps(edits: Edit[], mirrors: MirrorLog[], reconciles: ReconcileLo
   console.log(
     `The agent's part, step by step (${pairs.length} edits whose ModuleConfig their own targeted mirror wrote):`,
   );
-  step('callback → queued', ({ edit, mirror }) => mirror.queuedAt - (edit.callbackAtMs ?? Number.NaN));
+  step('accepted → queued', ({ mirror }) => mirror.queuedAt - (mirror.receivedAt ?? Number.NaN));
   step('queued → started', ({ mirror }) => mirror.startedAt - mirror.queuedAt);
   step('start → SKR read', ({ mirror }) => (mirror.skrReadAt ?? Number.NaN) - mirror.startedAt);
   step('start → Kyma read', ({ mirror }) => (mirror.kymaReadAt ?? Number.NaN) - mirror.startedAt);

@@ -45,6 +45,7 @@ import {
   LABELS,
   REQUEUE_MS,
   SYNC_RESOURCE_ALLOWED,
+  type Kyma,
   type RequeueIntervals,
 } from '@skr-watcher/api';
 import {
@@ -73,6 +74,7 @@ import { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 import {
   epochMs,
   mirrorChangedModuleCr,
+  moduleOfChange,
   type MirrorSteps,
   type ModuleCrChange,
   type ModuleMirrorResult,
@@ -126,6 +128,11 @@ export interface ReconcilerOptions {
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
   /** `<uid>/<resourceVersion>` of a Kyma's kubeconfig Secret from a watch cache: unchanged, it is not read again. */
   kubeconfigSecretVersion?: (kyma: string) => string | undefined;
+  /**
+   * The Kyma `namespace/name` from a watch cache. A targeted mirror takes the module its status names as a guess, to
+   * read that ModuleConfig alongside the fresh Kyma read instead of after it; the fresh read still decides.
+   */
+  cachedKyma?: (kymaKey: string) => Kyma | undefined;
 }
 
 /** When to look again (per state, `ReconcilerOptions.requeue`, or sooner); undefined: wait for the next trigger. */
@@ -325,7 +332,9 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           const read = raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
           return read && !isPaused(read) && !read.metadata.deletionTimestamp ? read : undefined;
         });
-        const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps);
+        const cached = options.cachedKyma?.(`${kymaNamespace}/${name}`);
+        const guess = cached ? moduleOfChange(cached, change) : undefined;
+        const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps, guess);
         metrics?.mirrors.inc({ outcome: result.outcome });
         metrics?.mirrorReads.observe(result.reads);
         // Timestamps of each step (epoch ms): bench:e2e reads them to say where an edit's milliseconds go.

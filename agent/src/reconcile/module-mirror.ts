@@ -56,8 +56,8 @@ export interface MirrorSteps {
   generation?: number;
 }
 
-/** Epoch milliseconds with the precision of performance.now(), comparable across processes on one host. */
-export const epochMs = (): number => performance.timeOrigin + performance.now();
+/** Epoch milliseconds from the system clock, comparable with other processes' (timeOrigin + now() drifts). */
+export const epochMs = (): number => Date.now();
 
 /**
  * The module of `kyma` whose Module CR (as its status records it) is the object the change is about; a module the
@@ -80,7 +80,8 @@ export function moduleOfChange(kyma: Kyma, change: ModuleCrChange): string | und
 
 /**
  * `kyma` is the KCP Kyma as being read (undefined: absent, paused or deleting: nothing is written). It is awaited
- * only after the SKR read has started, so the two reads overlap instead of adding up.
+ * only after the SKR read has started, so the two reads overlap instead of adding up. `guess` is the module a cached
+ * Kyma names for the object: its ModuleConfig is read alongside too.
  */
 export async function mirrorChangedModuleCr(
   ctx: ReconcileContext,
@@ -88,6 +89,7 @@ export async function mirrorChangedModuleCr(
   kyma: Promise<Kyma | undefined>,
   change: ModuleCrChange,
   steps: MirrorSteps = {},
+  guess?: string,
 ): Promise<ModuleMirrorResult> {
   kyma.catch(() => undefined);
   void kyma.then(
@@ -98,8 +100,16 @@ export async function mirrorChangedModuleCr(
   if (!lookup) return { outcome: 'not-a-module', reads: 0 };
   // Any other object (the SKR Kyma) is only waited for, so the full reconcile that follows reads the change.
   const moduleRead = kyma.then((read) => (read ? moduleOfChange(read, change) : undefined));
+  // The guessed module's ModuleConfig is read at once; the fresh Kyma read decides whether it was the right one.
+  const guessed = guess === undefined ? undefined : readModuleConfig(ctx, kymaName, guess);
+  guessed?.catch(() => undefined);
   const configRead = moduleRead.then(async (module) => {
-    const config = module ? await readModuleConfig(ctx, kymaName, module) : undefined;
+    const config =
+      module === undefined
+        ? undefined
+        : module === guess && guessed
+          ? await guessed
+          : await readModuleConfig(ctx, kymaName, module);
     steps.configReadAt = epochMs();
     return config;
   });
