@@ -384,6 +384,11 @@ function agentSteps(edits: Edit[], mirrors: MirrorLog[], reconciles: ReconcileLo
   console.log(
     `The agent's part, step by step (${pairs.length} edits whose ModuleConfig their own targeted mirror wrote):`,
   );
+  // The agent's whole part, from its own clock: the webhook coalesces callbacks, so pairing them by order is loose.
+  step(
+    'accepted → watch',
+    ({ edit, mirror }) => (edit.arrivedAtMs as number) - (mirror.receivedAt ?? Number.NaN),
+  );
   step('accepted → queued', ({ mirror }) => mirror.queuedAt - (mirror.receivedAt ?? Number.NaN));
   step('queued → started', ({ mirror }) => mirror.startedAt - mirror.queuedAt);
   step('start → SKR read', ({ mirror }) => (mirror.skrReadAt ?? Number.NaN) - mirror.startedAt);
