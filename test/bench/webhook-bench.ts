@@ -8,12 +8,16 @@
 //   path may move to express (decision 011).
 //   BENCH_CPU_PROF=<dir>: CPU profiles of the server children (floor and webhooks).
 //   BENCH_CPU_BURSTS=1: also the CPU each server spends between two ticks of a 1 ms timer (its own stalls).
+//   --kcp-nice N (default 19): scheduling priority of the KCP stand-in. In a cluster the KCP listener runs on
+//   another machine; here it shares the 2 cores with the server under test and the load generator, and at the
+//   default priority its ~150 µs per callback is CPU the webhook's admission thread waits for, which the floor
+//   (no callbacks) never does. --kcp-nice 0 measures that contention too.
 // Each server runs in its own child process; this process only generates load and measures.
 // Open loop: requests are scheduled at a fixed rate and latency counts from the scheduled time, so
 // queueing in the server (or the client) counts. Saturation: closed loop on N kept-alive connections.
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { loadavg, setPriority } from 'node:os';
 import { createServer as createHttpsServer, Agent, request } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
@@ -221,6 +225,9 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
 
 // ---------------------------------------------------------------- load generation
 
+/** Nice value of the KCP stand-in (--kcp-nice). */
+let kcpNice = 19;
+
 interface Server {
   name: string;
   child: ChildProcess;
@@ -246,6 +253,7 @@ async function startChild(
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     env: { ...process.env, LOG_LEVEL: 'info' },
   });
+  if (role === 'kcp' && child.pid) setPriority(child.pid, kcpNice);
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (message) => resolve((message as ServerReady).port));
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code} before listening`)));
@@ -497,6 +505,7 @@ async function main(): Promise<void> {
        * up-base,down-base.
        */
       servers: { type: 'string', default: 'floor,up,down' },
+      'kcp-nice': { type: 'string', default: '19' },
       /** Path of another build's webhook entry (e.g. a checkout's webhook/src/index.ts) to run beside this one. */
       baseline: { type: 'string' },
       /** Also the admission review behind express 5, KCP up (express-up) and, unless --servers says otherwise, down. */
@@ -506,6 +515,7 @@ async function main(): Promise<void> {
   if (values.role)
     return runRole(values.role as Role, values.dir ?? '', values.kcp ?? '', values.module ?? '');
 
+  kcpNice = Number(values['kcp-nice']);
   const rate = Number(values.rate);
   const seconds = Number(values.seconds);
   const connections = Number(values.connections);
@@ -569,7 +579,7 @@ async function main(): Promise<void> {
       `open loop ${rate} req/s for ${seconds} s (interleaved ${sliceSeconds * 1000} ms slices in random order, kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
         `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
-    console.log(`load average at start (1/5/15 min, 2 cores here): ${loadAverage()}`);
+    console.log(`load average at start (1/5/15 min, 2 cores here): ${loadAverage()}; KCP stand-in at nice ${kcpNice}`);
     const started: Server[] = [];
     const agents: Agent[] = [];
     for (const spec of servers) {
