@@ -2,6 +2,7 @@
 // namespace, spread over a few SKR API servers, reconciled by several real `skr-agent run --shard` processes.
 //
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
+//                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
 //
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync; after
 // kill -9 of one replica, how long until every Kyma it owned was reconciled by a survivor; after a further
@@ -36,6 +37,19 @@ const NAMESPACE = 'kcp-bench';
 /** Node flags for the agents, e.g. `--max-old-space-size=256` so that a runaway fails fast. */
 const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
 const LOG_LEVEL = flag('log-level', 'warn');
+/** Membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; the agent's defaults if empty. */
+const LEASE = flag('lease', '').split('/').filter(Boolean);
+const LEASE_FLAGS =
+  LEASE.length === 3
+    ? [
+        '--lease-duration',
+        LEASE[0] as string,
+        '--renew-deadline',
+        LEASE[1] as string,
+        '--retry-period',
+        LEASE[2] as string,
+      ]
+    : [];
 
 interface Replica extends JournalSource {
   child: ChildProcess;
@@ -105,6 +119,7 @@ async function main(): Promise<void> {
           '--shard',
           '--shard-identity',
           identity,
+          ...LEASE_FLAGS,
           '--workers',
           WORKERS,
           '--requeue-ready',
