@@ -579,7 +579,9 @@ async function main(): Promise<void> {
       `open loop ${rate} req/s for ${seconds} s (interleaved ${sliceSeconds * 1000} ms slices in random order, kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
         `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
-    console.log(`load average at start (1/5/15 min, 2 cores here): ${loadAverage()}; KCP stand-in at nice ${kcpNice}`);
+    console.log(
+      `load average at start (1/5/15 min, 2 cores here): ${loadAverage()}; KCP stand-in at nice ${kcpNice}`,
+    );
     const started: Server[] = [];
     const agents: Agent[] = [];
     for (const spec of servers) {
