@@ -126,7 +126,8 @@ export async function startWork(
 /**
  * Where a callback goes (decision 010). Validating admission runs before the API server stores the write, so a
  * read right after the callback may not show it yet. An event with a fingerprint takes the targeted path: wait
- * (milliseconds) until the SKR shows the write, mirror a Module CR at once, then the full reconcile, coalesced.
+ * (milliseconds) until the SKR shows the write, mirror a Module CR at once, then the full reconcile: after
+ * MODULE_MIRROR.fullReconcileAfterMirrorMs when the mirror took the edit, at once otherwise.
  * Without a fingerprint (upstream's webhook) nothing says when the write is in: the full reconcile now and once
  * more a moment later.
  */
@@ -149,16 +150,26 @@ export function routeCallback(
     fingerprint: event.fingerprint,
     receivedAtMs: event.receivedAt.getTime(),
   };
-  void reconciler
-    .mirrorModuleCr(kymaKey, change)
-    .catch((error: unknown) =>
-      // The full reconcile below retries whatever failed here, with backoff and status.
+  void reconciler.mirrorModuleCr(kymaKey, change).then(
+    ({ outcome }) => {
+      // The edit is in its ModuleConfig: the full reconcile (Kyma status, the other modules) can wait for the
+      // window, so a burst of edits costs one. Anything else (a Kyma edit, a module without ModuleConfig yet, a
+      // Module CR gone or never shown) is the full reconcile's job, at once.
+      if (outcome === 'mirrored' || outcome === 'unchanged') {
+        controller.queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
+      } else {
+        controller.enqueue(kymaKey);
+      }
+    },
+    (error: unknown) => {
+      // The full reconcile retries whatever failed here, with backoff and status.
       logger.debug(
         { err: error, kyma: kymaKey, gvk: event.gvk, name: event.watched.name },
         'targeted mirror failed',
-      ),
-    )
-    .finally(() => controller.enqueue(kymaKey));
+      );
+      controller.enqueue(kymaKey);
+    },
+  );
 }
 
 async function startConfiguredListener(

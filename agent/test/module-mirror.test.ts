@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { DEFAULTS, GROUP, KINDS, LABELS, type ChangeFingerprint } from '@skr-watcher/api';
+import { DEFAULTS, GROUP, KINDS, LABELS, MODULE_MIRROR, type ChangeFingerprint } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createLogger, createRegistry, type Registry } from '@skr-watcher/telemetry';
@@ -13,6 +13,7 @@ import { createController, type Controller } from '../src/controller.js';
 import type { AcceptedEvent } from '../src/listener/index.js';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 import { routeCallback } from '../src/work.js';
+import { ManualClock, settle } from '../../test/support/manual-clock.js';
 import { custom, getOrUndefined, refTo, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
 type Json = Record<string, unknown>;
@@ -150,56 +151,45 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       .reduce((sum, v) => sum + v.value, 0);
   };
 
-  describe('with the controller running', () => {
-    let registry: Registry;
-    let reconciler: Reconciler;
-    let controller: Controller;
-    let names: Awaited<ReturnType<typeof world>>;
-    /** Per full reconcile of the test's Kyma: the greeting its ModuleConfig showed when the pass started. */
+  /** The agent as it runs: reconciler and controller on the test's own world, callbacks routed as the listener does. */
+  async function runningAgent(clock?: ManualClock) {
+    const names = await world();
+    const registry = createRegistry();
+    /** Per full reconcile: the greeting the test Kyma's ModuleConfig showed when the pass started. */
     const passes: { key: string; mirroredAtStart: unknown }[] = [];
-
-    before(async () => {
-      names = await world();
-      registry = createRegistry();
-      reconciler = createReconciler({
-        kcp,
-        namespace: names.namespace,
-        registry,
-        requeue: QUIET_REQUEUE,
-        // As the agent runs it: the ModuleConfig the cached Kyma names is read alongside the fresh Kyma read.
-        cachedKyma: (key) => controller?.cachedKyma(key),
-      });
-      controller = createController({
-        kcp,
-        namespace: names.namespace,
-        workers: 2,
-        resyncMs: HOUR_MS,
-        registry,
-        reconciler: {
-          reconcile: async (key) => {
-            passes.push({
-              key,
-              mirroredAtStart: key === names.kymaKey ? await mirroredGreeting(names.namespace) : undefined,
-            });
-            return reconciler.reconcile(key);
-          },
+    const reconciler = createReconciler({
+      kcp,
+      namespace: names.namespace,
+      registry,
+      requeue: QUIET_REQUEUE,
+      // As the agent runs it: the ModuleConfig the cached Kyma names is read alongside the fresh Kyma read.
+      cachedKyma: (key) => controller.cachedKyma(key),
+    });
+    const controller = createController({
+      kcp,
+      namespace: names.namespace,
+      workers: 2,
+      resyncMs: HOUR_MS,
+      registry,
+      ...(clock ? { clock } : {}),
+      reconciler: {
+        reconcile: async (key) => {
+          passes.push({
+            key,
+            mirroredAtStart: key === names.kymaKey ? await mirroredGreeting(names.namespace) : undefined,
+          });
+          return reconciler.reconcile(key);
         },
-      });
-      await controller.start();
-      // The first pass creates the Module CR in the SKR and its ModuleConfig.
-      await until('the first pass mirrored the Module CR', async () =>
-        (await mirroredGreeting(names.namespace)) === 'hello' ? true : undefined,
-      );
-      await controller.queue.whenIdle();
+      },
     });
-
-    after(async () => {
-      await controller?.stop();
-      await reconciler?.close();
-    });
-
+    await controller.start();
+    // The first pass creates the Module CR in the SKR and its ModuleConfig.
+    await until('the first pass mirrored the Module CR', async () =>
+      (await mirroredGreeting(names.namespace)) === 'hello' ? true : undefined,
+    );
+    await controller.queue.whenIdle();
     /** Edits the Module CR in the SKR and routes the callback its webhook sends, as the listener does. */
-    async function editAndCallBack(greeting: string): Promise<void> {
+    const editAndCallBack = async (greeting: string): Promise<void> => {
       const before = await readSample(names.skrNamespace);
       const edited = await editSample(names.skrNamespace, greeting);
       routeCallback(
@@ -213,7 +203,28 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
           previousResourceVersion: before.metadata.resourceVersion,
         }),
       );
-    }
+    };
+    const stop = async () => {
+      await controller.stop();
+      await reconciler.close();
+    };
+    return { names, registry, reconciler, controller, passes, editAndCallBack, stop };
+  }
+
+  describe('with the controller running', () => {
+    let agent: Awaited<ReturnType<typeof runningAgent>>;
+    let registry: Registry;
+    let controller: Controller;
+    let names: Awaited<ReturnType<typeof world>>;
+    let passes: Awaited<ReturnType<typeof runningAgent>>['passes'];
+    let editAndCallBack: (greeting: string) => Promise<void>;
+
+    before(async () => {
+      agent = await runningAgent();
+      ({ registry, controller, names, passes, editAndCallBack } = agent);
+    });
+
+    after(async () => agent?.stop());
 
     it('mirrors a Module CR edit into its ModuleConfig before the Kyma’s full reconcile starts', async () => {
       const from = passes.length;
@@ -276,6 +287,52 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
         reconciles: passes.slice(from).filter((p) => p.key === names.kymaKey).length,
         ownWakeUps,
       }).to.deep.equal({ reconciles: edits, ownWakeUps: 0 });
+    });
+  });
+
+  describe('a burst of Module CR edits (the work queue on a clock the test moves)', () => {
+    const clock = new ManualClock();
+    let agent: Awaited<ReturnType<typeof runningAgent>>;
+
+    before(async () => {
+      agent = await runningAgent(clock);
+    });
+
+    after(async () => agent?.stop());
+
+    it('mirrors each edit at once and runs one full reconcile for the whole burst, after the window', async () => {
+      const { names, passes, registry, controller, editAndCallBack } = agent;
+      const from = passes.length;
+      const mirroredBefore = await counterValue(registry, 'skr_agent_module_mirrors_total', {
+        outcome: 'mirrored',
+      });
+      const edits = 5;
+      for (let i = 0; i < edits; i++) {
+        await editAndCallBack(`burst-${i}`);
+        await until(`burst edit ${i} mirrored`, async () =>
+          (await mirroredGreeting(names.namespace)) === `burst-${i}` ? true : undefined,
+        );
+      }
+      await until('every targeted mirror counted', async () =>
+        (await counterValue(registry, 'skr_agent_module_mirrors_total', { outcome: 'mirrored' })) -
+          mirroredBefore ===
+        edits
+          ? true
+          : undefined,
+      );
+      // Each callback's follow-up has been routed (it runs right after its mirror resolves), and nothing ran.
+      await settle();
+      await controller.queue.whenIdle();
+      const during = passes.slice(from).filter((p) => p.key === names.kymaKey).length;
+      await clock.advance(MODULE_MIRROR.fullReconcileAfterMirrorMs);
+      await until('the full reconcile after the window', () =>
+        passes.slice(from).some((p) => p.key === names.kymaKey) ? true : undefined,
+      );
+      await controller.queue.whenIdle();
+      expect({
+        during,
+        after: passes.slice(from).filter((p) => p.key === names.kymaKey).length - during,
+      }).to.deep.equal({ during: 0, after: 1 });
     });
   });
 

@@ -399,8 +399,9 @@ async function overload(
       worker.once('error', reject);
     });
     const burstEnd = Math.max(...lastEventAt.values());
-    // Everything the burst left is done when the queue is idle and no lane has work.
-    while (lanes.size.lanes > 0 || queue.depth + queue.inFlight > 0) await sleep(5);
+    // Everything the burst left is done when the queue is idle, no lane has work and no full reconcile waits for
+    // its window (MODULE_MIRROR.fullReconcileAfterMirrorMs after a mirror).
+    while (lanes.size.lanes > 0 || queue.depth + queue.inFlight + queue.delayedCount > 0) await sleep(5);
     const settledAt = performance.now();
     const afterBurst = (runs: Map<string, { start: number; end: number }[]>) => {
       const latencies: number[] = [];

@@ -153,6 +153,12 @@ export const MODULE_MIRROR = {
    * once more this long after, which bounds how long a write stored after the first read goes unmirrored.
    */
   unfingerprintedRecheckMs: 1_000,
+  /**
+   * After a targeted mirror wrote (or found) the edit, the Kyma's full reconcile (status, every other module) runs
+   * this long after, not at once: a burst of edits of one SKR costs one full reconcile per window instead of one per
+   * edit, which on a busy agent competed for CPU with the mirrors themselves. Other outcomes reconcile at once.
+   */
+  fullReconcileAfterMirrorMs: 1_000,
 } as const;
 
 /**
