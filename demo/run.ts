@@ -3,6 +3,7 @@
 // (without --once) live events and kubectl commands to try until Ctrl-C.
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
 import { podsDemo } from './pods-demo.js';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
 import { SAMPLE_MODULE, ScratchDirError, startLocalSystem, type LocalSystem } from './system.js';
@@ -15,11 +16,13 @@ interface DemoOptions {
   editTimeout: number;
 }
 
-function seconds(raw: string): number {
-  const match = /^(\d+)(s|m)?$/.exec(raw.trim());
-  if (!match)
-    throw new InvalidArgumentError(`expected seconds such as 90, 90s or 3m, got ${JSON.stringify(raw)}`);
-  return Number(match[1]) * (match[2] === 'm' ? 60_000 : 1_000);
+/** A duration option, in the grammar of every other duration flag (`parseDuration`: 90s, 3m, 1m30s). */
+function duration(raw: string): number {
+  try {
+    return parseDuration(raw.trim(), TIMER_MAX_MS);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
 }
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
@@ -198,15 +201,15 @@ const command = new Command('npm run demo --')
   .option('--pods', 'run the agent and the webhooks in Pods on real nodes (root; slow first start)', false)
   .addOption(
     new Option(
-      '--timeout <seconds>',
+      '--timeout <duration>',
       'bound of the startup once kube-apiserver and etcd are at hand (a first build is not counted)',
     )
-      .argParser(seconds)
+      .argParser(duration)
       .default(240_000, '240s'),
   )
   .addOption(
-    new Option('--edit-timeout <seconds>', 'how long a scripted edit may take to reach KCP')
-      .argParser(seconds)
+    new Option('--edit-timeout <duration>', 'how long a scripted edit may take to reach KCP')
+      .argParser(duration)
       .default(30_000, '30s'),
   )
   .showHelpAfterError()

@@ -1,4 +1,4 @@
-// Sharded agent benchmark (issue 12, decision 012): N Kymas, each with its own kubeconfig Secret and SKR
+// Sharded agent benchmark (decision 012): N Kymas, each with its own kubeconfig Secret and SKR
 // namespace, spread over a few SKR API servers, reconciled by several real `skr-agent run --shard` processes.
 //
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
@@ -7,7 +7,7 @@
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync; after
 // kill -9 of one replica, how long until every Kyma it owned was reconciled by a survivor; after a further
 // replica joins, how many Kymas moved; overlapping reconciles of one Kyma (from the replicas' journals).
-// Figures only; nothing passes or fails. Bars (issue 12): RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
+// Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
 // join moves ≤ 35 %, zero overlaps.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';

@@ -25,10 +25,12 @@ export interface TlsMaterial {
 /** Like readTlsMaterial, but retries for up to `waitMs`: a Secret volume may be caught between two files. */
 export async function readTlsMaterialPatiently(files: TlsFiles, waitMs: number): Promise<TlsMaterial> {
   const deadline = Date.now() + waitMs;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
+  for (let attempt = 1; ; attempt++) {
     try {
       return await readTlsMaterial(files);
     } catch (error) {
+      // No jitter: one process waiting for its own files (100 ms doubling to 1 s).
+      const delay = backoffDelay(attempt, 100, 1_000, () => 1);
       if (Date.now() + delay > deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, delay));
     }

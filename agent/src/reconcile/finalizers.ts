@@ -1,9 +1,8 @@
 // Adding and removing our finalizer with optimistic concurrency: the list is patched together with the
 // resourceVersion it was read at; on a conflict the object is read again and the change retried.
-import { KYMA_FINALIZER } from '@skr-watcher/api';
+import { KYMA_FINALIZER, isRecord } from '@skr-watcher/api';
 import { getCustomObject, isConflict, mergePatchCustomObject, type CustomObjectRef } from '@skr-watcher/kube';
 import type { ReconcileContext } from './context.js';
-import { isRecord } from './shapes.js';
 
 const ATTEMPTS = 3;
 

@@ -47,6 +47,7 @@ import {
   SYNC_RESOURCE_ALLOWED,
   type Kyma,
   type RequeueIntervals,
+  parseKyma,
 } from '@skr-watcher/api';
 import {
   createClusterClient,
@@ -80,7 +81,6 @@ import {
   type ModuleMirrorResult,
 } from './module-mirror.js';
 import type { RegistrationSettings } from './skr-webhook.js';
-import { parseKyma } from './shapes.js';
 
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';

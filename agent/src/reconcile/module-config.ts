@@ -12,6 +12,8 @@ import {
   type ModuleConfig,
   type MirroredResource,
   type ResourceState,
+  listItems,
+  parseModuleConfig,
 } from '@skr-watcher/api';
 import {
   applyCustomObject,
@@ -21,7 +23,6 @@ import {
   withContext,
 } from '@skr-watcher/kube';
 import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
-import { listItems, parseModuleConfig } from './shapes.js';
 
 const MAX_NAME = 253;
 

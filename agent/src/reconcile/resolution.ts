@@ -12,10 +12,12 @@ import {
   type KymaModule,
   type ModuleReleaseMeta,
   type ModuleTemplate,
+  parseModuleReleaseMeta,
+  parseModuleTemplate,
+  ShapeError,
 } from '@skr-watcher/api';
 import { getCustomObject } from '@skr-watcher/kube';
 import { refOf, type ReconcileContext } from './context.js';
-import { parseModuleReleaseMeta, parseModuleTemplate, ShapeError } from './shapes.js';
 
 export interface ResolvedModule {
   name: string;

@@ -1,6 +1,15 @@
 // The SKR Kyma: created from the KCP Kyma's spec when absent, then the user's. Its labels are kept at what
 // the Watchers of Kymas select, so the SKR webhook sees its edits even when upstream or a user created it.
-import { DEFAULTS, GROUP, KINDS, LABELS, MANAGED_BY, type Kyma, type Watcher } from '@skr-watcher/api';
+import {
+  DEFAULTS,
+  GROUP,
+  KINDS,
+  LABELS,
+  MANAGED_BY,
+  type Kyma,
+  type Watcher,
+  parseKyma,
+} from '@skr-watcher/api';
 import {
   getCustomObject,
   getOrUndefined,
@@ -11,7 +20,6 @@ import {
   type CustomObjectRef,
 } from '@skr-watcher/kube';
 import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
-import { parseKyma } from './shapes.js';
 
 /** Where the SKR Kyma lives: `kyma-system/default`, or `spec.sync.namespace`. */
 export function skrKymaRef(kyma: Kyma): CustomObjectRef {

@@ -11,6 +11,11 @@ import {
   splitApiVersion,
   type ResourceState,
   type SyncItemStatus,
+  listItems,
+  parseSyncItem,
+  parseSyncResource,
+  ShapeError,
+  type RawSyncResource,
 } from '@skr-watcher/api';
 import {
   applyCustomStatus,
@@ -27,7 +32,6 @@ import {
 } from '@skr-watcher/kube';
 import { apiVersionOf, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
 import { addFinalizer, dropFinalizer } from './finalizers.js';
-import { listItems, parseSyncItem, parseSyncResource, ShapeError, type RawSyncResource } from './shapes.js';
 import { worstState } from './status.js';
 
 type Applied = NonNullable<SyncItemStatus['applied']>;

@@ -16,7 +16,7 @@ import {
   type RequestContext,
   type ResponseBody,
 } from '@kubernetes/client-node';
-import { DEFAULTS, LABELS, LIMITS } from '@skr-watcher/api';
+import { DEFAULTS, LABELS, LIMITS, backoffDelay } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 import { KubeRequestError, isUnreachable } from './apply.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
@@ -165,7 +165,8 @@ export class CircuitOpenError extends Error {
 function circuitBreaking(inner: HttpLibrary, cluster: string): HttpLibrary {
   let failures = 0;
   let openUntil = 0;
-  let openMs: number = CIRCUIT.openMs;
+  /** Probes that failed in a row; each doubles the next cooldown. */
+  let failedProbes = 0;
   let probing = false;
   async function send(request: RequestContext): Promise<ResponseContext> {
     const now = Date.now();
@@ -176,15 +177,16 @@ function circuitBreaking(inner: HttpLibrary, cluster: string): HttpLibrary {
       const response = await inner.send(request).toPromise();
       failures = 0;
       openUntil = 0;
-      openMs = CIRCUIT.openMs;
+      failedProbes = 0;
       return response;
     } catch (error) {
       // Only silence counts: an HTTP answer, even 5xx, came from a cluster that is there.
       if (isUnreachable(error)) {
         failures += 1;
         if (probe || failures >= CIRCUIT.failuresToOpen) {
-          openUntil = Date.now() + openMs;
-          if (probe) openMs = Math.min(openMs * 2, CIRCUIT.maxOpenMs);
+          // No jitter: the cooldown gates this process's own requests, not a herd's.
+          openUntil = Date.now() + backoffDelay(failedProbes + 1, CIRCUIT.openMs, CIRCUIT.maxOpenMs, () => 1);
+          if (probe) failedProbes += 1;
         }
       }
       throw error;

@@ -1,6 +1,21 @@
 // Turning untyped JSON from an API server into typed values: a CRD schema can be loosened, an SKR user can
 // write anything, and a bad object must fail one module or item with a message that names the field.
 import type { z } from 'zod';
+import {
+  moduleReleaseMetaSchema,
+  moduleTemplateSchema,
+  type ModuleReleaseMeta,
+  type ModuleTemplate,
+} from './catalog.js';
+import { kymaSchema, type Kyma } from './kyma.js';
+import {
+  moduleConfigSchema,
+  rawSyncResourceSchema,
+  syncItemSchema,
+  type ModuleConfig,
+  type RawSyncResource,
+  type SyncItem,
+} from './mirrors.js';
 
 export class ShapeError extends Error {
   override name = 'ShapeError';
@@ -32,3 +47,23 @@ export function listItems(value: unknown, what: string): unknown[] {
   if (!Array.isArray(items)) throw new ShapeError(`${what}: list answer without items`);
   return items;
 }
+
+// Entry points for the kinds the agent reads: each names the object in its error, so a bad one fails one module
+// or item.
+export const parseKyma = (value: unknown, what: string): Kyma => parseShape(kymaSchema, value, what);
+
+export const parseModuleTemplate = (value: unknown, what: string): ModuleTemplate =>
+  parseShape(moduleTemplateSchema, value, what);
+
+export const parseModuleReleaseMeta = (value: unknown, what: string): ModuleReleaseMeta =>
+  parseShape(moduleReleaseMetaSchema, value, what);
+
+export const parseModuleConfig = (value: unknown, what: string): ModuleConfig =>
+  parseShape(moduleConfigSchema, value, what);
+
+/** One item of a SyncResource; a bad item is reported on that item, so it is parsed on its own. */
+export const parseSyncItem = (value: unknown, what: string): SyncItem =>
+  parseShape(syncItemSchema, value, what);
+
+export const parseSyncResource = (value: unknown, what: string): RawSyncResource =>
+  parseShape(rawSyncResourceSchema, value, what);
