@@ -30,6 +30,8 @@ export interface SecretFiles {
   path(key: string): string;
   /** Resolves after the first complete write; rejects after `timeoutMs`. */
   firstWrite(timeoutMs: number): Promise<void>;
+  /** Resolves once the Secret as it was at start has been seen (the first list is handled). */
+  synced(): Promise<void>;
   writes(): number;
   stop(): Promise<void>;
 }
@@ -97,6 +99,7 @@ export function syncSecretToFiles(options: SecretFilesOptions): SecretFiles {
   return {
     path: (key) => join(options.dir, key),
     writes: () => writes,
+    synced: () => informer.waitForSync(),
     firstWrite(timeoutMs) {
       if (writes > 0) return Promise.resolve();
       return new Promise((resolve, reject) => {
