@@ -10,6 +10,7 @@ import {
   type LeaderElector,
   type LeaderElectorOptions,
 } from '../src/leader-election.js';
+import { systemClock } from '../src/workqueue.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/elector.ts', import.meta.url));
 // Short timings keep the test quick; the logic is the same as with client-go's 15 s / 10 s / 2 s.
@@ -52,26 +53,42 @@ describe('LeaderElector on a real API server', function () {
 
   function elector(name: string, identity: string, extra: Partial<LeaderElectorOptions> = {}) {
     const events: string[] = [];
+    // The system clock, counting timers: a standby sets one per retry, each at least the retry period long.
+    let timers = 0;
     const e = createLeaderElector({
       kubeConfig,
       namespace,
       name,
       identity,
       ...TIMING,
+      clock: {
+        ...systemClock,
+        setTimeout: (callback, ms) => {
+          timers += 1;
+          return systemClock.setTimeout(callback, ms);
+        },
+      },
       onStartedLeading: () => void events.push('started'),
       onStoppedLeading: (reason) => void events.push(`stopped ${reason}`),
       ...extra,
     });
     electors.push(e);
     void e.run();
-    return { elector: e, events };
+    return { elector: e, events, timers: () => timers };
+  }
+
+  /** Waits until a standby has retried for `ms` of its own time (no sleeping window: its timers are counted). */
+  async function retriedFor(standby: { timers: () => number }, ms: number): Promise<void> {
+    const from = standby.timers();
+    const retries = Math.ceil(ms / TIMING.retryPeriodMs);
+    await waitUntil(`${retries} retries of the standby`, () => standby.timers() - from >= retries, 60_000);
   }
 
   it('creates the Lease with MicroTime timestamps, and only one of two candidates leads', async () => {
     const a = elector('single', 'replica-a');
     const b = elector('single', 'replica-b');
     await waitUntil('one leader', () => a.elector.isLeader || b.elector.isLeader);
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await retriedFor(a.elector.isLeader ? b : a, 1_000);
     expect([a.elector.isLeader, b.elector.isLeader].filter(Boolean)).to.have.length(1);
     const lease = await leases.readNamespacedLease({ name: 'single', namespace });
     const leader = a.elector.isLeader ? 'replica-a' : 'replica-b';
@@ -102,7 +119,7 @@ describe('LeaderElector on a real API server', function () {
     const a = elector('renew', 'replica-a');
     await waitUntil('a leads', () => a.elector.isLeader);
     const b = elector('renew', 'replica-b');
-    await new Promise((resolve) => setTimeout(resolve, 2 * TIMING.leaseDurationMs));
+    await retriedFor(b, 2 * TIMING.leaseDurationMs);
     expect(a.elector.isLeader).to.equal(true);
     expect(b.elector.isLeader).to.equal(false);
     expect(b.events).to.deep.equal([]);
@@ -112,7 +129,7 @@ describe('LeaderElector on a real API server', function () {
     const a = elector('release', 'replica-a');
     await waitUntil('a leads', () => a.elector.isLeader);
     const b = elector('release', 'replica-b');
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await retriedFor(b, TIMING.retryPeriodMs);
     const stoppedAt = Date.now();
     await a.elector.stop();
     expect(a.events).to.deep.equal(['started', 'stopped released']);
@@ -145,7 +162,7 @@ describe('LeaderElector on a real API server', function () {
     child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     await waitUntil('the child leads', () => output.includes('leading'), 60_000);
     const b = elector('killed', 'replica-b');
-    await new Promise((resolve) => setTimeout(resolve, TIMING.leaseDurationMs));
+    await retriedFor(b, TIMING.leaseDurationMs);
     expect(b.elector.isLeader, 'no takeover while the child renews').to.equal(false);
     const before = await leases.readNamespacedLease({ name: 'killed', namespace });
     child.kill('SIGKILL');
