@@ -311,8 +311,14 @@ describe('skr-agent process on real planes', function () {
       '';
     await waitUntil('the first agent leads', async () => (await holder()) === 'first', 60_000);
     const second = startAgent([...leaseArgs, '--leader-identity', 'second']);
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    // Marker, not a window: the standby has read the Lease held by the first (it logs whom it waits for).
+    await waitUntil(
+      'the standby observes the first as leader',
+      async () => second.output().includes('"leader":"first"'),
+      60_000,
+    );
     expect(await holder(), 'the standby waits while the leader renews').to.equal('first');
+    expect(second.output(), 'the standby does not lead').not.to.include('became leader');
     first.child.kill('SIGTERM');
     expect(await first.exited).to.equal(0);
     const releasedAt = Date.now();

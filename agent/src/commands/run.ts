@@ -107,6 +107,8 @@ async function run(flags: RunFlags): Promise<void> {
     ...config.leaseTiming,
     logger,
     registry,
+    // Which replica works, in every replica's log (a standby says whom it waits for).
+    onNewLeader: (holder) => logger.info({ leader: holder }, 'leader observed'),
     onStartedLeading: () =>
       begin().catch((error: unknown) => {
         logger.fatal({ err: error }, 'could not start after becoming leader');
