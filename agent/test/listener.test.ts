@@ -4,6 +4,7 @@ import { connect } from 'node:tls';
 import { createCa, issueLeaf } from '@skr-watcher/pki';
 import { Registry } from '@skr-watcher/telemetry';
 import { startListener, type AcceptedEvent, type Listener } from '../src/listener/index.js';
+import { ManualClock } from '../../test/support/manual-clock.js';
 import {
   createTestCa,
   createTestKey,
@@ -512,6 +513,8 @@ describe('listener (direct mTLS)', function () {
 
   it('coalesces a burst for one Kyma into one enqueue with a coalescing window', async function () {
     const keys: string[] = [];
+    // A manual clock: the burst falls inside the window however slowly the machine sends it.
+    const clock = new ManualClock();
     const windowed = await startListener({
       host: '127.0.0.1',
       port: 0,
@@ -519,6 +522,7 @@ describe('listener (direct mTLS)', function () {
       resolveKyma: (runtimeId) => KYMAS[runtimeId],
       enqueue: (key) => keys.push(key),
       coalesceWindowMs: 200,
+      clock,
     });
     try {
       const a = agentFor(skrA);
@@ -530,7 +534,9 @@ describe('listener (direct mTLS)', function () {
         ]);
       }
       expect(keys).to.have.length(0);
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      await clock.advance(199);
+      expect(keys, 'held until the window ends').to.have.length(0);
+      await clock.advance(1);
       expect(keys.sort()).to.deep.equal(['kcp-system/kyma-a', 'kcp-system/kyma-b']);
       await sendCallback(windowed.port, a, { body: v2Body('late') });
     } finally {

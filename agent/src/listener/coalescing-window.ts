@@ -2,18 +2,21 @@
 // reconcile even when the queue is idle. Safe because the reconcile runs after the hold ends and reads the
 // world then: every event that arrived during the hold is covered by it. A key is never held twice.
 
+import { systemClock, type Clock, type TimerHandle } from '@skr-watcher/api';
+
 export class CoalescingWindow {
-  private readonly held = new Map<string, NodeJS.Timeout>();
+  private readonly held = new Map<string, TimerHandle>();
 
   constructor(
     private readonly windowMs: number,
     private readonly release: (key: string) => void,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Holds `key` for the window; returns false when it is held already (the event is merged). */
   hold(key: string): boolean {
     if (this.held.has(key)) return false;
-    const timer = setTimeout(() => {
+    const timer = this.clock.setTimeout(() => {
       this.held.delete(key);
       this.release(key);
     }, this.windowMs);
@@ -28,7 +31,7 @@ export class CoalescingWindow {
   /** Releases every held key now (shutdown: the events were answered 200, so they must not be lost). */
   flush(): void {
     const keys = [...this.held.keys()];
-    for (const timer of this.held.values()) clearTimeout(timer);
+    for (const timer of this.held.values()) this.clock.clearTimeout(timer);
     this.held.clear();
     for (const key of keys) this.release(key);
   }

@@ -1,5 +1,5 @@
 // The listener's contract with the rest of the agent; documented in index.ts.
-import type { ChangeFingerprint, WatchEventV2 } from '@skr-watcher/api';
+import type { ChangeFingerprint, Clock, WatchEventV2 } from '@skr-watcher/api';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 
 /** One callback that passed every check and woke its Kyma. */
@@ -53,6 +53,8 @@ export interface ListenerOptions {
    * burst from one SKR is one reconcile even when the queue is idle. 0 (default) enqueues at once.
    */
   coalesceWindowMs?: number;
+  /** Timers of the coalescing window; tests pass a manual clock. Default: the system clock. */
+  clock?: Clock;
   /** How long `close()` lets requests in flight finish before cutting connections. Default 5,000 ms. */
   shutdownGraceMs?: number;
   /** Connections open at once at most; more are closed on accept. Default `CONNECTION_LIMITS.listener`. */

@@ -197,13 +197,17 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   };
   const window =
     windowMs > 0
-      ? new CoalescingWindow(windowMs, (key) => {
-          try {
-            enqueueNow(key);
-          } catch (error) {
-            logger.error({ err: error, kyma: key }, 'enqueue of a held Kyma key failed');
-          }
-        })
+      ? new CoalescingWindow(
+          windowMs,
+          (key) => {
+            try {
+              enqueueNow(key);
+            } catch (error) {
+              logger.error({ err: error, kyma: key }, 'enqueue of a held Kyma key failed');
+            }
+          },
+          options.clock,
+        )
       : undefined;
 
   function directIdentity(socket: TLSSocket): Identity {
