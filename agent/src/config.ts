@@ -47,6 +47,8 @@ export interface AgentConfig {
   registration?: {
     image: string;
     kcpAddress: string;
+    /** CN SKR webhooks require of the KCP server's certificate; unset: the webhook's default (the listener's). */
+    kcpServerCn?: string;
     skrNamespace: string;
     probeAfterMs: number;
     probeTimeoutMs: number;
@@ -152,6 +154,7 @@ export interface RunFlags {
   registerSkrWebhook?: boolean;
   skrWebhookImage: string;
   skrWebhookKcpAddress?: string;
+  skrWebhookKcpServerCn?: string;
   skrWebhookNamespace: string;
   watcherProbeAfter: string;
   watcherProbeTimeout: string;
@@ -293,6 +296,7 @@ function registrationFromFlags(flags: RunFlags): NonNullable<AgentConfig['regist
   return {
     image: flags.skrWebhookImage,
     kcpAddress: flags.skrWebhookKcpAddress,
+    ...(flags.skrWebhookKcpServerCn ? { kcpServerCn: flags.skrWebhookKcpServerCn } : {}),
     skrNamespace: flags.skrWebhookNamespace || DEFAULTS.skrNamespace,
     probeAfterMs: parseDurationFlag('--watcher-probe-after', flags.watcherProbeAfter),
     probeTimeoutMs: parseDurationFlag('--watcher-probe-timeout', flags.watcherProbeTimeout),

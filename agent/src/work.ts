@@ -57,6 +57,7 @@ export async function startWork(
             options: {
               image: config.registration.image,
               kcpAddress: config.registration.kcpAddress,
+              kcpServerCn: config.registration.kcpServerCn,
               skrNamespace: config.registration.skrNamespace,
             },
             health: watcherHealth,

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { Watcher } from '@skr-watcher/api';
+import { inClusterResourcesFor } from '../src/registration/skr-resources.js';
 import { MODULES_WEBHOOK_NAME, webhookConfigurationFor } from '../src/registration/webhook-configuration.js';
 
 function watcher(name: string, field: 'spec' | 'status', labels: Record<string, string>): Watcher {
@@ -70,5 +71,21 @@ describe('SKR webhook configuration', () => {
       port: 443,
       path: '/validate/lifecycle-manager',
     });
+  });
+
+  it('passes --skr-webhook-kcp-server-cn to the webhook Deployment as KCP_SERVER_CN, and nothing when unset', () => {
+    const envOf = (kcpServerCn?: string) => {
+      const deployment = inClusterResourcesFor({
+        image: 'registry.local/skr-watcher:test',
+        kcpAddress: 'skr-events.kcp.example.com:443',
+        kcpServerCn,
+        certificateChecksum: 'abc',
+      }).find((object) => object.kind === 'Deployment') as unknown as {
+        spec: { template: { spec: { containers: { env: { name: string; value: string }[] }[] } } };
+      };
+      return deployment.spec.template.spec.containers[0]?.env ?? [];
+    };
+    expect(envOf('*')).to.deep.include({ name: 'KCP_SERVER_CN', value: '*' });
+    expect(envOf().map((entry) => entry.name)).to.not.include('KCP_SERVER_CN');
   });
 });

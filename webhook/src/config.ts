@@ -1,6 +1,6 @@
 // Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { CONNECTION_LIMITS, LIMITS } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, KCP_LISTENER_IDENTITY, LIMITS } from '@skr-watcher/api';
 
 export interface WebhookConfig {
   /** Address the admission and metrics servers bind to. */
@@ -12,6 +12,11 @@ export interface WebhookConfig {
   caCertFile: string;
   /** `host:port` of the KCP listener. */
   kcpAddr: string;
+  /**
+   * Subject CN the KCP server's certificate must carry besides naming the host; `*` accepts any certificate the CA
+   * bundle signed for the host (a KCP gateway with a certificate of its own, such as upstream's).
+   */
+  kcpServerCn: string;
   kcpContract: 'v2';
   maxBodyBytes: number;
   maxBodyBytesInFlight: number;
@@ -32,6 +37,7 @@ export const CONFIG_DEFAULTS = {
   host: '0.0.0.0',
   webhookPort: 8443,
   metricsPort: 2112,
+  kcpServerCn: KCP_LISTENER_IDENTITY,
   kcpContract: 'v2',
   maxBodyBytes: LIMITS.admissionBodyBytes,
   maxBodyBytesInFlight: LIMITS.admissionBodyBytesInFlight,
@@ -51,7 +57,13 @@ export const CONFIG_DEFAULTS = {
 export function dispatchSettings(
   config: Pick<
     WebhookConfig,
-    'workers' | 'queueSize' | 'backoffInitialMs' | 'backoffMaxMs' | 'eventMaxAgeMs' | 'callbackTimeoutMs'
+    | 'workers'
+    | 'queueSize'
+    | 'backoffInitialMs'
+    | 'backoffMaxMs'
+    | 'eventMaxAgeMs'
+    | 'callbackTimeoutMs'
+    | 'kcpServerCn'
   >,
 ) {
   return {
@@ -61,6 +73,7 @@ export function dispatchSettings(
     backoffMaxMs: config.backoffMaxMs,
     maxAgeMs: config.eventMaxAgeMs,
     callbackTimeoutMs: config.callbackTimeoutMs,
+    kcpServerCn: config.kcpServerCn,
   };
 }
 
@@ -116,6 +129,15 @@ const SETTINGS: Setting[] = [
     flag: '--kcp-addr <host:port>',
     env: 'KCP_ADDR',
     description: 'KCP listener; events go to https://<host:port>/v2/<manager>/event',
+    kind: 'string',
+  },
+  {
+    key: 'kcpServerCn',
+    flag: '--kcp-server-cn <cn>',
+    env: 'KCP_SERVER_CN',
+    description:
+      "subject CN the KCP server's certificate must carry besides the host name (the agent listener's; no SKR " +
+      "certificate may carry it); '*' accepts any the CA bundle signed for the host, e.g. a KCP gateway's",
     kind: 'string',
   },
   {

@@ -15,6 +15,8 @@ export interface DispatchThreadData {
   backoffMaxMs: number;
   maxAgeMs: number;
   callbackTimeoutMs: number;
+  /** CN the KCP server's certificate must carry, or `*` (`--kcp-server-cn`). */
+  kcpServerCn: string;
   /** Level of the admission thread's logger; lines at or above it travel back to it. */
   logLevel: string;
 }

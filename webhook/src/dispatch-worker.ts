@@ -79,6 +79,7 @@ const kcp = new KcpClient({
   material: data.material,
   maxSockets: data.workers,
   timeoutMs: data.callbackTimeoutMs,
+  serverCommonName: data.kcpServerCn,
 });
 const dispatcher = new Dispatcher({
   send: kcp.send,

@@ -27,6 +27,8 @@ export interface KcpClientOptions {
   /** Sockets kept per agent; matches the number of dispatch workers. */
   maxSockets: number;
   timeoutMs: number;
+  /** CN the server's certificate must carry besides naming the host (default: the listener's); `*`: any. */
+  serverCommonName?: string;
 }
 
 /**
@@ -132,7 +134,8 @@ export class KcpClient {
         minVersion: 'TLSv1.2',
       }),
       minVersion: 'TLSv1.2',
-      checkServerIdentity: checkListenerIdentity,
+      checkServerIdentity: (host, certificate) =>
+        checkListenerIdentity(host, certificate, this.options.serverCommonName),
     });
   }
 }
@@ -140,15 +143,20 @@ export class KcpClient {
 /**
  * The KCP CA signs SKR leaves too, and those may name this address (127.0.0.1 in local mode): besides the host
  * name, the server must present the listener's reserved identity, which no SKR leaf carries (decision 004).
+ * `*` waives the CN for a KCP whose gateway has a certificate of its own; the host name is still checked.
  */
-export function checkListenerIdentity(host: string, certificate: PeerCertificate): Error | undefined {
+export function checkListenerIdentity(
+  host: string,
+  certificate: PeerCertificate,
+  expectedCn: string = KCP_LISTENER_IDENTITY,
+): Error | undefined {
   const mismatch = checkServerIdentity(host, certificate);
   if (mismatch) return mismatch;
   const cn: unknown = certificate.subject?.CN;
-  if (cn === KCP_LISTENER_IDENTITY) return undefined;
+  if (expectedCn === '*' || cn === expectedCn) return undefined;
   return Object.assign(
     new Error(
-      `the server at ${host} is not the KCP listener: its certificate's CN is ${JSON.stringify(cn ?? null)}, not ${KCP_LISTENER_IDENTITY}`,
+      `the server at ${host} is not the KCP listener: its certificate's CN is ${JSON.stringify(cn ?? null)}, not ${expectedCn} (--kcp-server-cn)`,
     ),
     { code: 'ERR_KCP_LISTENER_IDENTITY' },
   );

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpClient, parseKcpAddress } from '../src/kcp-client.js';
-import { testPki } from './support/certs.js';
+import { issueLeaf } from '@skr-watcher/pki';
+import { testPki, type CertificateAndKey } from './support/certs.js';
 
 const EVENT: WatchEventV2 = {
   watched: { Namespace: 'kyma-system', Name: 'default' },
@@ -19,13 +20,32 @@ describe('KcpClient', function () {
   let answer: (path: string) => number | undefined = () => 200;
   let client: KcpClient;
   /** A client of SKR `leaf` towards `target`, trusting `caPem`. */
-  const oneShotClient = (target: Server, caPem: string) =>
+  const oneShotClient = (target: Server, caPem: string, serverCommonName?: string) =>
     new KcpClient({
       address: { host: '127.0.0.1', port: (target.address() as AddressInfo).port },
       material: { cert: leaf.certPem, key: leaf.keyPem, ca: caPem },
       maxSockets: 1,
       timeoutMs: 1000,
+      serverCommonName,
     });
+  /** A server on 127.0.0.1 presenting `served` (a leaf of the test CA); counts the requests it gets. */
+  const serverWithLeaf = async (served: CertificateAndKey) => {
+    const counted = { requests: 0 };
+    const other = createServer(
+      { cert: served.certPem, key: served.keyPem, ca: pki.ca.certPem, requestCert: true },
+      (req, res) => {
+        counted.requests++;
+        req.resume();
+        res.writeHead(200).end();
+      },
+    );
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', () => resolve()));
+    const stop = async () => {
+      other.closeAllConnections();
+      await new Promise((resolve) => other.close(resolve));
+    };
+    return { server: other, counted, stop };
+  };
 
   before(async () => {
     const serving = pki.listener();
@@ -108,30 +128,49 @@ describe('KcpClient', function () {
 
   it("refuses another SKR's leaf (same CA, names 127.0.0.1) serving as the KCP listener; nothing is sent", async () => {
     // What a local-mode SKR holds: a leaf of the KCP CA with serverAuth and IP SAN 127.0.0.1.
-    const impostorLeaf = pki.leaf('skr-impostor');
-    let requests = 0;
-    const impostor = createServer(
-      { cert: impostorLeaf.certPem, key: impostorLeaf.keyPem, ca: pki.ca.certPem, requestCert: true },
-      (req, res) => {
-        requests++;
-        req.resume();
-        res.writeHead(200).end();
-      },
-    );
-    await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', () => resolve()));
-    const fooled = oneShotClient(impostor, pki.ca.certPem);
+    const impostor = await serverWithLeaf(pki.leaf('skr-impostor'));
+    const fooled = oneShotClient(impostor.server, pki.ca.certPem);
     try {
       const outcome = await fooled.send('lifecycle-manager', EVENT);
       expect(outcome.result).to.equal('retry');
       expect(outcome.result === 'retry' && outcome.reason).to.equal(
         'ERR_KCP_LISTENER_IDENTITY: the server at 127.0.0.1 is not the KCP listener: ' +
-          `its certificate's CN is "skr-impostor", not ${KCP_LISTENER_IDENTITY}`,
+          `its certificate's CN is "skr-impostor", not ${KCP_LISTENER_IDENTITY} (--kcp-server-cn)`,
       );
-      expect(requests).to.equal(0);
+      expect(impostor.counted.requests).to.equal(0);
     } finally {
       fooled.close();
-      impostor.closeAllConnections();
-      await new Promise((resolve) => impostor.close(resolve));
+      await impostor.stop();
+    }
+  });
+
+  it("with --kcp-server-cn '*' delivers to a KCP gateway whose certificate has a CN of its own, and still checks the host", async () => {
+    // Upstream's KCP terminates the callbacks at an Istio gateway whose certificate the KCP CA signed under another name.
+    const gateway = await serverWithLeaf(pki.leaf('kcp-gateway'));
+    const elsewhere = await serverWithLeaf(
+      issueLeaf({
+        ca: pki.ca,
+        runtimeId: 'kcp-gateway',
+        dnsNames: ['gateway.kcp.example.com'],
+        keyBits: 2048,
+      }),
+    );
+    const anyName = oneShotClient(gateway.server, pki.ca.certPem, '*');
+    const wrongHost = oneShotClient(elsewhere.server, pki.ca.certPem, '*');
+    try {
+      expect(await anyName.send('lifecycle-manager', EVENT)).to.deep.equal({
+        result: 'delivered',
+        status: 200,
+      });
+      const outcome = await wrongHost.send('lifecycle-manager', EVENT);
+      expect(outcome.result).to.equal('retry');
+      expect(outcome.result === 'retry' && outcome.reason).to.match(/ERR_TLS_CERT_ALTNAME_INVALID/);
+      expect([gateway.counted.requests, elsewhere.counted.requests]).to.deep.equal([1, 0]);
+    } finally {
+      anyName.close();
+      wrongHost.close();
+      await gateway.stop();
+      await elsewhere.stop();
     }
   });
 

@@ -254,6 +254,11 @@ export function runCommand(): Command {
       'ghcr.io/example/skr-watcher:0.1.0',
     )
     .option('--skr-webhook-kcp-address <host:port>', 'address of this listener as SKR webhooks reach it')
+    .option(
+      '--skr-webhook-kcp-server-cn <cn>',
+      "CN the webhooks require of the KCP server's certificate (default: the listener's, skr-agent-listener); " +
+        "'*' for a gateway with a certificate of its own (host name still checked)",
+    )
     .option('--skr-webhook-namespace <ns>', 'namespace of the webhook in every SKR', DEFAULTS.skrNamespace)
     .option('--watcher-probe-after <duration>', 'probe an SKR whose webhook has been quiet this long', '5m')
     .option('--watcher-probe-timeout <duration>', 'a probe must come back as an event within this', '30s')

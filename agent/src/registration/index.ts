@@ -30,6 +30,8 @@ export interface RegistrationOptions {
   image: string;
   /** host:port of the KCP listener as SKR webhooks reach it. */
   kcpAddress: string;
+  /** CN the webhooks require of the KCP server's certificate (`KCP_SERVER_CN`); unset: their default. */
+  kcpServerCn?: string;
   /** Namespace of the webhook in every SKR. */
   skrNamespace?: string;
   timeoutSeconds?: number;
@@ -105,6 +107,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
       namespace: skrNamespace,
       image: options.image,
       kcpAddress: options.kcpAddress,
+      kcpServerCn: options.kcpServerCn,
       certificateChecksum: checksum,
     })) {
       await applyObject(input.skr.objects, object, { fieldManager: FIELD_MANAGER, force: true });

@@ -44,6 +44,8 @@ export interface InClusterOptions {
   image: string;
   /** host:port of the KCP listener as seen from the SKR. */
   kcpAddress: string;
+  /** CN the webhook requires of the KCP server's certificate; unset: the webhook's default (the listener's). */
+  kcpServerCn?: string;
   /** Changes with the certificate, so the Deployment rolls only when it must (the webhook also hot-reloads). */
   certificateChecksum: string;
 }
@@ -88,6 +90,7 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
                   { name: 'CA_CERT', value: `${certDir}/ca.crt` },
                   { name: 'KCP_ADDR', value: options.kcpAddress },
                   { name: 'KCP_CONTRACT', value: 'v2' },
+                  ...(options.kcpServerCn ? [{ name: 'KCP_SERVER_CN', value: options.kcpServerCn }] : []),
                 ],
                 ports: [
                   { name: 'https', containerPort: WEBHOOK_PORT },
