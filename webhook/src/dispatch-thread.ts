@@ -143,6 +143,7 @@ export class DispatchThread {
       backoffMaxMs: this.options.backoffMaxMs,
       maxAgeMs: this.options.maxAgeMs,
       callbackTimeoutMs: this.options.callbackTimeoutMs,
+      kcpServerCn: this.options.kcpServerCn,
       logLevel: this.options.logger.level,
     };
     const worker = new Worker(WORKER_URL, {
