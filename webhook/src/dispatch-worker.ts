@@ -2,7 +2,7 @@
 // share an event loop with admission answers. It hears of changes, new certificates and shutdown from the
 // admission thread, and tells it counts, depth and log lines.
 import { readlinkSync } from 'node:fs';
-import { setPriority } from 'node:os';
+import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { parseWatchEvent } from '@skr-watcher/api';
 import { createLogger } from '@skr-watcher/telemetry';
@@ -12,8 +12,14 @@ import { KcpClient } from './kcp-client.js';
 
 /** Counts reach the admission thread's metrics at most this late; one message per interval under load. */
 const REPORT_INTERVAL_MS = 100;
-/** Nice value of the dispatch thread: CFS then weighs it about a tenth of the admission thread under contention. */
-const DISPATCH_THREAD_NICE = 10;
+/**
+ * How much nicer the dispatch thread is than the process: CFS then weighs it about a tenth of the admission thread
+ * under contention. Relative, so that a webhook started at another nice value keeps its threads in proportion: an
+ * absolute 10 starved the callbacks of a webhook run at nice -15 behind every other process of the machine.
+ */
+const DISPATCH_THREAD_NICE_ABOVE_PROCESS = 10;
+/** The highest nice value Linux knows. */
+const MAX_NICE = 19;
 
 const port = parentPort;
 if (!port) throw new Error('dispatch-worker runs as a worker thread of skr-webhook');
@@ -106,7 +112,10 @@ lowerThreadPriority();
 function lowerThreadPriority(): void {
   try {
     const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isInteger(threadId) && threadId > 0) setPriority(threadId, DISPATCH_THREAD_NICE);
+    if (Number.isInteger(threadId) && threadId > 0) {
+      // A new thread starts with the nice value of the thread that created it, i.e. the process's.
+      setPriority(threadId, Math.min(MAX_NICE, getPriority(threadId) + DISPATCH_THREAD_NICE_ABOVE_PROCESS));
+    }
   } catch (error) {
     logger.debug({ err: error }, 'dispatch thread keeps the default scheduling priority');
   }

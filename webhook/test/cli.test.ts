@@ -1,5 +1,6 @@
 // Journey tests of the skr-webhook binary: help, configuration errors, start, SIGTERM.
 import { spawn } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { freePort } from '@skr-watcher/testenv';
@@ -18,10 +19,14 @@ interface Run {
 function runWebhook(
   args: string[],
   env: Record<string, string>,
-  onStarted?: (kill: () => void) => Promise<void>,
+  onStarted?: (kill: () => void, pid: number) => Promise<void>,
+  /** Runs the webhook under this command, e.g. `['nice', '-n', '5']` (which execs it: same pid). */
+  wrapper: string[] = [],
 ): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=source', MAIN, ...args], {
+    const node = [process.execPath, '--import', 'tsx', '--conditions=source', MAIN, ...args];
+    const [command, ...rest] = [...wrapper, ...node] as [string, ...string[]];
+    const child = spawn(command, rest, {
       env: { PATH: process.env['PATH'] ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -32,7 +37,7 @@ function runWebhook(
       stdout += chunk.toString();
       if (!started && stdout.includes('skr-webhook started') && onStarted) {
         started = true;
-        onStarted(() => child.kill('SIGTERM')).catch((error: unknown) => {
+        onStarted(() => child.kill('SIGTERM'), child.pid as number).catch((error: unknown) => {
           child.kill('SIGKILL');
           reject(error as Error);
         });
@@ -151,6 +156,50 @@ describe('skr-webhook binary', function () {
         'skr-webhook stopped',
       ]);
       expect(lines.every((l) => l['component'] === 'skr-webhook')).to.equal(true);
+    } finally {
+      await kcp.stop();
+      await volume.remove();
+    }
+  });
+
+  it('runs its dispatch thread ten nice levels above the process, whatever nice value it was started with', async function () {
+    if (process.platform !== 'linux') this.skip();
+    const pki = testPki();
+    const kcp = new TestKcpListener(pki.listener(), pki.ca.certPem);
+    await kcp.start();
+    const volume = await SecretVolume.create(secretFiles(pki.leaf('skr-nice'), pki.ca.certPem));
+    const [webhookPort, metricsPort] = [await freePort(), await freePort()];
+    /** Nice value of every thread of the process (field 19 of /proc/<pid>/task/<tid>/stat). */
+    const threadNices = async (pid: number) => {
+      const tasks = await readdir(`/proc/${pid}/task`);
+      const stats = await Promise.all(tasks.map((tid) => readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8')));
+      return stats.map((stat) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+    };
+    let seen: number[] = [];
+    try {
+      const run = await runWebhook(
+        [],
+        {
+          WEBHOOK_PORT: String(webhookPort),
+          METRICS_PORT: String(metricsPort),
+          TLS_CERT: volume.path('tls.crt'),
+          TLS_KEY: volume.path('tls.key'),
+          CA_CERT: volume.path('ca.crt'),
+          KCP_ADDR: kcp.addr,
+        },
+        async (kill, pid) => {
+          // The dispatch thread lowers its own priority as it starts; give it a moment on a busy machine.
+          for (let attempt = 0; attempt < 50 && !seen.includes(15); attempt++) {
+            seen = await threadNices(pid);
+            if (!seen.includes(15)) await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+          kill();
+        },
+        ['nice', '-n', '5'],
+      );
+      expect(run.code, run.stderr).to.equal(0);
+      // The process's threads at 5, the dispatch thread at 5 + 10 (an absolute nice value would give 10).
+      expect([...new Set(seen)].sort((a, b) => a - b)).to.deep.equal([5, 15]);
     } finally {
       await kcp.stop();
       await volume.remove();
