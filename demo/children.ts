@@ -23,6 +23,8 @@ export interface ChildOptions {
   name: string;
   entry: string;
   args?: string[];
+  /** Flags for node itself, before the entry point (e.g. --cpu-prof for a benchmark's profile). */
+  nodeArgs?: string[];
   env?: Record<string, string>;
   /** stdout and stderr are appended here. */
   logFile: string;
@@ -49,7 +51,14 @@ export function startChild(options: ChildOptions): Child {
       for (const child of live) child.kill('SIGKILL');
     });
   }
-  const nodeArgs = ['--import', 'tsx', '--conditions=source', options.entry, ...(options.args ?? [])];
+  const nodeArgs = [
+    ...(options.nodeArgs ?? []),
+    '--import',
+    'tsx',
+    '--conditions=source',
+    options.entry,
+    ...(options.args ?? []),
+  ];
   const [command, argv] = hasSetpriv
     ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', process.execPath, ...nodeArgs]]
     : [process.execPath, nodeArgs];

@@ -53,6 +53,8 @@ export interface LocalSystemOptions {
   onAdmission?: (seen: AdmissionSeen) => void;
   /** Extra flags for `skr-agent run`. */
   agentArgs?: string[];
+  /** Flags for the agent's node process (e.g. `--cpu-prof`), before its entry point. */
+  agentNodeArgs?: string[];
   /**
    * Runs the agent at debug level and passes on its log entries whose message is one of `messages` (parsed), e.g.
    * the per-step timestamps of each targeted mirror for bench:e2e.
@@ -322,6 +324,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       name: 'skr-agent',
       entry: ENTRY_POINTS.agent,
       logFile: join(dir, 'skr-agent.log'),
+      ...(options.agentNodeArgs ? { nodeArgs: options.agentNodeArgs } : {}),
       ...(options.onAgentLog ? agentLogOptions(options.onAgentLog) : {}),
       args: [
         'run',

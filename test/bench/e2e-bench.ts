@@ -8,7 +8,9 @@
 //   ModuleConfig): the same figures.
 //
 //   npm run bench:e2e -- [--edits 1000] [--rate 10] [--kyma-edits 40] [--kyma-rate 2] [--floor 200] [--warmup 4] [--hung 20]
+//                        [--agent-cpu-prof DIR]
 //
+// --agent-cpu-prof DIR writes the agent's V8 CPU profile (node --cpu-prof) into DIR when the agent stops.
 // --hung N adds N Kymas whose SKR accepts TLS and never answers (a hung SKR must not stall the
 // others); they are created and their reconciles under way before the measured edits start.
 // Edits are paced open loop at --rate per second, alternating SKR 1 and SKR 2, each setting spec.greeting of
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '10' },
     warmup: { type: 'string', default: '4' },
     hung: { type: 'string', default: '0' },
+    'agent-cpu-prof': { type: 'string' },
   },
 });
 const HUNG = Number(values.hung);
@@ -439,6 +442,9 @@ async function main(): Promise<void> {
     dir: join(parent, 'system'),
     progress: (line) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${line}`),
     onAdmission: (seen) => admissions.push(seen),
+    ...(values['agent-cpu-prof']
+      ? { agentNodeArgs: ['--cpu-prof', `--cpu-prof-dir=${values['agent-cpu-prof']}`] }
+      : {}),
     onAgentLog: {
       messages: Object.values(AGENT_MESSAGES),
       handle: (entry) => {

@@ -172,6 +172,33 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
     expect(vwc.webhooks?.map((w) => w.name)).to.not.include('status-watcher.operator.kyma-project.io');
   });
 
+  it('reports Module CR kinds the SKR does not serve (unknown group-version or unknown kind) and keeps the known one', async () => {
+    const result = await registerSkrWebhook({
+      kcp,
+      namespace: NS,
+      kyma: kyma(true),
+      skr,
+      moduleKinds: [
+        { apiVersion: `${GROUP}/v1alpha1`, kind: 'Sample' },
+        { apiVersion: 'nothing.example.com/v1', kind: 'Gadget' },
+        { apiVersion: `${GROUP}/v1alpha1`, kind: 'Gizmo' },
+      ],
+      options,
+      now: new Date(),
+    });
+    expect(result).to.include({ ok: false, reason: 'ModuleResourceUnknown' });
+    expect(result.message).to.include('Gadget.nothing.example.com/v1').and.include(`Gizmo.${GROUP}/v1alpha1`);
+    const vwc = await env
+      .plane('skr')
+      .kubeConfig()
+      .makeApiClient(AdmissionregistrationV1Api)
+      .readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+    const modules = vwc.webhooks?.find((w) => w.name === 'modules.skr-webhook.operator.kyma-project.io');
+    expect(modules?.rules?.[0]?.resources).to.deep.equal(['samples']);
+    // Back to the known kind alone: installed again.
+    expect(await register(kyma(true))).to.include({ ok: true, reason: 'Installed' });
+  });
+
   it('renews the SKR certificate once 30 days or less are left', async () => {
     const renewed = await register(kyma(true), new Date(Date.now() + 31 * DAY));
     expect(renewed.issued).to.match(/days left/);

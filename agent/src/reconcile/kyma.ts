@@ -129,7 +129,8 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   const syncOutcomes: SyncResourceOutcome[] = [];
   let webhook: SkrWebhookOutcome | undefined;
   try {
-    const labels = watchedLabels(await watchersRead);
+    const watchers = await watchersRead;
+    const labels = watchedLabels(watchers);
     try {
       const crds = await ensureSkrCrds(skr, ctx.crdDir);
       if (crds.installed.length > 0) log.info({ crds: crds.installed }, 'installed CRDs in the SKR');
@@ -158,7 +159,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync));
     }
     if (ctx.registration) {
-      webhook = await reconcileSkrWebhook(ctx, ctx.registration, kyma, skr, skrRef, modules);
+      webhook = await reconcileSkrWebhook(ctx, ctx.registration, kyma, skr, skrRef, modules, watchers);
     }
   } catch (error) {
     if (error instanceof SkrFailure) return failSkr(error);

@@ -183,11 +183,9 @@ async function reconcileModule(
   const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
   // Whether there is a ModuleConfig to remove: only the full reconcile creates one (a targeted mirror updates it),
   // so one found absent here stays absent; removing one happens in its Module CR's mirror lane, so no targeted
-  // mirror that read it a moment before writes it back.
-  const configRead = readModuleConfig(ctx, kymaName, module.name);
-  configRead.catch(() => undefined);
+  // mirror that read it a moment before writes it back. Read only on the paths that remove one.
   const removeConfig = async (moduleCr: ObjectRef | undefined) => {
-    if (!(await configRead)) return;
+    if (!(await readModuleConfig(ctx, kymaName, module.name))) return;
     const remove = () => deleteModuleConfig(ctx, kymaName, module.name);
     await (moduleCr ? ctx.inMirrorLane(kymaKey, mirroredObjectOf(moduleCr), remove) : remove());
   };

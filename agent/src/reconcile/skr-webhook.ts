@@ -7,6 +7,7 @@ import {
   type Kyma,
   type KymaModuleStatus,
   type ResourceState,
+  type Watcher,
 } from '@skr-watcher/api';
 import { mergePatchCustomObject, type ClusterClient } from '@skr-watcher/kube';
 import {
@@ -41,6 +42,7 @@ export async function reconcileSkrWebhook(
   skr: ClusterClient,
   skrKymaRef: Parameters<typeof mergePatchCustomObject>[1],
   modules: KymaModuleStatus[],
+  watchers: Watcher[],
 ): Promise<SkrWebhookOutcome> {
   const now = ctx.clock();
   const moduleKinds = modules.flatMap((module) => {
@@ -55,6 +57,7 @@ export async function reconcileSkrWebhook(
     moduleKinds,
     options: settings.options,
     now,
+    watchers,
   });
   if (result.issued) {
     ctx.logger.info(

@@ -11,7 +11,14 @@
  */
 import { createHash } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { ANNOTATIONS, DEFAULTS, KCP_LISTENER_IDENTITY, LABELS, type Kyma } from '@skr-watcher/api';
+import {
+  ANNOTATIONS,
+  DEFAULTS,
+  KCP_LISTENER_IDENTITY,
+  LABELS,
+  type Kyma,
+  type Watcher,
+} from '@skr-watcher/api';
 import { applyObject, deleteIfExists, type ClusterClient } from '@skr-watcher/kube';
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { ensureSkrCertificate } from './certificate.js';
@@ -47,6 +54,8 @@ export interface RegistrationInput {
   moduleKinds: { apiVersion: string; kind: string }[];
   options: RegistrationOptions;
   now: Date;
+  /** The namespace's live Watchers when the caller has read them already this pass; listed otherwise. */
+  watchers?: Watcher[];
 }
 
 export interface RegistrationResult {
@@ -94,7 +103,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
   };
   await applyObject(input.skr.objects, tlsSecretFor(material), { fieldManager: FIELD_MANAGER, force: true });
 
-  const watchers = await listWatchers(input.kcp, input.namespace);
+  const watchers = input.watchers ?? (await listWatchers(input.kcp, input.namespace));
   const moduleResources = await resolveModuleResources(input.skr, input.moduleKinds);
   const skrNamespace = options.skrNamespace ?? DEFAULTS.skrNamespace;
   const target: WebhookTarget = urlMode

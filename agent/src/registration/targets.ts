@@ -1,5 +1,5 @@
 // What the SKR webhook configuration is made from: the Watcher CRs in KCP and the Module CRs' resources in the SKR.
-import type { V1CustomResourceDefinition } from '@kubernetes/client-node';
+import type { V1APIResource } from '@kubernetes/client-node';
 import {
   GROUP,
   KINDS,
@@ -9,7 +9,7 @@ import {
   type GroupVersionResource,
   type Watcher,
 } from '@skr-watcher/api';
-import { listInPages, type ClusterClient } from '@skr-watcher/kube';
+import { isNotFound, type ClusterClient } from '@skr-watcher/kube';
 
 /** The live Watchers of a namespace; one that does not parse is left out, so it cannot break the others. */
 export async function listWatchers(kcp: ClusterClient, namespace: string): Promise<Watcher[]> {
@@ -26,46 +26,29 @@ export async function listWatchers(kcp: ClusterClient, namespace: string): Promi
   });
 }
 
-interface CrdNames {
-  group: string;
-  kind: string;
-  plural: string;
-  served: string[];
-}
-
-/** Resolves Module CR kinds to resources through the SKR's CRDs (Module CRs are always custom resources). */
+/**
+ * Resolves Module CR kinds to resources through the SKR's discovery (GET /apis/<group>/<version>), which the
+ * client caches per group-version and fetches again for a kind it does not know yet: reading the Module CRs has
+ * filled it already, so a pass costs no request here. (Listing every CRD each pass cost more CPU than the rest of
+ * the pass: CRDs carry their whole OpenAPI schema.)
+ */
 export async function resolveModuleResources(
   skr: ClusterClient,
   kinds: { apiVersion: string; kind: string }[],
 ): Promise<{ resolved: GroupVersionResource[]; unresolved: string[] }> {
-  if (kinds.length === 0) return { resolved: [], unresolved: [] };
-  // Paged, and only the names kept: an SKR with hundreds of large CRDs must not be held in memory at once.
-  let crds: CrdNames[];
-  try {
-    crds = await listInPages(
-      async ({ limit, continueToken }) => {
-        const page = await skr.apiextensions.listCustomResourceDefinition({
-          limit,
-          ...(continueToken ? { _continue: continueToken } : {}),
-        });
-        return { items: page.items, metadata: { continue: page.metadata?._continue ?? '' } };
-      },
-      (crd: V1CustomResourceDefinition): CrdNames => ({
-        group: crd.spec.group,
-        kind: crd.spec.names.kind,
-        plural: crd.spec.names.plural,
-        served: crd.spec.versions.filter((v) => v.served).map((v) => v.name),
-      }),
-    );
-  } catch (cause) {
-    throw new Error('list CRDs in the SKR', { cause });
-  }
   const resolved: GroupVersionResource[] = [];
   const unresolved: string[] = [];
   for (const { apiVersion, kind } of kinds) {
     const { group, version } = splitApiVersion(apiVersion);
-    const crd = crds.find((c) => c.group === group && c.kind === kind && c.served.includes(version));
-    if (crd) resolved.push({ group, version, resource: crd.plural });
+    let resource: V1APIResource | undefined;
+    try {
+      resource = await skr.objects.discover(apiVersion, kind);
+    } catch (cause) {
+      // A group-version the SKR does not serve answers 404: the kind is unknown there, like a missing CRD.
+      if (!isNotFound(cause)) throw new Error(`discover ${kind}.${apiVersion} in the SKR`, { cause });
+    }
+    // Discovery lists subresources (samples/status) with the kind of their parent: the resource is before the slash.
+    if (resource) resolved.push({ group, version, resource: resource.name.split('/')[0] as string });
     else unresolved.push(`${kind}.${apiVersion}`);
   }
   return { resolved, unresolved };

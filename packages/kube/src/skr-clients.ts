@@ -15,6 +15,7 @@ import {
   type KubeConfig,
   type RequestContext,
   type ResponseBody,
+  type V1APIResource,
 } from '@kubernetes/client-node';
 import { DEFAULTS, LABELS, LIMITS, backoffDelay } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
@@ -22,6 +23,14 @@ import { KubeRequestError, isUnreachable } from './apply.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
 import type { ListPage } from './informer.js';
 import { pooledKubeConfig } from './pooled-kubeconfig.js';
+
+/** KubernetesObjectApi with its discovery lookup (cached per group-version, fetched again for an unknown kind) in reach. */
+export class DiscoveringObjectApi extends KubernetesObjectApi {
+  /** The resource serving `kind` in `apiVersion`; undefined if the group-version lacks it, 404 if it is not served. */
+  discover(apiVersion: string, kind: string): Promise<V1APIResource | undefined> {
+    return this.resource(apiVersion, kind);
+  }
+}
 
 /** The API clients of one cluster; they share one connection pool. */
 export interface ClusterClient {
@@ -33,7 +42,7 @@ export interface ClusterClient {
   readonly custom: CustomObjectsApi;
   readonly apiextensions: ApiextensionsV1Api;
   /** Any kind by apiVersion and kind; discovery answers are cached in this instance. */
-  readonly objects: KubernetesObjectApi;
+  readonly objects: DiscoveringObjectApi;
   /** TLS connections this client has opened so far; steady under load when connections are reused. */
   connectionsOpened(): number;
   /** Closes the pooled connections; requests in flight get a short grace period to finish. */
@@ -105,7 +114,7 @@ export async function createClusterClient(
     custom: new CustomObjectsApi(configuration),
     apiextensions: new ApiextensionsV1Api(configuration),
     // Namespaced objects given without a namespace go to `default`, as kubectl does.
-    objects: new KubernetesObjectApi(configuration),
+    objects: new DiscoveringObjectApi(configuration),
     connectionsOpened: pool.connectionsOpened,
     close: pool.close,
   };
