@@ -85,8 +85,8 @@ async function run(flags: RunFlags): Promise<void> {
       kubeConfig: pool.kubeConfig,
       ...(config.listener?.kind === 'direct' ? { tls: await readListenerTls(config.listener) } : {}),
       onLost: () => {
-        // Peers take our Kymas once our Lease expires; no reconcile of ours may still run then. Exiting is the
-        // one way to stop every request in flight at once; the Deployment starts a fresh replica.
+        // A peer fenced our Lease (it may reconcile our Kymas now), or work of ours was still running when peers
+        // may: exiting is the one way to stop every request in flight at once; the Deployment starts a fresh one.
         process.exit(1);
       },
       logger,
@@ -205,7 +205,7 @@ export function runCommand(): Command {
     )
     .option(
       '--renew-deadline <duration>',
-      'a replica that could not renew for this long stops (exits) before peers may take its Kymas',
+      'a leader that could not renew for this long exits; a --shard replica starts no work until it renews (and exits if a peer took over meanwhile)',
       formatDuration(LEADER_ELECTION_DEFAULTS.renewDeadlineMs),
     )
     .option(

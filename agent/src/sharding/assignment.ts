@@ -42,6 +42,10 @@ export interface Assignment {
   /** The Kyma labelled with this runtime-id, owned by anyone (the listener's view on every replica). */
   resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
   ownedKeys(): string[];
+  /** True when no reconcile or targeted mirror of ours is running. */
+  idle(): boolean;
+  /** Membership renewed after a suspension: run what was refused meanwhile and look at the ring again. */
+  resumed(): void;
   /**
    * Graceful shutdown, after this replica's reconciles stopped: writes each owned Kyma over to the owner the
    * ring picks among the others, so they start at once instead of after our Lease is released or expires.
@@ -131,6 +135,8 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   /** Reconciles (and targeted mirrors) in flight, per key. */
   const inFlight = new Map<string, Set<Promise<unknown>>>();
   const settledRuns = (key: string) => Promise.all([...(inFlight.get(key) ?? [])]);
+  /** Keys refused while our membership was suspended; run again when it resumes. */
+  const refused = new Set<string>();
   const relabel = limiter(SHARDING.relabelConcurrency);
   let stopped = false;
   let passTimer: NodeJS.Timeout | undefined;
@@ -205,7 +211,8 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   /** Compares every Kyma's owner with the ring's choice and writes what this replica may write. */
   const assign = () => {
     passTimer = undefined;
-    if (stopped) return;
+    // Suspended, we write no label: our own view may be about to be taken over.
+    if (stopped || !membership.isActive()) return;
     for (const kyma of kymas.list()) {
       const key = objectKey(kyma);
       if (writing.has(key)) continue;
@@ -255,6 +262,10 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     },
     guard(kymaKey, work) {
       if (!owns(kymaKey)) return undefined;
+      if (!membership.isActive()) {
+        refused.add(kymaKey);
+        return undefined;
+      }
       // Registered before the first await, so a handover decided from now on waits for this run.
       journal(kymaKey, 'start');
       const runs = inFlight.get(kymaKey) ?? new Set<Promise<unknown>>();
@@ -277,6 +288,13 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       return { namespace: kyma.metadata.namespace ?? namespace, name: kyma.metadata.name };
     },
     ownedKeys,
+    idle: () => inFlight.size === 0,
+    resumed() {
+      const again = [...refused];
+      refused.clear();
+      for (const key of again) if (owns(key)) options.onAcquired(key);
+      schedulePass();
+    },
     async handOverAll() {
       stopped = true;
       clearTimeout(passTimer);

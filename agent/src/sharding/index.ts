@@ -93,6 +93,8 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     ...options.timing,
     onChange: (members) => late.assignment?.setMembers(members),
     onLost: options.onLost,
+    onResumed: () => late.assignment?.resumed(),
+    idle: () => late.assignment?.idle() ?? true,
     logger,
     registry,
   });

@@ -1,12 +1,18 @@
 // Membership of agent replicas in a shard ring: each replica holds a coordination.k8s.io/v1 Lease of its own,
 // renewed every retry period, and lists the ring's Leases to know who is alive. Timing and clock rules are
-// those of decision 007: expiry is judged on the observer's own clock from when it saw a renewal, and a
-// replica that could not renew within the renew deadline declares itself lost before anyone may take its work.
+// those of decision 007: expiry is judged on the observer's own clock from when it saw a renewal.
+// A replica that could not renew within the renew deadline suspends (starts no work) instead of dying: a peer
+// takes its Kymas only after *fencing* its expired Lease (clearing the holder, conditional on the
+// resourceVersion it saw), so the suspended replica's next renewal either lands first (nothing was taken over:
+// it resumes) or meets a conflict (it is lost and exits). Work still in flight when peers may fence means lost.
 import { hostname } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
   ApiException,
   CoordinationV1Api,
+  PatchStrategy,
   V1MicroTime,
+  setHeaderOptions,
   type KubeConfig,
   type V1Lease,
 } from '@kubernetes/client-node';
@@ -33,8 +39,12 @@ export interface MembershipOptions {
   retryPeriodMs?: number;
   /** The live members (this replica included) changed. */
   onChange: (members: Member[]) => void;
-  /** This replica could not renew within the renew deadline, or its Lease was taken or removed. */
+  /** This replica's Lease was fenced or removed by a peer, or work was still in flight when peers may fence it. */
   onLost: (reason: string) => void;
+  /** A late renewal landed before any peer fenced our Lease: nothing was taken over. */
+  onResumed?: () => void;
+  /** True when no reconcile or mirror of ours is running; checked before peers may fence a suspended replica. */
+  idle?: () => boolean;
   clock?: Clock;
   logger?: Logger;
   registry?: Registry;
@@ -46,9 +56,12 @@ export interface Membership {
   start(): Promise<void>;
   /** The live members, this replica included, as last observed. */
   members(): Member[];
+  /** False while suspended (renewal overdue) or after losing membership: no new work may start. */
+  isActive(): boolean;
   /**
-   * True when `identity` can no longer be working: its Lease was released, or no renewal was seen for a lease
-   * duration (on our clock), or no Lease of it has been seen for a lease duration since we first asked.
+   * True when `identity` can no longer be working: its Lease was released by it or fenced (by us or another
+   * peer, after no renewal was seen for a lease duration on our clock), or no Lease of it has been seen for a
+   * lease duration since we first asked.
    */
   isGone(identity: string): boolean;
   /** Stops renewing and marks the Lease released, so peers take over at their next look. */
@@ -65,6 +78,8 @@ interface Observed {
   leaseName: string;
   resourceVersion: string;
 }
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** A label value (≤ 63) that is also a DNS label, so it can name the Lease: lower-case letters, digits, '-'. */
 const IDENTITY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -105,6 +120,11 @@ export function createMembership(options: MembershipOptions): Membership {
       `shard timing needs retry period (${retryPeriodMs} ms) < renew deadline (${renewDeadlineMs} ms) < lease duration (${leaseDurationMs} ms)`,
     );
   }
+  /**
+   * A suspended replica's work must be over well before peers may fence it (a lease duration after its last
+   * renewal): half the margin between renew deadline and lease duration, the other half for a late timer.
+   */
+  const drainDeadlineMs = renewDeadlineMs + (leaseDurationMs - renewDeadlineMs) / 2;
   const clock = options.clock ?? systemClock;
   const logger = options.logger?.child({ subsystem: 'membership', ring, identity });
   const api = options.kubeConfig.makeApiClient(CoordinationV1Api);
@@ -116,40 +136,89 @@ export function createMembership(options: MembershipOptions): Membership {
         registers: [options.registry],
       })
     : undefined;
+  const suspendedGauge = options.registry
+    ? new Gauge({
+        name: 'skr_agent_shard_suspended',
+        help: '1 while this replica’s membership renewal is overdue and it starts no work.',
+        registers: [options.registry],
+      })
+    : undefined;
 
   const observed = new Map<string, Observed>();
   /** Identities asked about that have no Lease: when we first noticed. */
   const missingSince = new Map<string, number>();
   let lastMembers = '';
   let lastRenewStartedAt = 0;
-  let fence: unknown;
-  let timer: unknown;
+  /** Start of the last renewal attempt, successful or not: the next one is a retry period after it. */
+  let lastAttemptAt = 0;
+  let deadlineTimer: unknown;
+  let drainTimer: unknown;
+  let renewTimer: unknown;
+  let observeTimer: unknown;
   let stopped = false;
   let lost = false;
+  let suspended = false;
   let ownLease: V1Lease | undefined;
-  /** The tick in progress; release waits for it, or its renewal could overwrite the released Lease. */
-  let ticking: Promise<void> | undefined;
+  /** Renewal and ring look in progress; release waits for them, or a renewal could overwrite the released Lease. */
+  let renewing: Promise<void> | undefined;
+  let observing: Promise<void> | undefined;
+  /** When the renewal request in flight was sent (our clock); what a late renewal waited on. */
+  let renewSentAt: number | undefined;
+  let lastRenewLatencyMs = 0;
+  /** Event-loop delay since the last successful renewal: tells a starved loop from a slow KCP. */
+  const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+  loopDelay.enable();
+  const renewalDiagnosis = () => ({
+    sinceLastRenewalMs: clock.now() - lastRenewStartedAt,
+    renewalPendingMs: renewSentAt === undefined ? undefined : clock.now() - renewSentAt,
+    lastRenewLatencyMs,
+    eventLoopDelayMaxMs: Math.round(loopDelay.max / 1e6),
+  });
 
   const microTime = () => new V1MicroTime(Date.now());
   const live = (record: Observed) => !record.released && record.observedAt + record.durationMs > clock.now();
 
+  const halt = () => {
+    stopped = true;
+    for (const t of [renewTimer, observeTimer, deadlineTimer, drainTimer]) clock.clearTimeout(t);
+    loopDelay.disable();
+  };
   const declareLost = (reason: string) => {
     if (lost || stopped) return;
     lost = true;
-    stopped = true;
-    clock.clearTimeout(timer);
-    clock.clearTimeout(fence);
-    logger?.error({ reason }, 'lost shard membership; this replica must stop reconciling now');
+    halt();
+    logger?.error(
+      { reason, ...renewalDiagnosis() },
+      'lost shard membership; this replica must stop reconciling now',
+    );
     options.onLost(reason);
   };
-  /** Armed after every renewal: fires at the renew deadline unless a later renewal re-arms it. */
-  const armFence = () => {
-    clock.clearTimeout(fence);
-    const remaining = renewDeadlineMs - (clock.now() - lastRenewStartedAt);
-    fence = clock.setTimeout(
-      () => declareLost('no renewal within the renew deadline'),
-      Math.max(0, remaining),
+  const suspend = () => {
+    if (suspended || stopped) return;
+    suspended = true;
+    suspendedGauge?.set(1);
+    logger?.warn({ ...renewalDiagnosis() }, 'membership renewal overdue; starting no work until it lands');
+    drainTimer = clock.setTimeout(
+      () => {
+        if (suspended && !(options.idle?.() ?? true)) {
+          declareLost('work still in flight when peers may take over');
+        }
+      },
+      Math.max(0, drainDeadlineMs - (clock.now() - lastRenewStartedAt)),
     );
+  };
+  const resume = () => {
+    suspended = false;
+    suspendedGauge?.set(0);
+    clock.clearTimeout(drainTimer);
+    logger?.warn({ ...renewalDiagnosis() }, 'membership renewed late; no peer had taken over, resuming');
+    options.onResumed?.();
+  };
+  /** Armed after every renewal: suspends at the renew deadline unless a later renewal re-arms it. */
+  const armDeadline = () => {
+    clock.clearTimeout(deadlineTimer);
+    const remaining = renewDeadlineMs - (clock.now() - lastRenewStartedAt);
+    deadlineTimer = clock.setTimeout(suspend, Math.max(0, remaining));
   };
 
   const spec = (acquireTime?: unknown) => ({
@@ -165,33 +234,50 @@ export function createMembership(options: MembershipOptions): Membership {
     ...(options.peerAddress ? { annotations: { [ANNOTATIONS.peerAddress]: options.peerAddress } } : {}),
   });
 
-  /** Renews (or first creates) our Lease; the start time of a renewal that succeeded moves the fence. */
-  const renew = async () => {
-    const startedAt = clock.now();
+  const writeOwnLease = async () => {
     if (!ownLease) {
       ownLease = await api.createNamespacedLease({
         namespace,
         body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: metadata(), spec: spec() },
       });
-    } else {
-      try {
-        // replace carries our last resourceVersion: only we write this Lease while we hold it.
-        ownLease = await api.replaceNamespacedLease({
-          name: leaseName,
-          namespace,
-          body: { ...ownLease, spec: { ...ownLease.spec, ...spec(ownLease.spec?.acquireTime) } },
-        });
-      } catch (error) {
-        if (error instanceof ApiException && (error.code === 404 || error.code === 409)) {
-          // Someone else deleted or wrote our Lease: peers may already treat us as gone.
-          declareLost(`own Lease ${error.code === 404 ? 'deleted' : 'written'} by someone else`);
-          return;
-        }
-        throw error;
+      return;
+    }
+    try {
+      // replace carries our last resourceVersion: it fails if a peer fenced (or anyone wrote) our Lease since.
+      ownLease = await api.replaceNamespacedLease({
+        name: leaseName,
+        namespace,
+        body: { ...ownLease, spec: { ...ownLease.spec, ...spec(ownLease.spec?.acquireTime) } },
+      });
+    } catch (error) {
+      if (error instanceof ApiException && (error.code === 404 || error.code === 409)) {
+        // A peer fenced or deleted our Lease: it may be reconciling our Kymas already.
+        declareLost(`own Lease ${error.code === 404 ? 'deleted' : 'fenced or written'} by someone else`);
+        return;
       }
+      throw error;
+    }
+  };
+
+  /** Renews (or first creates) our Lease; the start time of a renewal that succeeded moves the deadline. */
+  const renew = async () => {
+    const startedAt = clock.now();
+    renewSentAt = startedAt;
+    lastAttemptAt = startedAt;
+    try {
+      await writeOwnLease();
+    } finally {
+      renewSentAt = undefined;
+      lastRenewLatencyMs = clock.now() - startedAt;
+    }
+    if (lost || stopped) return;
+    if (lastRenewStartedAt > 0 && clock.now() - lastRenewStartedAt > renewDeadlineMs / 2) {
+      logger?.warn({ ...renewalDiagnosis() }, 'membership renewal late');
     }
     lastRenewStartedAt = startedAt;
-    armFence();
+    loopDelay.reset();
+    armDeadline();
+    if (suspended) resume();
   };
 
   const observe = (leases: V1Lease[]) => {
@@ -221,6 +307,37 @@ export function createMembership(options: MembershipOptions): Membership {
     return seen;
   };
 
+  /**
+   * Clears the holder of each Lease that expired on our clock, conditional on the resourceVersion we saw: only
+   * then is its replica gone. Its own late renewal and our fence are ordered by the API server; whichever lands
+   * second meets a conflict, so a replica is never both renewing and taken over.
+   */
+  const fenceExpired = async () => {
+    for (const [who, record] of observed) {
+      if (record.released || live(record)) continue;
+      try {
+        const fenced = await api.patchNamespacedLease(
+          {
+            name: record.leaseName,
+            namespace,
+            body: { metadata: { resourceVersion: record.resourceVersion }, spec: { holderIdentity: null } },
+          },
+          mergePatch,
+        );
+        observed.set(who, {
+          ...record,
+          released: true,
+          observedAt: clock.now(),
+          resourceVersion: fenced.metadata?.resourceVersion ?? record.resourceVersion,
+        });
+        logger?.info({ peer: who }, 'fenced the expired Lease of a peer; its Kymas may be claimed');
+      } catch (error) {
+        // A conflict: it renewed (or another peer fenced it) since our list; the next look sees which.
+        logger?.debug({ err: error, peer: who }, 'expired Lease not fenced');
+      }
+    }
+  };
+
   /** Deletes Leases of replicas long gone, so restarts do not pile them up; a conflict means it changed. */
   const collectGarbage = async (seen: Set<string>) => {
     for (const [who, record] of observed) {
@@ -238,11 +355,12 @@ export function createMembership(options: MembershipOptions): Membership {
     }
   };
 
-  const tick = async () => {
-    await renew();
-    if (stopped) return;
+  /** Lists the ring, fences what expired, reports member changes. */
+  const lookAtRing = async () => {
     const list = await api.listNamespacedLease({ namespace, labelSelector: `${LABELS.shardRing}=${ring}` });
+    if (stopped) return;
     const seen = observe(list.items);
+    await fenceExpired();
     await collectGarbage(seen);
     const members = currentMembers();
     membersGauge?.set(members.length);
@@ -265,16 +383,32 @@ export function createMembership(options: MembershipOptions): Membership {
     return members.sort((a, b) => (a.identity < b.identity ? -1 : 1));
   };
 
-  const schedule = () => {
+  // Renewal runs on a timer of its own, never behind a slow list of the ring: its period counts from the start
+  // of the previous renewal, and only one is in flight. Up to 10 % jitter keeps replicas out of lockstep.
+  const scheduleRenewal = () => {
     if (stopped) return;
-    // Up to 10 % jitter keeps replicas started together from writing in lockstep.
-    timer = clock.setTimeout(
+    const sinceStart = clock.now() - lastAttemptAt;
+    renewTimer = clock.setTimeout(
       () => {
-        ticking = tick()
-          .catch((error: unknown) => logger?.warn({ err: error }, 'membership renewal or listing failed'))
+        renewing = renew()
+          .catch((error: unknown) => logger?.warn({ err: error }, 'membership renewal failed'))
           .finally(() => {
-            ticking = undefined;
-            schedule();
+            renewing = undefined;
+            scheduleRenewal();
+          });
+      },
+      Math.max(0, jittered(retryPeriodMs, 0.1) - sinceStart),
+    );
+  };
+  const scheduleLook = () => {
+    if (stopped) return;
+    observeTimer = clock.setTimeout(
+      () => {
+        observing = lookAtRing()
+          .catch((error: unknown) => logger?.warn({ err: error }, 'listing the shard ring failed'))
+          .finally(() => {
+            observing = undefined;
+            scheduleLook();
           });
       },
       jittered(retryPeriodMs, 0.1),
@@ -284,14 +418,18 @@ export function createMembership(options: MembershipOptions): Membership {
   return {
     identity,
     async start() {
-      await tick();
-      schedule();
+      await renew();
+      await lookAtRing();
+      scheduleRenewal();
+      scheduleLook();
     },
     members: currentMembers,
+    isActive: () => !suspended && !lost && !stopped,
     isGone(who) {
       if (who === identity) return lost;
       const record = observed.get(who);
-      if (record) return !live(record);
+      // Expired is not enough: only a released or fenced Lease means its replica can no longer renew.
+      if (record) return record.released;
       const since = missingSince.get(who);
       if (since === undefined) {
         missingSince.set(who, clock.now());
@@ -301,11 +439,10 @@ export function createMembership(options: MembershipOptions): Membership {
     },
     async release() {
       if (stopped) return;
-      stopped = true;
-      clock.clearTimeout(timer);
-      clock.clearTimeout(fence);
-      await ticking;
-      if (!ownLease) return;
+      halt();
+      suspendedGauge?.set(0);
+      await Promise.all([renewing, observing]);
+      if (!ownLease || lost) return;
       try {
         // An empty holder tells peers at their next look that our Kymas are free; they need not wait it out.
         await api.replaceNamespacedLease({

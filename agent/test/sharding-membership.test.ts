@@ -1,0 +1,141 @@
+// Shard membership under a KCP that answers late (decision 012), on a real KCP: the requests of one replica pass a
+// gate the test holds, as when its process is starved or the KCP is slow for it. A renewal overdue past the renew
+// deadline suspends the replica instead of ending it; it resumes when the renewal lands before any peer fenced its
+// Lease, and is lost when a peer fenced it first or when its work was still running when peers may. Renewals do
+// not wait behind a slow list of the ring.
+import { expect } from 'chai';
+import { CoreV1Api, KubeConfig, type RequestContext } from '@kubernetes/client-node';
+import { startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { waitUntil } from '../../test/support/eventually.js';
+import { createMembership, type Membership } from '../src/sharding/index.js';
+
+/** Holds matching requests until released: a replica whose requests the KCP answers late. */
+class GatedKubeConfig extends KubeConfig {
+  held: ((request: { method: string; url: string }) => boolean) | undefined;
+  passed: { method: string; url: string }[] = [];
+  private waiting: (() => void)[] = [];
+
+  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+    const request = { method: context.getHttpMethod().toString(), url: context.getUrl() };
+    while (this.held?.(request)) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.passed.push(request);
+    return super.applySecurityAuthentication(context);
+  }
+
+  hold(which: (request: { method: string; url: string }) => boolean): void {
+    this.held = which;
+  }
+
+  releaseAll(): void {
+    this.held = undefined;
+    for (const resolve of this.waiting.splice(0)) resolve();
+  }
+}
+
+const renewal = (r: { method: string; url: string }) => r.method === 'PUT' && r.url.includes('/leases/');
+const ringList = (r: { method: string; url: string }) => r.method === 'GET' && r.url.includes('/leases?');
+
+describe('shard membership when the KCP answers late', function () {
+  this.timeout(120_000);
+  let env: Environment;
+  const namespace = 'membership';
+  const started: Membership[] = [];
+  const gates: GatedKubeConfig[] = [];
+  let ring = 0;
+
+  before(async () => {
+    env = await startEnvironment({ planes: ['kcp'] });
+    await env
+      .plane('kcp')
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: namespace } } });
+  });
+  after(async () => {
+    for (const gate of gates) gate.releaseAll();
+    await Promise.all(started.map((m) => m.release()));
+    await env?.stop();
+  });
+
+  /** Two members of a fresh ring: `slow` behind a gate, `peer` not. */
+  async function pair(options: { idle?: () => boolean } = {}) {
+    ring += 1;
+    const gate = new GatedKubeConfig();
+    gate.loadFromFile(env.plane('kcp').kubeconfigPath);
+    gates.push(gate);
+    const lost: string[] = [];
+    // Renew deadline 2 s, lease 8 s: a held renewal suspends after 2 s; peers may fence after 8 s, so a renewal
+    // released once suspension is seen lands well before that even on a loaded machine.
+    const timing = { leaseDurationMs: 8_000, renewDeadlineMs: 2_000, retryPeriodMs: 300 };
+    const slow = createMembership({
+      kubeConfig: gate,
+      namespace,
+      ring: `ring-${ring}`,
+      identity: `slow-${ring}`,
+      ...timing,
+      onChange: () => {},
+      onLost: (reason) => lost.push(reason),
+      ...(options.idle ? { idle: options.idle } : {}),
+    });
+    const peer = createMembership({
+      kubeConfig: env.plane('kcp').kubeConfig(),
+      namespace,
+      ring: `ring-${ring}`,
+      identity: `peer-${ring}`,
+      ...timing,
+      onChange: () => {},
+      onLost: () => {},
+    });
+    started.push(slow, peer);
+    await slow.start();
+    await peer.start();
+    await waitUntil('both members see each other', async () => peer.members().length === 2, 20_000, 50);
+    return { gate, slow, peer, lost };
+  }
+
+  it('suspends when a renewal is overdue and resumes when it lands before a peer fenced the Lease', async () => {
+    const { gate, slow, peer, lost } = await pair();
+    gate.hold(renewal);
+    await waitUntil('the slow replica suspends', async () => !slow.isActive(), 20_000, 20);
+    expect(lost, 'suspended, not lost').to.deep.equal([]);
+    gate.releaseAll();
+    await waitUntil('the slow replica resumes', async () => slow.isActive(), 20_000, 20);
+    expect(lost).to.deep.equal([]);
+    expect(peer.isGone(slow.identity), 'the peer never took it over').to.equal(false);
+  });
+
+  it('is lost when its late renewal finds its Lease fenced by a peer', async () => {
+    const { gate, slow, peer, lost } = await pair();
+    gate.hold(renewal);
+    await waitUntil('the peer fences the expired Lease', async () => peer.isGone(slow.identity), 30_000, 50);
+    expect(slow.isActive(), 'suspended meanwhile').to.equal(false);
+    expect(lost).to.deep.equal([]);
+    gate.releaseAll();
+    await waitUntil('the slow replica learns it was taken over', async () => lost.length > 0, 20_000, 20);
+    expect(lost[0]).to.match(/fenced/);
+    expect(slow.isActive()).to.equal(false);
+  });
+
+  it('is lost when its work is still running at the point where peers may take over', async () => {
+    const { gate, slow, lost } = await pair({ idle: () => false });
+    gate.hold(renewal);
+    await waitUntil('the slow replica gives up', async () => lost.length > 0, 30_000, 20);
+    expect(lost[0]).to.match(/in flight/);
+    expect(slow.isActive()).to.equal(false);
+  });
+
+  it('keeps renewing while a list of the ring hangs', async () => {
+    const { gate, slow, lost } = await pair();
+    const before = gate.passed.filter(renewal).length;
+    gate.hold(ringList);
+    await waitUntil(
+      'five renewals pass while the ring list is held',
+      async () => gate.passed.filter(renewal).length >= before + 5,
+      20_000,
+      20,
+    );
+    expect(slow.isActive()).to.equal(true);
+    expect(lost).to.deep.equal([]);
+    gate.releaseAll();
+  });
+});
