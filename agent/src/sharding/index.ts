@@ -10,7 +10,13 @@ import { createForwarder, startPeerServer, type Forwarder, type PeerServer } fro
 import { createMembership } from './membership.js';
 
 export { createHashRing, type HashRing } from './ring.js';
-export { createMembership, defaultShardIdentity, validShardIdentity, type Member } from './membership.js';
+export {
+  createMembership,
+  defaultShardIdentity,
+  validShardIdentity,
+  type Member,
+  type Membership,
+} from './membership.js';
 export { createAssignment, shardKeyOf, type Assignment } from './assignment.js';
 export {
   createForwarder,
