@@ -22,7 +22,7 @@ import {
   type CachedObject,
   type Clock,
 } from '@skr-watcher/kube';
-import { Counter, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { isOwnMirror } from './reconcile/index.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
@@ -117,14 +117,19 @@ export function createController(options: ControllerOptions): Controller {
       }),
     });
 
-  const triggers = options.registry
-    ? ((options.registry.getSingleMetric('skr_agent_triggers_total') as Counter | undefined) ??
-      new Counter({
-        name: 'skr_agent_triggers_total',
-        help: 'Kyma keys enqueued, by source (kyma, watcher, moduletemplate, ...; listener; resync).',
-        labelNames: ['source'],
-        registers: [options.registry],
-      }))
+  const registry = options.registry;
+  const triggers = registry
+    ? registeredMetric(
+        registry,
+        'skr_agent_triggers_total',
+        () =>
+          new Counter({
+            name: 'skr_agent_triggers_total',
+            help: 'Kyma keys enqueued, by source (kyma, watcher, moduletemplate, ...; listener; resync).',
+            labelNames: ['source'],
+            registers: [registry],
+          }),
+      )
     : undefined;
 
   const queue = new WorkQueue({

@@ -1,5 +1,12 @@
 // Prometheus metrics of the listener; labels are bounded (status code, contract), never an identity.
-import { Counter, Gauge, Histogram, LATENCY_BUCKETS_SECONDS, type Registry } from '@skr-watcher/telemetry';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  LATENCY_BUCKETS_SECONDS,
+  registeredMetric,
+  type Registry,
+} from '@skr-watcher/telemetry';
 
 export interface ListenerMetrics {
   requests: Counter<'code'>;
@@ -14,8 +21,7 @@ export interface ListenerMetrics {
 /** Registers the metrics, or reuses them when another listener registered them in the same registry. */
 export function listenerMetrics(registry: Registry): ListenerMetrics {
   const registers = [registry];
-  const reuse = <M>(name: string, create: () => M): M =>
-    (registry.getSingleMetric(name) as M | undefined) ?? create();
+  const reuse = <M>(name: string, create: () => M): M => registeredMetric(registry, name, create);
   return {
     requests: reuse(
       'skr_listener_requests_total',

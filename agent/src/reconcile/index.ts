@@ -62,6 +62,7 @@ import {
   Gauge,
   Histogram,
   LATENCY_BUCKETS_SECONDS,
+  registeredMetric,
   silentLogger,
   type Logger,
   type Registry,
@@ -167,42 +168,54 @@ interface ReconcileMetrics {
 
 function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined {
   if (!registry) return undefined;
-  const existing = registry.getSingleMetric('skr_agent_reconcile_total');
-  if (existing) {
-    return {
-      total: existing as Counter<'result'>,
-      duration: registry.getSingleMetric('skr_agent_reconcile_duration_seconds') as Histogram<'result'>,
-      mirrors: registry.getSingleMetric('skr_agent_module_mirrors_total') as Counter<'outcome'>,
-      mirrorReads: registry.getSingleMetric('skr_agent_module_mirror_reads') as Histogram,
-    };
-  }
+  const registers = [registry];
   return {
-    mirrors: new Counter({
-      name: 'skr_agent_module_mirrors_total',
-      help: 'Module CR callbacks mirrored on the targeted path, by outcome (mirrored, unchanged, not-a-module, absent, not-shown).',
-      labelNames: ['outcome'],
-      registers: [registry],
-    }),
-    mirrorReads: new Histogram({
-      name: 'skr_agent_module_mirror_reads',
-      help: 'SKR reads per callback on the targeted path: 1 when the write had landed at the first read, more when not yet.',
-      // Whole reads: le="1" counts callbacks that needed no re-read, le="2" at most one.
-      buckets: [1, 2, 3, 5, 10, 20, 50],
-      registers: [registry],
-    }),
-    total: new Counter({
-      name: 'skr_agent_reconcile_total',
-      help: 'Kyma reconciles by result (ready, processing, warning, error, deleting, paused, absent, failed).',
-      labelNames: ['result'],
-      registers: [registry],
-    }),
-    duration: new Histogram({
-      name: 'skr_agent_reconcile_duration_seconds',
-      help: 'Duration of one Kyma reconcile, by result.',
-      labelNames: ['result'],
-      buckets: LATENCY_BUCKETS_SECONDS,
-      registers: [registry],
-    }),
+    mirrors: registeredMetric(
+      registry,
+      'skr_agent_module_mirrors_total',
+      () =>
+        new Counter({
+          name: 'skr_agent_module_mirrors_total',
+          help: 'Module CR callbacks mirrored on the targeted path, by outcome (mirrored, unchanged, not-a-module, absent, not-shown).',
+          labelNames: ['outcome'],
+          registers,
+        }),
+    ),
+    mirrorReads: registeredMetric(
+      registry,
+      'skr_agent_module_mirror_reads',
+      () =>
+        new Histogram({
+          name: 'skr_agent_module_mirror_reads',
+          help: 'SKR reads per callback on the targeted path: 1 when the write had landed at the first read, more when not yet.',
+          // Whole reads: le="1" counts callbacks that needed no re-read, le="2" at most one.
+          buckets: [1, 2, 3, 5, 10, 20, 50],
+          registers,
+        }),
+    ),
+    total: registeredMetric(
+      registry,
+      'skr_agent_reconcile_total',
+      () =>
+        new Counter({
+          name: 'skr_agent_reconcile_total',
+          help: 'Kyma reconciles by result (ready, processing, warning, error, deleting, paused, absent, failed).',
+          labelNames: ['result'],
+          registers,
+        }),
+    ),
+    duration: registeredMetric(
+      registry,
+      'skr_agent_reconcile_duration_seconds',
+      () =>
+        new Histogram({
+          name: 'skr_agent_reconcile_duration_seconds',
+          help: 'Duration of one Kyma reconcile, by result.',
+          labelNames: ['result'],
+          buckets: LATENCY_BUCKETS_SECONDS,
+          registers,
+        }),
+    ),
   };
 }
 
@@ -228,15 +241,21 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
       logger,
     });
-    if (options.registry && !options.registry.getSingleMetric('skr_agent_skr_clients')) {
-      new Gauge({
-        name: 'skr_agent_skr_clients',
-        help: 'SKR clients (one connection pool each) cached by the reconciler.',
-        registers: [options.registry],
-        collect() {
-          this.set(skrClients.size());
-        },
-      });
+    const registry = options.registry;
+    if (registry) {
+      registeredMetric(
+        registry,
+        'skr_agent_skr_clients',
+        () =>
+          new Gauge({
+            name: 'skr_agent_skr_clients',
+            help: 'SKR clients (one connection pool each) cached by the reconciler.',
+            registers: [registry],
+            collect() {
+              this.set(skrClients.size());
+            },
+          }),
+      );
     }
     const ctx: ReconcileContext = {
       kcp,

@@ -3,7 +3,7 @@
 // resourceVersions are opaque strings: they are passed back to the server and compared only for equality.
 import { CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { backoffDelay } from '@skr-watcher/api';
-import { Counter, Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { Counter, Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { systemClock, type Clock, type TimerHandle } from './workqueue.js';
 
 /** The least an object must carry to be cached. */
@@ -90,7 +90,7 @@ interface InformerMetrics {
 function informerMetrics(registry: Registry | undefined): InformerMetrics | undefined {
   if (!registry) return undefined;
   const registers = [registry];
-  const existing = <M>(name: string, create: () => M): M => (registry.getSingleMetric(name) as M) ?? create();
+  const existing = <M>(name: string, create: () => M): M => registeredMetric(registry, name, create);
   return {
     restarts: existing(
       'informer_watch_restarts_total',

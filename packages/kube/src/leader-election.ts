@@ -10,7 +10,7 @@ import {
   type V1Lease,
 } from '@kubernetes/client-node';
 import { jittered } from '@skr-watcher/api';
-import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { systemClock, type Clock } from './workqueue.js';
 
 export const LEADER_ELECTION_DEFAULTS = {
@@ -87,14 +87,19 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
   const clock = options.clock ?? systemClock;
   const logger = options.logger?.child({ lease: `${namespace}/${name}`, identity });
   const api = options.kubeConfig.makeApiClient(CoordinationV1Api);
-  const leaderGauge = options.registry
-    ? ((options.registry.getSingleMetric('leader_election_is_leader') as Gauge | undefined) ??
-      new Gauge({
-        name: 'leader_election_is_leader',
-        help: '1 while this replica holds the Lease.',
-        labelNames: ['lease'],
-        registers: [options.registry],
-      }))
+  const registry = options.registry;
+  const leaderGauge = registry
+    ? registeredMetric(
+        registry,
+        'leader_election_is_leader',
+        () =>
+          new Gauge({
+            name: 'leader_election_is_leader',
+            help: '1 while this replica holds the Lease.',
+            labelNames: ['lease'],
+            registers: [registry],
+          }),
+      )
     : undefined;
 
   let observed: ObservedRecord | undefined;

@@ -7,7 +7,7 @@ import {
   type Clock,
   type TimerHandle,
 } from '@skr-watcher/api';
-import { Counter, Gauge, Histogram, type Registry } from '@skr-watcher/telemetry';
+import { Counter, Gauge, Histogram, registeredMetric, type Registry } from '@skr-watcher/telemetry';
 import type { Logger } from '@skr-watcher/telemetry';
 
 // One clock interface for every app and package (@skr-watcher/api); queue timers do not hold a stopping process.
@@ -70,7 +70,7 @@ const WORK_BUCKETS_SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 function queueMetrics(registry: Registry | undefined): QueueMetrics | undefined {
   if (!registry) return undefined;
   // Several queues may share one registry: reuse a metric that is registered already.
-  const existing = <M>(name: string, create: () => M): M => (registry.getSingleMetric(name) as M) ?? create();
+  const existing = <M>(name: string, create: () => M): M => registeredMetric(registry, name, create);
   const registers = [registry];
   return {
     depth: existing(

@@ -9,6 +9,15 @@ export function createRegistry(prefix = ''): Registry {
   return registry;
 }
 
+/**
+ * The metric registered under `name` in `registry`, or the one `create` registers there. Several instances of
+ * one component (queues, informers, listeners, reconcilers) may share a registry, and prom-client refuses a
+ * second registration of a name, so the first instance's metric is reused.
+ */
+export function registeredMetric<M>(registry: Registry, name: string, create: () => M): M {
+  return (registry.getSingleMetric(name) as M | undefined) ?? create();
+}
+
 /** Buckets for request latencies, from 100 µs to 10 s. */
 export const LATENCY_BUCKETS_SECONDS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,

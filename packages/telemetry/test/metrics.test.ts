@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Counter, LATENCY_BUCKETS_SECONDS, createRegistry } from '../src/index.js';
+import { Counter, LATENCY_BUCKETS_SECONDS, createRegistry, registeredMetric } from '../src/index.js';
 
 describe('telemetry metrics', () => {
   it('a registry carries process metrics (RSS, event-loop lag) under its prefix, and its own series', async () => {
@@ -16,6 +16,19 @@ describe('telemetry metrics', () => {
     const b = createRegistry('b_');
     new Counter({ name: 'only_in_a_total', help: 'a', registers: [a] }).inc();
     expect(await b.metrics()).not.to.include('only_in_a_total');
+  });
+
+  it('registeredMetric registers a metric once and hands the same one to every later caller', () => {
+    const registry = createRegistry();
+    const counter = () =>
+      registeredMetric(
+        registry,
+        'shared_total',
+        () => new Counter({ name: 'shared_total', help: 'shared', registers: [registry] }),
+      );
+    const first = counter();
+    expect(counter()).to.equal(first);
+    expect(registeredMetric(createRegistry(), 'shared_total', () => 'created')).to.equal('created');
   });
 
   it('latency buckets rise strictly from 100 µs to 10 s', () => {
