@@ -127,7 +127,13 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
   });
 
   it("an edit in SKR 1 reaches only SKR 1's ModuleConfig, and only after SKR 1's callback", async () => {
-    const before2 = await moduleConfigOf('skr2');
+    const reconciles = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      return [...text.matchAll(/^skr_agent_reconcile_total\{[^}]*\} (\d+)$/gm)].reduce(
+        (sum, [, value]) => sum + Number(value),
+        0,
+      );
+    };
     await env
       .plane('skr1')
       .kubeConfig()
@@ -136,10 +142,20 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
         ...SAMPLE,
         body: [{ op: 'replace', path: '/spec/greeting', value: 'edited in skr1' }],
       });
-    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    // Marker, not a window: SKR 2's callback, sent after the edit, is reconciled; the agent has worked since the
+    // edit and still has not mirrored it, because nothing told it about SKR 1.
+    const reconcilesBefore = await reconciles();
+    const marker = await sendCallback(listenerPort, identity('skr2', ca), { body: v2Body('sample') });
+    expect(marker.status).to.equal(200);
+    await waitUntil(
+      'SKR 2 is reconciled after the edit',
+      async () => (await reconciles()) > reconcilesBefore,
+      30_000,
+    );
     expect((await moduleConfigOf('skr1'))?.spec.resource.spec?.['greeting'], 'no trigger yet').to.not.equal(
       'edited in skr1',
     );
+    const before2 = await moduleConfigOf('skr2');
     const answer = await sendCallback(listenerPort, identity('skr1', ca), { body: v2Body('sample') });
     expect(answer.status).to.equal(200);
     await waitUntil(
