@@ -22,6 +22,7 @@ import { parseAllDocuments } from 'yaml';
 import { initKcpPki } from './kcp-pki.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import { applySamples } from './samples.js';
+import { waitFor } from './system.js';
 
 const KCP_MANIFESTS = fileURLToPath(new URL('../manifests/kcp/', import.meta.url));
 /** The image name manifests/kcp ships with; kustomize replaces it with the run's registry and digest. */
@@ -55,20 +56,6 @@ export interface PodSystem {
   agentPods(): Promise<V1Pod[]>;
   webhookPods(skr: string): Promise<V1Pod[]>;
   stop(): Promise<void>;
-}
-
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error(`${what}: not within ${timeoutMs / 1000} s`, { cause: last });
 }
 
 /**
@@ -228,7 +215,7 @@ export async function startPodSystem(options: PodSystemOptions): Promise<PodSyst
     await waitFor(
       `Deployment ${namespace}/${AGENT_DEPLOYMENT} rolled out`,
       () => deploymentRolledOut(kcp, namespace, AGENT_DEPLOYMENT, 1),
-      240_000,
+      Date.now() + 240_000,
     );
     timings['agent Deployment Ready'] = (Date.now() - deployed) / 1000;
 
@@ -242,12 +229,12 @@ export async function startPodSystem(options: PodSystemOptions): Promise<PodSyst
       await waitFor(
         `${skr}: Deployment ${DEFAULTS.skrNamespace}/${WEBHOOK_DEPLOYMENT} rolled out`,
         () => deploymentRolledOut(skrConfig, DEFAULTS.skrNamespace, WEBHOOK_DEPLOYMENT),
-        240_000,
+        Date.now() + 240_000,
       );
       await waitFor(
         `${skr}: ModuleConfig of the sample module in KCP`,
         async () => moduleConfigs.current(skr, 'sample') !== undefined,
-        120_000,
+        Date.now() + 120_000,
       );
     }
     timings['system ready'] = (Date.now() - started) / 1000;

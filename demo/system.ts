@@ -95,7 +95,8 @@ export interface LocalSystem {
   stop(options?: { keepDir?: boolean }): Promise<void>;
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, deadline: number): Promise<void> {
+/** Polls `check` until it is true or `deadline` (epoch ms) passes; the last error seen is the cause. */
+export async function waitFor(what: string, check: () => Promise<boolean>, deadline: number): Promise<void> {
   let lastError: unknown;
   while (Date.now() < deadline) {
     try {
