@@ -5,15 +5,7 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client
 import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createController, type Controller } from '../src/controller.js';
-
-async function waitUntil(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-}
+import { waitUntil } from '../../test/support/eventually.js';
 
 describe('controller triggers on a real KCP', function () {
   this.timeout(120_000);

@@ -22,8 +22,8 @@ export async function eventually<T>(
 /** Polls `check` until it is true; fails with the last error as cause. */
 export async function waitUntil(
   what: string,
-  check: () => Promise<boolean>,
-  timeoutMs: number,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 30_000,
   intervalMs = 200,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;

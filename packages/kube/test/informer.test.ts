@@ -8,21 +8,9 @@ import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ResilientInformer, customResourceSource, objectKey } from '../src/informer.js';
 import { pooledKubeConfig } from '../src/pooled-kubeconfig.js';
+import { waitUntil } from '../../../test/support/eventually.js';
 
 const KYMA = { group: GROUP, version: KINDS.kyma.version, plural: KINDS.kyma.plural };
-
-async function waitUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-}
 
 async function counterValue(
   registry: Registry,

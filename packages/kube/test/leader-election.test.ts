@@ -11,23 +11,11 @@ import {
   type LeaderElectorOptions,
 } from '../src/leader-election.js';
 import { systemClock } from '../src/workqueue.js';
+import { waitUntil } from '../../../test/support/eventually.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/elector.ts', import.meta.url));
 // Short timings keep the test quick; the logic is the same as with client-go's 15 s / 10 s / 2 s.
 const TIMING = { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 300 };
-
-async function waitUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 20_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-}
 
 describe('LeaderElector on a real API server', function () {
   this.timeout(120_000);
