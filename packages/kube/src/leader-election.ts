@@ -9,9 +9,8 @@ import {
   type KubeConfig,
   type V1Lease,
 } from '@kubernetes/client-node';
-import { jittered } from '@skr-watcher/api';
+import { jittered, systemClock, type Clock } from '@skr-watcher/api';
 import { Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
-import { systemClock, type Clock } from './workqueue.js';
 
 export const LEADER_ELECTION_DEFAULTS = {
   /** How long a Lease is valid after its last renewal; a standby waits this long after the leader went silent. */
@@ -84,6 +83,8 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
     );
   }
   const { namespace, name, identity } = options;
+  // Timers that keep the process alive: a replica runs for its Lease until stopped (the work queue's clock does
+  // not, and with it a process holding nothing else exited right after taking the Lease and never renewed).
   const clock = options.clock ?? systemClock;
   const logger = options.logger?.child({ lease: `${namespace}/${name}`, identity });
   const api = options.kubeConfig.makeApiClient(CoordinationV1Api);

@@ -10,7 +10,7 @@ import {
   type LeaderElector,
   type LeaderElectorOptions,
 } from '../src/leader-election.js';
-import { systemClock } from '../src/workqueue.js';
+import { systemClock } from '@skr-watcher/api';
 import { waitUntil } from '../../../test/support/eventually.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/elector.ts', import.meta.url));
