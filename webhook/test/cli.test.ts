@@ -49,6 +49,18 @@ function runWebhook(
   });
 }
 
+/** The upstream environment variables of a webhook serving from `volume` and calling `kcp`. */
+function upstreamEnv(volume: SecretVolume, kcp: TestKcpListener, webhookPort: number, metricsPort: number) {
+  return {
+    WEBHOOK_PORT: String(webhookPort),
+    METRICS_PORT: String(metricsPort),
+    TLS_CERT: volume.path('tls.crt'),
+    TLS_KEY: volume.path('tls.key'),
+    CA_CERT: volume.path('ca.crt'),
+    KCP_ADDR: kcp.addr,
+  };
+}
+
 describe('skr-webhook binary', function () {
   this.timeout(60_000);
 
@@ -122,15 +134,7 @@ describe('skr-webhook binary', function () {
     try {
       const run = await runWebhook(
         [],
-        {
-          WEBHOOK_PORT: String(webhookPort),
-          METRICS_PORT: String(metricsPort),
-          TLS_CERT: volume.path('tls.crt'),
-          TLS_KEY: volume.path('tls.key'),
-          CA_CERT: volume.path('ca.crt'),
-          KCP_ADDR: kcp.addr,
-          KCP_CONTRACT: 'v2',
-        },
+        { ...upstreamEnv(volume, kcp, webhookPort, metricsPort), KCP_CONTRACT: 'v2' },
         async (kill) => {
           const answer = await callWebhook(webhookPort, pki.ca.certPem, {
             body: JSON.stringify(sampleReview('bin-1', 'CREATE', 'from-binary')),
@@ -179,14 +183,7 @@ describe('skr-webhook binary', function () {
     try {
       const run = await runWebhook(
         [],
-        {
-          WEBHOOK_PORT: String(webhookPort),
-          METRICS_PORT: String(metricsPort),
-          TLS_CERT: volume.path('tls.crt'),
-          TLS_KEY: volume.path('tls.key'),
-          CA_CERT: volume.path('ca.crt'),
-          KCP_ADDR: kcp.addr,
-        },
+        upstreamEnv(volume, kcp, webhookPort, metricsPort),
         async (kill, pid) => {
           // The dispatch thread lowers its own priority as it starts; give it a moment on a busy machine.
           for (let attempt = 0; attempt < 50 && !seen.includes(15); attempt++) {
