@@ -3,20 +3,32 @@
 // Secret and its own SKR Kyma namespace, spread over two SKR API servers (N SKR API servers do not fit on
 // this machine; every Kyma still gets its own SKR client and connection pool in the agent, as with N SKRs).
 //
-//   npx tsx --conditions=source test/bench/agent-bench.ts [--kymas 1000] [--workers 8] [--resync 60s] [--source] [--paused]
+//   npm run bench:agent-single -- [--kymas 1000] [--workers 8] [--resync 60s] [--source] [--paused]
+//                                 [--steady 30] [--node-flags '--max-semi-space-size=4'] [--heap-snapshot]
+//                                 [--malloc-stats]
 //
 // The agent runs from agent/dist (npm run build first) so its memory is that of the shipped binary;
 // --source runs agent/src through tsx instead (adds the TypeScript loader's own memory).
 //
 // Prints: time until every Kyma is Ready after start, time of one full resync (every Kyma reconciled again),
-// the agent's RSS and heap over time. Figures only; nothing passes or fails.
+// and where the agent's memory goes over time: RSS split into V8 heap (committed and used), external and
+// ArrayBuffers (process.memoryUsage via /metrics), and from /proc the anonymous memory, glibc's malloc arenas,
+// threads and established TCP connections per API server. --steady is the steady phase after the resync
+// (seconds); --heap-snapshot writes a snapshot at its end (SIGUSR2, after the figures: it forces a GC) and
+// prints it by constructor. Environment variables reach the agent (e.g. MALLOC_ARENA_MAX=2).
+// Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { readFile, readdir, readlink, stat } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
+import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
+import { nativeMemory, tcpConnectionsByRemotePort, type NativeMemory } from '../support/process-memory.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
 const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
@@ -34,6 +46,12 @@ const SKRS = ['skr1', 'skr2'];
 const FROM_SOURCE = process.argv.includes('--source');
 /** Kymas labelled skip-reconciliation: measures the runtime (watches, caches, queue) without SKR clients. */
 const PAUSED = process.argv.includes('--paused');
+const STEADY_S = Number(flag('steady', '30'));
+/** Node flags for the agent, e.g. `--max-semi-space-size=4 --max-old-space-size=200`. */
+const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
+const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
+/** glibc's malloc_stats() of the agent at the end of the steady phase (needs gdb; stops the agent for a moment). */
+const MALLOC_STATS = process.argv.includes('--malloc-stats');
 
 type Samples = Map<string, number>;
 
@@ -52,6 +70,36 @@ const sumOf = (samples: Samples, prefix: string) =>
   [...samples].filter(([key]) => key.startsWith(prefix)).reduce((sum, [, value]) => sum + value, 0);
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
+const load = () => loadavg()[0]!.toFixed(1);
+
+/** One look at the agent's memory: process.memoryUsage() through /metrics, the rest from /proc. */
+interface MemorySample {
+  atMs: number;
+  load1: string;
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+  native: NativeMemory;
+  /** Established connections by API server (kcp, skr1, ...). */
+  connections: Record<string, number>;
+}
+
+const MEMORY_COLUMNS =
+  't(s) load  rss  heapTot heapUsed extern arrBuf | anon brk arenas(n) threads | tcp by server';
+function formatSample(s: MemorySample): string {
+  const m = (bytes: number) => String(Math.round(bytes / 1048576)).padStart(4);
+  const k = (kb: number) => String(Math.round(kb / 1024)).padStart(4);
+  const tcp = Object.entries(s.connections)
+    .map(([server, n]) => `${server}=${n}`)
+    .join(' ');
+  return (
+    `${String(Math.round(s.atMs / 1000)).padStart(4)} ${s.load1.padStart(4)} ${m(s.rss)} ${m(s.heapTotal)}    ` +
+    `${m(s.heapUsed)}   ${m(s.external)}  ${m(s.arrayBuffers)} | ${k(s.native.anonKb)} ${k(s.native.brkHeapKb)} ` +
+    `${k(s.native.arenaKb)}(${s.native.arenas}) ${String(s.native.threads).padStart(4)}    | ${tcp}`
+  );
+}
 
 async function main(): Promise<void> {
   const t0 = Date.now();
@@ -75,9 +123,12 @@ async function main(): Promise<void> {
       `setup: ${KYMAS} Kymas and kubeconfig Secrets over ${SKRS.length} SKR API servers in ${Date.now() - t0} ms`,
     );
 
+    const snapshotDir = HEAP_SNAPSHOT ? mkdtempSync(join(tmpdir(), 'agent-heap-')) : undefined;
     const agent = spawn(
       process.execPath,
       [
+        ...NODE_FLAGS,
+        ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []),
         ...(FROM_SOURCE ? ['--import', 'tsx', '--conditions=source', MAIN] : [BUILT]),
         'run',
         '--kubeconfig',
@@ -102,27 +153,26 @@ async function main(): Promise<void> {
     );
     agentExit = new Promise((resolve) => agent.once('exit', () => resolve()));
     stopAgent = () => agent.kill('SIGTERM');
-    // The start line is logged at info; read the port from /proc instead of raising the log level.
+    // The start line is logged at info; find the listening port that serves /metrics (the events port does not)
+    // from /proc instead of raising the log level.
     const port = await new Promise<number>((resolve, reject) => {
       const deadline = Date.now() + 60_000;
       const poll = async () => {
         const tcp = await readFile('/proc/net/tcp', 'utf8');
         const inodes = new Set<string>();
-        const fds = await import('node:fs/promises').then((fs) =>
-          fs.readdir(`/proc/${agent.pid}/fd`).catch(() => []),
-        );
-        for (const fd of fds) {
-          const target = await import('node:fs/promises').then((fs) =>
-            fs.readlink(`/proc/${agent.pid}/fd/${fd}`).catch(() => ''),
-          );
+        for (const fd of await readdir(`/proc/${agent.pid}/fd`).catch(() => [] as string[])) {
+          const target = await readlink(`/proc/${agent.pid}/fd/${fd}`).catch(() => '');
           const match = /socket:\[(\d+)\]/.exec(target);
           if (match) inodes.add(match[1] as string);
         }
         for (const line of tcp.split('\n').slice(1)) {
           const cols = line.trim().split(/\s+/);
           // state 0A = LISTEN
-          if (cols[3] === '0A' && inodes.has(cols[9] ?? ''))
-            return resolve(parseInt((cols[1] ?? '').split(':')[1] ?? '0', 16));
+          if (cols[3] !== '0A' || !inodes.has(cols[9] ?? '')) continue;
+          const listening = parseInt((cols[1] ?? '').split(':')[1] ?? '0', 16);
+          const answer = await fetch(`http://127.0.0.1:${listening}/metrics`).catch(() => undefined);
+          await answer?.body?.cancel();
+          if (answer?.ok) return resolve(listening);
         }
         if (Date.now() > deadline) return reject(new Error('agent metrics port not found'));
         setTimeout(() => void poll(), 200);
@@ -131,18 +181,45 @@ async function main(): Promise<void> {
     });
     const scrape = async () => parseMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
 
-    const rss: { atMs: number; rss: number; heap: number }[] = [];
+    const servers = new Map<number, string>(
+      ['kcp', ...SKRS].map((plane) => [
+        Number(new URL(env.plane(plane).kubeConfig().getCurrentCluster()?.server ?? 'https://x:0').port),
+        plane,
+      ]),
+    );
+    const rss: MemorySample[] = [];
     const started = Date.now();
+    const sample = async (): Promise<MemorySample> => {
+      const [m, native, byPort] = await Promise.all([
+        scrape(),
+        nativeMemory(agent.pid as number),
+        tcpConnectionsByRemotePort(agent.pid as number),
+      ]);
+      const connections: Record<string, number> = {};
+      for (const [port, n] of byPort) {
+        const server = servers.get(port) ?? 'other';
+        connections[server] = (connections[server] ?? 0) + n;
+      }
+      return {
+        atMs: Date.now() - started,
+        load1: load(),
+        rss: sumOf(m, 'process_resident_memory_bytes'),
+        heapTotal: sumOf(m, 'nodejs_heap_size_total_bytes'),
+        heapUsed: sumOf(m, 'nodejs_heap_size_used_bytes'),
+        external: sumOf(m, 'nodejs_external_memory_bytes'),
+        arrayBuffers: sumOf(m, 'nodejs_array_buffers_bytes'),
+        native,
+        connections,
+      };
+    };
+    let sampling = false;
     const sampler = setInterval(() => {
-      scrape()
-        .then((m) =>
-          rss.push({
-            atMs: Date.now() - started,
-            rss: sumOf(m, 'process_resident_memory_bytes'),
-            heap: sumOf(m, 'nodejs_heap_size_used_bytes'),
-          }),
-        )
-        .catch(() => {});
+      if (sampling) return; // a loaded machine: never pile samples up
+      sampling = true;
+      sample()
+        .then((s) => rss.push(s))
+        .catch(() => {})
+        .finally(() => (sampling = false));
     }, 1_000);
 
     // Phase 1: every Kyma Ready (first reconcile creates the finalizer, the SKR namespace and SKR Kyma).
@@ -166,7 +243,7 @@ async function main(): Promise<void> {
     const initialMs = Date.now() - started;
     const afterInitial = await scrape();
     console.log(
-      `initial: all ${KYMAS} Kymas ${PAUSED ? 'reconciled (paused)' : 'Ready'} ${initialMs} ms after the agent started`,
+      `initial: all ${KYMAS} Kymas ${PAUSED ? 'reconciled (paused)' : 'Ready'} ${initialMs} ms after the agent started; load ${load()}`,
     );
 
     // Phase 2: a full resync (the Kyma relist enqueues every Kyma) until the queue is idle again.
@@ -191,26 +268,40 @@ async function main(): Promise<void> {
     const reconciles = (m: Samples) => sumOf(m, 'skr_agent_reconcile_total');
     console.log(
       resyncEnd
-        ? `full resync: ${KYMAS} Kymas reconciled again in ${resyncEnd - resyncStart} ms (${reconciles(afterResync) - reconciles(afterInitial)} reconciles)`
+        ? `full resync: ${KYMAS} Kymas reconciled again in ${resyncEnd - resyncStart} ms (${reconciles(afterResync) - reconciles(afterInitial)} reconciles); load ${load()}`
         : 'full resync: did not complete within 10 min',
     );
 
-    // Phase 3: steady state for a while.
-    await new Promise((resolve) => setTimeout(resolve, 20_000));
+    // Phase 3: steady state for a while (no further resync is due within it unless --resync is short).
+    const steadyFrom = Date.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, STEADY_S * 1000));
     clearInterval(sampler);
-    const steady = rss.filter((s) => s.atMs > Date.now() - started - 15_000);
+    const steady = rss.filter((s) => s.atMs >= steadyFrom);
     const peak = rss.reduce((max, s) => Math.max(max, s.rss), 0);
+    const maxOf = (pick: (s: MemorySample) => number) => Math.max(...steady.map(pick));
     console.log(
-      `memory: peak RSS ${mb(peak)}; steady RSS ${mb(Math.max(...steady.map((s) => s.rss)))} (heap used ${mb(
-        Math.max(...steady.map((s) => s.heap)),
-      )}) over the last 15 s`,
+      `memory: peak RSS ${mb(peak)}; steady RSS ${mb(maxOf((s) => s.rss))} (heap total ${mb(maxOf((s) => s.heapTotal))}, ` +
+        `heap used ${mb(maxOf((s) => s.heapUsed))}, external ${mb(maxOf((s) => s.external))}, ` +
+        `arrayBuffers ${mb(maxOf((s) => s.arrayBuffers))}) over the last ${STEADY_S} s (max of each); load ${load()}`,
     );
-    console.log(
-      `RSS samples (s: MB): ${rss
-        .filter((_, i) => i % 5 === 0)
-        .map((s) => `${Math.round(s.atMs / 1000)}:${Math.round(s.rss / 1048576)}`)
-        .join(' ')}`,
-    );
+    console.log(`memory over time (MB; every 10th sample):\n  ${MEMORY_COLUMNS}`);
+    for (const s of rss.filter((_, i) => i % 10 === 0 || i === rss.length - 1))
+      console.log(`  ${formatSample(s)}`);
+    if (MALLOC_STATS) {
+      // glibc prints each arena's system and in-use bytes to the agent's stderr (inherited): what malloc holds free.
+      console.log('malloc_stats() of the agent (through gdb; glibc writes it to the agent stderr):');
+      await new Promise((resolve) =>
+        spawn('gdb', ['-p', String(agent.pid), '-batch', '-ex', 'call (void)malloc_stats()'], {
+          stdio: 'ignore',
+        }).once('exit', resolve),
+      );
+    }
+    if (snapshotDir) {
+      agent.kill('SIGUSR2');
+      const file = await snapshotWritten(snapshotDir);
+      console.log(formatHeapSummary(await summariseHeapSnapshot(file)));
+      console.log(`(snapshot: ${file})`);
+    }
     const final = await scrape();
     console.log(
       `reconciles by result: ${[...final]
@@ -223,6 +314,21 @@ async function main(): Promise<void> {
     await agentExit;
     await env.stop();
   }
+}
+
+/** The .heapsnapshot file in `dir` once its size has stopped growing (the agent writes it on its main thread). */
+async function snapshotWritten(dir: string): Promise<string> {
+  const deadline = Date.now() + 5 * 60_000;
+  let lastSize = -1;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const name = (await readdir(dir)).find((file) => file.endsWith('.heapsnapshot'));
+    if (!name) continue;
+    const size = (await stat(join(dir, name))).size;
+    if (size > 0 && size === lastSize) return join(dir, name);
+    lastSize = size;
+  }
+  throw new Error(`no heap snapshot in ${dir} after 5 min`);
 }
 
 main().catch((error: unknown) => {

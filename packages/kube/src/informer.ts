@@ -336,7 +336,10 @@ export class ResilientInformer<T extends CachedObject> {
     }
   }
 
-  /** Validates an object from the wire; objects without a name are logged and skipped. */
+  /**
+   * Validates an object from the wire; objects without a name are logged and skipped. managedFields are dropped
+   * before anything is cached: nothing reads them from a cache, and they are often the largest part of metadata.
+   */
   private accept(raw: unknown): T | undefined {
     const metadata = (raw as CachedObject | null)?.metadata;
     if (
@@ -348,6 +351,7 @@ export class ResilientInformer<T extends CachedObject> {
       this.logger?.warn('object without metadata.name from the API server; skipped');
       return undefined;
     }
+    delete (metadata as { managedFields?: unknown }).managedFields;
     return this.transform(raw as T);
   }
 

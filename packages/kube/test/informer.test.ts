@@ -129,6 +129,31 @@ describe('ResilientInformer on a real API server', function () {
     await informer.stop();
   });
 
+  it('caches objects without managedFields, listed or watched, and keeps everything else the server returned', async () => {
+    await create('listed-mf', { [LABELS.runtimeId]: 'rt-mf' });
+    const informer = new ResilientInformer<Kyma>({
+      kubeConfig,
+      source: customResourceSource<Kyma>(kubeConfig, { ...KYMA, namespace }),
+    });
+    informer.start();
+    try {
+      await informer.waitForSync();
+      await create('watched-mf');
+      await waitUntil('the watch delivers watched-mf', () => !!informer.get(`${namespace}/watched-mf`));
+      for (const name of ['listed-mf', 'watched-mf']) {
+        const onServer = (await api.getNamespacedCustomObject({ ...KYMA, namespace, name })) as Kyma & {
+          metadata: { managedFields?: unknown[] };
+        };
+        expect(onServer.metadata.managedFields, 'the server keeps them').to.have.length.greaterThan(0);
+        const cached = informer.get(`${namespace}/${name}`);
+        const { managedFields: _dropped, ...metadata } = onServer.metadata;
+        expect(cached).to.deep.equal({ ...onServer, metadata });
+      }
+    } finally {
+      await informer.stop();
+    }
+  });
+
   it('keeps delivering events after the API server restarts', async () => {
     const registry = createRegistry();
     const informer = new ResilientInformer<Kyma>({

@@ -66,6 +66,38 @@ describe('cluster clients (real API servers)', function () {
     }
   });
 
+  it('refuses an API server whose certificate another CA signed, or that is not the host the kubeconfig names', async function () {
+    const yaml = await readFile(env.plane('skr1').kubeconfigPath, 'utf8');
+    const otherCa = Buffer.from(createCa({ commonName: 'not-the-apiserver-ca' }).certPem).toString('base64');
+    const otherCaYaml = yaml.replace(
+      /certificate-authority-data: \S+/,
+      `certificate-authority-data: ${otherCa}`,
+    );
+    const otherName = yaml.replace(
+      /(\n\s+)(certificate-authority-data:)/,
+      '$1tls-server-name: not-the-apiserver.example$1$2',
+    );
+    expect(otherCaYaml).not.to.equal(yaml);
+    expect(otherName).to.include('tls-server-name: not-the-apiserver.example');
+    const codes: string[] = [];
+    for (const [name, text] of [
+      ['other-ca', otherCaYaml],
+      ['other-name', otherName],
+    ] as const) {
+      const client = await createClusterClient(kubeConfigFromYaml(text, name), { name, timeoutMs: 10_000 });
+      try {
+        const error = await client.core.readNamespace({ name: 'default' }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        codes.push(tlsCodeOf(error));
+      } finally {
+        await client.close();
+      }
+    }
+    expect(codes).to.deep.equal(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID']);
+  });
+
   it('speaks HTTP/1.1 even to a server that offers h2 (undici h2 ran away under aborted requests: decision 012)', async function () {
     const ca = createCa({ commonName: 'alpn-test-ca' });
     const leaf = issueLeaf({
@@ -420,3 +452,13 @@ current-context: x
     });
   });
 });
+
+/** The `code` of the first error in a cause chain that has one (TLS failures arrive wrapped by fetch). */
+function tlsCodeOf(error: unknown): string {
+  for (let current = error, depth = 0; current instanceof Error && depth < 8; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    current = current.cause;
+  }
+  return `no code in ${String(error)}`;
+}

@@ -1,4 +1,4 @@
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
 export { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
@@ -6,6 +6,15 @@ export { Counter, Gauge, Histogram, Registry } from 'prom-client';
 export function createRegistry(prefix = ''): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix });
+  // prom-client reports `external` (which includes these); Buffers held by sockets and bodies show here alone.
+  new Gauge({
+    name: `${prefix}nodejs_array_buffers_bytes`,
+    help: 'Memory of ArrayBuffers and Buffers (process.memoryUsage().arrayBuffers), part of external memory.',
+    registers: [registry],
+    collect() {
+      this.set(process.memoryUsage().arrayBuffers);
+    },
+  });
   return registry;
 }
 

@@ -8,6 +8,7 @@ describe('telemetry metrics', () => {
     const text = await registry.metrics();
     expect(text).to.match(/^skr_test_process_resident_memory_bytes \d+/m);
     expect(text).to.match(/^skr_test_nodejs_eventloop_lag_seconds /m);
+    expect(text).to.match(/^skr_test_nodejs_array_buffers_bytes \d+/m);
     expect(text).to.match(/^skr_test_things_total 3$/m);
   });
 
