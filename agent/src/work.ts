@@ -68,12 +68,15 @@ export async function startWork(
   // With sharding, a Kyma is reconciled only while this replica owns it, and a handover waits for the run.
   const reconciler: Reconciler = sharding
     ? {
-        reconcile: (key) => sharding.guard(key, () => unguarded.reconcile(key), {}),
+        reconcile: (key) => sharding.guard(key, () => unguarded.reconcile(key), {}, true),
+        // A targeted mirror is one small write an SKR user waits for: not paced.
         mirrorModuleCr: (key, change) =>
-          sharding.guard(key, () => unguarded.mirrorModuleCr(key, change), {
-            outcome: 'not-a-module' as const,
-            reads: 0,
-          }),
+          sharding.guard(
+            key,
+            () => unguarded.mirrorModuleCr(key, change),
+            { outcome: 'not-a-module' as const, reads: 0 },
+            false,
+          ),
         close: () => unguarded.close(),
       }
     : unguarded;
@@ -81,6 +84,8 @@ export async function startWork(
   let stopTlsWatch: (() => void) | undefined;
   const stop = async () => {
     stopTlsWatch?.();
+    // Reconciles still waiting for a pacing slot are not started: the ones running finish, the rest go to peers.
+    sharding?.stopStarting();
     // Stop taking events first, then let the reconciles in flight finish, then drop SKR connections.
     await listener?.close();
     await controller?.stop();

@@ -4,36 +4,11 @@
 // Lease, and is lost when a peer fenced it first or when its work was still running when peers may. Renewals do
 // not wait behind a slow list of the ring.
 import { expect } from 'chai';
-import { CoreV1Api, KubeConfig, type RequestContext } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { createMembership, type Membership } from '../src/sharding/index.js';
-
-/** Holds matching requests until released: a replica whose requests the KCP answers late. */
-class GatedKubeConfig extends KubeConfig {
-  held: ((request: { method: string; url: string }) => boolean) | undefined;
-  passed: { method: string; url: string }[] = [];
-  private waiting: (() => void)[] = [];
-
-  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
-    const request = { method: context.getHttpMethod().toString(), url: context.getUrl() };
-    while (this.held?.(request)) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.passed.push(request);
-    return super.applySecurityAuthentication(context);
-  }
-
-  hold(which: (request: { method: string; url: string }) => boolean): void {
-    this.held = which;
-  }
-
-  releaseAll(): void {
-    this.held = undefined;
-    for (const resolve of this.waiting.splice(0)) resolve();
-  }
-}
-
-const renewal = (r: { method: string; url: string }) => r.method === 'PUT' && r.url.includes('/leases/');
-const ringList = (r: { method: string; url: string }) => r.method === 'GET' && r.url.includes('/leases?');
+import { GatedKubeConfig, renewal, ringList } from './support/gates.js';
 
 describe('shard membership when the KCP answers late', function () {
   this.timeout(120_000);

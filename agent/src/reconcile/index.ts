@@ -233,6 +233,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     const kcp = await createClusterClient(options.kcp, {
       name: 'kcp',
       timeoutMs: options.kcpTimeoutMs ?? DEFAULT_KCP_TIMEOUT_MS,
+      // A replica that loses a Kyma or its membership aborts the run (decision 012): no KCP write after that.
+      boundByDeadline: true,
     });
     const skrClients = createSkrClients({
       kcp,

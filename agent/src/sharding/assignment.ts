@@ -3,13 +3,17 @@
 //   - by the ring's choice, claiming a Kyma that has no owner or whose owner is gone (Lease released or
 //     expired), with the read resourceVersion as precondition so two claimers cannot both win.
 // A replica reconciles a key only while its own view says the label names it and it is not handing it over,
-// so the old and the new owner never run one Kyma at the same time.
+// so the old and the new owner never run one Kyma at the same time. A run is aborted (every KCP and SKR request
+// of it, sent or not) as soon as the replica decides to hand its Kyma over or its membership is suspended: no
+// write of ours reaches a cluster after that, and a suspended replica's work is over long before peers may take
+// over. Reconciles wait for a slot of the pacer (pacing.ts), so a start-up does not starve the Lease renewals.
 import { appendFileSync } from 'node:fs';
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, SHARDING } from '@skr-watcher/api';
-import { ResilientInformer, customResourceSource, objectKey } from '@skr-watcher/kube';
+import { ResilientInformer, abortableBy, customResourceSource, objectKey } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
-import type { Member, Membership } from './membership.js';
+import type { Member, Membership, Renewal } from './membership.js';
+import { createPacer } from './pacing.js';
 import { createHashRing, type HashRing } from './ring.js';
 
 /** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
@@ -35,8 +39,12 @@ export interface Assignment {
   start(): Promise<void>;
   /** The live members changed: recompute the ring and move what must move. */
   setMembers(members: Member[]): void;
-  /** Runs `work` only if this replica owns the Kyma; a handover waits for it. Undefined when not ours. */
-  guard<T>(kymaKey: string, work: () => Promise<T>): Promise<T> | undefined;
+  /**
+   * Runs `work` only if this replica owns the Kyma; a handover waits for it. Undefined when not ours, or when the
+   * run was withdrawn (the Kyma handed over, membership suspended): its requests were aborted then. `paced`: wait
+   * for a slot of the pacer first (reconciles; a targeted mirror is one small write and goes at once).
+   */
+  guard<T>(kymaKey: string, work: () => Promise<T>, paced: boolean): Promise<T | undefined>;
   /** The replica named on the Kyma, if any. */
   ownerOf(kymaKey: string): string | undefined;
   /** The Kyma labelled with this runtime-id, owned by anyone (the listener's view on every replica). */
@@ -46,6 +54,14 @@ export interface Assignment {
   idle(): boolean;
   /** Membership renewed after a suspension: run what was refused meanwhile and look at the ring again. */
   resumed(): void;
+  /** A renewal attempt ended: the pacer widens or narrows. */
+  renewed(renewal: Renewal): void;
+  /** Membership suspended: withdraw every run (they are tried again on resumption) and narrow the pacer. */
+  suspended(): void;
+  /** Aborts every run in flight: membership is lost. */
+  withdrawAll(reason: string): void;
+  /** The work is stopping: runs waiting for a slot give up, nothing new starts. */
+  stopStarting(): void;
   /**
    * Graceful shutdown, after this replica's reconciles stopped: writes each owned Kyma over to the owner the
    * ring picks among the others, so they start at once instead of after our Lease is released or expires.
@@ -62,6 +78,21 @@ export function shardKeyOf(kyma: {
   metadata: { name: string; namespace?: string; labels?: Record<string, string> };
 }) {
   return kyma.metadata.labels?.[LABELS.runtimeId] || objectKey(kyma);
+}
+
+/** What the requests of a run withdrawn by this replica are aborted with. */
+export class WorkWithdrawnError extends Error {
+  constructor(kymaKey: string, reason: string) {
+    super(`work on Kyma ${kymaKey} withdrawn: ${reason}`);
+    // Not AbortError or TimeoutError: those mean a cluster that does not answer and would trip its circuit.
+    this.name = 'WorkWithdrawnError';
+  }
+}
+
+interface Run {
+  /** Resolves when the run has ended, however. */
+  settled: Promise<unknown>;
+  abort: AbortController;
 }
 
 /** Runs tasks with at most `limit` in flight. */
@@ -133,8 +164,18 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   /** Relabels in flight, so a pass does not write the same Kyma twice. */
   const writing = new Set<string>();
   /** Reconciles (and targeted mirrors) in flight, per key. */
-  const inFlight = new Map<string, Set<Promise<unknown>>>();
-  const settledRuns = (key: string) => Promise.all([...(inFlight.get(key) ?? [])]);
+  const inFlight = new Map<string, Set<Run>>();
+  const settledRuns = (key: string) => Promise.all([...(inFlight.get(key) ?? [])].map((run) => run.settled));
+  const withdraw = (key: string, reason: string) => {
+    for (const run of inFlight.get(key) ?? []) run.abort.abort(new WorkWithdrawnError(key, reason));
+  };
+  const withdrawAll = (reason: string) => {
+    for (const key of inFlight.keys()) withdraw(key, reason);
+  };
+  const pacer = createPacer({
+    renewalInFlight: () => membership.renewalInFlight(),
+    ...(options.registry ? { registry: options.registry } : {}),
+  });
   /** Keys refused while our membership was suspended; run again when it resumes. */
   const refused = new Set<string>();
   const relabel = limiter(SHARDING.relabelConcurrency);
@@ -153,6 +194,27 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       options.journalFile,
       `${JSON.stringify({ kyma: kymaKey, replica: me, phase, t: process.hrtime.bigint().toString() })}\n`,
     );
+  };
+
+  /** Starts `work`, registered as in flight before its first await, so a handover decided from now on waits for it. */
+  const startRun = <T>(kymaKey: string, work: () => Promise<T>): Promise<T | undefined> => {
+    journal(kymaKey, 'start');
+    const runs = inFlight.get(kymaKey) ?? new Set<Run>();
+    inFlight.set(kymaKey, runs);
+    const abort = new AbortController();
+    const run = abortableBy(abort.signal, work).finally(() => {
+      journal(kymaKey, 'end');
+      runs.delete(entry);
+      if (runs.size === 0 && inFlight.get(kymaKey) === runs) inFlight.delete(kymaKey);
+    });
+    const entry: Run = { settled: run.catch(() => undefined), abort };
+    runs.add(entry);
+    // A withdrawn run ends like one for a Kyma that is not ours: no failure to back off; the new owner, or this
+    // replica once it resumes, runs it again.
+    return run.catch((error: unknown) => {
+      if (abort.signal.aborted) return undefined;
+      throw error;
+    });
   };
 
   /** One PATCH of the owner label, conditional on the resourceVersion this replica decided on. */
@@ -180,6 +242,8 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   const handOver = (kyma: KymaOwnership, to: string) => {
     const key = objectKey(kyma);
     releasing.add(key);
+    // Its requests end now rather than when the run would: the handover below waits for the run to be over.
+    withdraw(key, `handed over to ${to}`);
     writing.add(key);
     void relabel(async () => {
       // The last reconcile of ours must be over before the new owner can see the label.
@@ -240,8 +304,10 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     },
     onUpdate: (previous, kyma) => {
       const key = objectKey(kyma);
-      if (labelOf(kyma) !== me) releasing.delete(key);
-      else if (labelOf(previous) !== me) options.onAcquired(key);
+      if (labelOf(kyma) !== me) {
+        releasing.delete(key);
+        withdraw(key, 'its owner label names another replica');
+      } else if (labelOf(previous) !== me) options.onAcquired(key);
       // Other changes (our status writes) need no pass; the sweep retries writes that met a conflict.
       if (labelOf(previous) !== labelOf(kyma)) schedulePass();
     },
@@ -260,24 +326,23 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       ring = createHashRing(members.map((m) => m.identity));
       schedulePass();
     },
-    guard(kymaKey, work) {
-      if (!owns(kymaKey)) return undefined;
-      if (!membership.isActive()) {
+    async guard(kymaKey, work, paced) {
+      const admitted = () => {
+        if (!owns(kymaKey)) return false;
+        if (membership.isActive()) return true;
         refused.add(kymaKey);
-        return undefined;
+        return false;
+      };
+      if (!admitted()) return undefined;
+      if (!paced) return startRun(kymaKey, work);
+      const release = await pacer.acquire();
+      try {
+        // Ownership and membership may have changed while it waited; checked and registered in one tick.
+        if (!release || !admitted()) return undefined;
+        return await startRun(kymaKey, work);
+      } finally {
+        release?.();
       }
-      // Registered before the first await, so a handover decided from now on waits for this run.
-      journal(kymaKey, 'start');
-      const runs = inFlight.get(kymaKey) ?? new Set<Promise<unknown>>();
-      inFlight.set(kymaKey, runs);
-      const run = work().finally(() => {
-        journal(kymaKey, 'end');
-        runs.delete(settled);
-        if (runs.size === 0 && inFlight.get(kymaKey) === runs) inFlight.delete(kymaKey);
-      });
-      const settled: Promise<unknown> = run.catch(() => undefined);
-      runs.add(settled);
-      return run;
     },
     ownerOf: (kymaKey) => labelOf(kymas.get(kymaKey)),
     resolveKyma(runtimeId) {
@@ -295,6 +360,14 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       for (const key of again) if (owns(key)) options.onAcquired(key);
       schedulePass();
     },
+    renewed: (renewal) => pacer.renewed(renewal),
+    suspended() {
+      pacer.narrow();
+      for (const key of inFlight.keys()) refused.add(key);
+      withdrawAll('membership renewal overdue');
+    },
+    withdrawAll,
+    stopStarting: () => pacer.close(),
     async handOverAll() {
       stopped = true;
       clearTimeout(passTimer);

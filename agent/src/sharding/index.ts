@@ -16,8 +16,10 @@ export {
   validShardIdentity,
   type Member,
   type Membership,
+  type Renewal,
 } from './membership.js';
-export { createAssignment, shardKeyOf, type Assignment } from './assignment.js';
+export { createAssignment, shardKeyOf, WorkWithdrawnError, type Assignment } from './assignment.js';
+export { createPacer, type Pacer } from './pacing.js';
 export {
   createForwarder,
   startPeerServer,
@@ -35,8 +37,14 @@ export interface Sharding {
   readonly kymaLabelSelector: string;
   /** Connects the running work: acquired Kymas and forwarded callbacks go to `route`. */
   attach(route: Route): void;
-  /** Runs a reconcile or a targeted mirror only while this replica owns the Kyma; else resolves to `absent`. */
-  guard<T>(kymaKey: string, work: () => Promise<T>, absent: T): Promise<T>;
+  /**
+   * Runs a reconcile or a targeted mirror only while this replica owns the Kyma; else (or when the run was
+   * withdrawn: the Kyma handed over, membership suspended) resolves to `absent`. A `paced` run (a reconcile) first
+   * waits for a slot, so a start-up burst does not starve the membership renewals.
+   */
+  guard<T>(kymaKey: string, work: () => Promise<T>, absent: T, paced: boolean): Promise<T>;
+  /** The work is stopping: reconciles waiting for a slot give up and none starts any more. */
+  stopStarting(): void;
   /** The listener's lookup: Kymas of every owner. */
   resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
   /** The listener's enqueue: here when we own the Kyma, forwarded to its owner otherwise. */
@@ -98,8 +106,13 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     ...(advertise ? { peerAddress: advertise } : {}),
     ...options.timing,
     onChange: (members) => late.assignment?.setMembers(members),
-    onLost: options.onLost,
+    onLost: (reason) => {
+      late.assignment?.withdrawAll('membership lost');
+      options.onLost(reason);
+    },
     onResumed: () => late.assignment?.resumed(),
+    onSuspended: () => late.assignment?.suspended(),
+    onRenewal: (renewal) => late.assignment?.renewed(renewal),
     idle: () => late.assignment?.idle() ?? true,
     logger,
     registry,
@@ -129,9 +142,10 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     attach(next) {
       route = next;
     },
-    async guard(kymaKey, work, absent) {
-      return (await owned.guard(kymaKey, work)) ?? absent;
+    async guard(kymaKey, work, absent, paced) {
+      return (await owned.guard(kymaKey, work, paced)) ?? absent;
     },
+    stopStarting: () => owned.stopStarting(),
     resolveKyma: (runtimeId) => owned.resolveKyma(runtimeId),
     route(kymaKey, event) {
       const owner = owned.ownerOf(kymaKey);

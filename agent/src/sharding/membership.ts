@@ -43,6 +43,10 @@ export interface MembershipOptions {
   onLost: (reason: string) => void;
   /** A late renewal landed before any peer fenced our Lease: nothing was taken over. */
   onResumed?: () => void;
+  /** The renew deadline passed without a renewal: stop the work in flight now, before peers may fence us. */
+  onSuspended?: () => void;
+  /** After every renewal attempt: whether it landed, and whether it was on time (pacing widens only then). */
+  onRenewal?: (renewal: Renewal) => void;
   /** True when no reconcile or mirror of ours is running; checked before peers may fence a suspended replica. */
   idle?: () => boolean;
   clock?: Clock;
@@ -50,8 +54,20 @@ export interface MembershipOptions {
   registry?: Registry;
 }
 
+export interface Renewal {
+  ok: boolean;
+  /**
+   * Landed within half a retry period of being sent, and sent within one and a half retry periods of the attempt
+   * before: neither the KCP nor our event loop held it up.
+   */
+  onTime: boolean;
+  latencyMs: number;
+}
+
 export interface Membership {
   readonly identity: string;
+  /** True while a renewal request of ours is in flight: new work waits for it, so renewals go first. */
+  renewalInFlight(): boolean;
   /** Creates this replica's Lease and reads the ring once; membership then renews in the background. */
   start(): Promise<void>;
   /** The live members, this replica included, as last observed. */
@@ -198,6 +214,7 @@ export function createMembership(options: MembershipOptions): Membership {
     suspended = true;
     suspendedGauge?.set(1);
     logger?.warn({ ...renewalDiagnosis() }, 'membership renewal overdue; starting no work until it lands');
+    options.onSuspended?.();
     drainTimer = clock.setTimeout(
       () => {
         if (suspended && !(options.idle?.() ?? true)) {
@@ -262,22 +279,34 @@ export function createMembership(options: MembershipOptions): Membership {
   /** Renews (or first creates) our Lease; the start time of a renewal that succeeded moves the deadline. */
   const renew = async () => {
     const startedAt = clock.now();
+    const sincePreviousAttempt = lastAttemptAt > 0 ? startedAt - lastAttemptAt : 0;
     renewSentAt = startedAt;
     lastAttemptAt = startedAt;
+    let ok = false;
     try {
-      await writeOwnLease();
+      try {
+        await writeOwnLease();
+      } finally {
+        renewSentAt = undefined;
+        lastRenewLatencyMs = clock.now() - startedAt;
+      }
+      if (lost || stopped) return;
+      ok = true;
+      if (lastRenewStartedAt > 0 && clock.now() - lastRenewStartedAt > renewDeadlineMs / 2) {
+        logger?.warn({ ...renewalDiagnosis() }, 'membership renewal late');
+      }
+      lastRenewStartedAt = startedAt;
+      loopDelay.reset();
+      armDeadline();
+      if (suspended) resume();
     } finally {
-      renewSentAt = undefined;
-      lastRenewLatencyMs = clock.now() - startedAt;
+      // Reported after a resume, so work that the report lets start finds the replica active.
+      options.onRenewal?.({
+        ok,
+        onTime: ok && lastRenewLatencyMs <= retryPeriodMs / 2 && sincePreviousAttempt <= retryPeriodMs * 1.5,
+        latencyMs: lastRenewLatencyMs,
+      });
     }
-    if (lost || stopped) return;
-    if (lastRenewStartedAt > 0 && clock.now() - lastRenewStartedAt > renewDeadlineMs / 2) {
-      logger?.warn({ ...renewalDiagnosis() }, 'membership renewal late');
-    }
-    lastRenewStartedAt = startedAt;
-    loopDelay.reset();
-    armDeadline();
-    if (suspended) resume();
   };
 
   const observe = (leases: V1Lease[]) => {
@@ -424,6 +453,7 @@ export function createMembership(options: MembershipOptions): Membership {
       scheduleLook();
     },
     members: currentMembers,
+    renewalInFlight: () => renewSentAt !== undefined,
     isActive: () => !suspended && !lost && !stopped,
     isGone(who) {
       if (who === identity) return lost;

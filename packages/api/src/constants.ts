@@ -80,6 +80,12 @@ export const SHARDING = {
   virtualNodes: 400,
   /** Handovers and claims written at once; each is one small PATCH to the KCP. */
   relabelConcurrency: 16,
+  /**
+   * Reconciles a replica runs at once (agent/src/sharding/pacing.ts): two at first, +2 per membership renewal on
+   * time (every retry period, so 32 after 30 s at the defaults), halved by a late one. A start-up of 333 Kymas
+   * per replica on 2 cores otherwise starved the replicas' own renewals (decision 012).
+   */
+  pacing: { initialRuns: 2, maxRuns: 32, widenBy: 2 },
   /** Coalesces bursts of Kyma and membership events into one assignment pass. */
   assignDebounceMs: 50,
   /** Released or long-expired membership Leases are deleted after this many lease durations. */

@@ -64,7 +64,7 @@ export interface ClusterClientOptions {
    * answer, requests fail at once (ECIRCUITOPEN) until a single probe request is let through after a cooldown.
    */
   circuitBreaker?: boolean;
-  /** Requests made inside `withinDeadline` are also aborted at that deadline. */
+  /** Requests made inside `withinDeadline` or `abortableBy` are also aborted at that deadline or signal. */
   boundByDeadline?: boolean;
 }
 
@@ -141,10 +141,19 @@ export async function withinDeadline<T>(what: string, ms: number, work: () => Pr
   const timer = setTimeout(() => controller.abort(new DeadlineExceededError(what, ms)), ms);
   timer.unref();
   try {
-    return await deadlines.run(controller.signal, work);
+    return await abortableBy(controller.signal, work);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Runs `work` so that every request of a `boundByDeadline` client made inside it is aborted when `signal` fires
+ * (or an enclosing deadline or signal does): a request not yet sent is never sent, one in flight is dropped.
+ */
+export function abortableBy<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+  const outer = deadlines.getStore();
+  return deadlines.run(outer ? AbortSignal.any([outer, signal]) : signal, work);
 }
 
 /** Circuit breaker settings of cluster clients (per cluster). */
