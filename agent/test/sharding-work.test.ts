@@ -15,6 +15,7 @@ import { GROUP, KINDS, LABELS, SHARDING, type Kyma } from '@skr-watcher/api';
 import { createClusterClient, type ClusterClient } from '@skr-watcher/kube';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
+import { seedKyma } from '../../test/support/kcp-seed.js';
 import {
   createAssignment,
   createHashRing,
@@ -70,20 +71,9 @@ describe('a sharded replica’s work under load', function () {
     const api = kcp.makeApiClient(CustomObjectsApi);
     const keys: string[] = [];
     for (let i = 0; i < count; i++) {
-      const name = `kyma-${i}`;
-      await api.createNamespacedCustomObject({
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace,
-        body: {
-          apiVersion: `${GROUP}/${KINDS.kyma.version}`,
-          kind: 'Kyma',
-          metadata: { name, labels: { [LABELS.runtimeId]: `runtime-${round}-${i}` } },
-          spec: { channel: 'regular' },
-        },
-      });
-      keys.push(`${namespace}/${name}`);
+      // Its kubeconfig is never read: the runs here use the held SKR endpoint.
+      await seedKyma(kcp, namespace, `kyma-${round}-${i}`, '');
+      keys.push(`${namespace}/kyma-${round}-${i}`);
     }
     const gate = new GatedKubeConfig();
     gate.loadFromFile(env.plane('kcp').kubeconfigPath);
