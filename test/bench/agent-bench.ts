@@ -284,6 +284,12 @@ async function main(): Promise<void> {
         `heap used ${mb(maxOf((s) => s.heapUsed))}, external ${mb(maxOf((s) => s.external))}, ` +
         `arrayBuffers ${mb(maxOf((s) => s.arrayBuffers))}) over the last ${STEADY_S} s (max of each); load ${load()}`,
     );
+    // V8 shrinks its heap some seconds after the burst (memory reducer): the last samples show where RSS settles.
+    const settled = steady.filter((s) => s.atMs >= Date.now() - started - 10_000);
+    console.log(
+      `settled: RSS ${mb(Math.min(...settled.map((s) => s.rss)))}–${mb(Math.max(...settled.map((s) => s.rss)))} ` +
+        `(heap total ${mb(Math.max(...settled.map((s) => s.heapTotal)))}) over the last 10 s of the steady phase`,
+    );
     console.log(`memory over time (MB; every 10th sample):\n  ${MEMORY_COLUMNS}`);
     for (const s of rss.filter((_, i) => i % 10 === 0 || i === rss.length - 1))
       console.log(`  ${formatSample(s)}`);
