@@ -154,7 +154,11 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     const greeting = `pods ${Date.now()}`;
     await edit(greeting);
     await arrives(greeting, 'the edit mirrored into the ModuleConfig');
-    expect(counter(await webhookMetrics(), 'skr_webhook_events_delivered_total')).to.be.greaterThan(0);
+    const metrics = await webhookMetrics();
+    expect(counter(metrics, 'skr_webhook_events_delivered_total')).to.be.greaterThan(0);
+    // The image's chrt made the dispatch thread SCHED_IDLE under the Pod's RuntimeDefault seccomp, non-root, no
+    // capabilities.
+    expect(counter(metrics, 'skr_webhook_dispatch_thread_sched_idle')).to.equal(1);
   });
 
   it('a CA rotation under continuous edits, followed by kubelets refreshing the Secret volumes, drops nothing', async () => {

@@ -1,7 +1,7 @@
 // Messages between the admission thread and the dispatch thread (decision 015). Both ends are this package's
 // own code in one process: the shapes are trusted, not validated.
 import type { WatchEventV2 } from '@skr-watcher/api';
-import type { DeliveryOutcome, DropReason } from './dispatch.js';
+import type { DeliveryOutcome, DispatchThreadScheduling, DropReason } from './dispatch.js';
 import type { KcpAddress } from './kcp-client.js';
 import type { TlsMaterial } from './tls-reload.js';
 
@@ -48,4 +48,5 @@ export type FromDispatch =
   | { type: 'depth'; id: number; depth: number }
   /** A JSON log line written in the dispatch thread. */
   | { type: 'log'; line: string }
+  | { type: 'scheduling'; policy: DispatchThreadScheduling }
   | { type: 'drained' };

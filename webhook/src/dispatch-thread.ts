@@ -198,6 +198,9 @@ export class DispatchThread {
       case 'drained':
         this.drained?.();
         break;
+      case 'scheduling':
+        this.options.observer.threadScheduling?.(message.policy);
+        break;
       case 'ready':
         break;
     }

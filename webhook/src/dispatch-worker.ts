@@ -1,6 +1,7 @@
 // The dispatch thread (decision 015): owns the queue and the mTLS client to the KCP, so callback sends never
 // share an event loop with admission answers. It hears of changes, new certificates and shutdown from the
 // admission thread, and tells it counts, depth and log lines.
+import { execFile } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -20,6 +21,8 @@ const REPORT_INTERVAL_MS = 100;
 const DISPATCH_THREAD_NICE_ABOVE_PROCESS = 10;
 /** The highest nice value Linux knows. */
 const MAX_NICE = 19;
+/** chrt does one system call; a machine where it takes longer has bigger problems than this thread's policy. */
+const CHRT_TIMEOUT_MS = 5_000;
 
 const port = parentPort;
 if (!port) throw new Error('dispatch-worker runs as a worker thread of skr-webhook');
@@ -115,10 +118,39 @@ function lowerThreadPriority(): void {
     if (Number.isInteger(threadId) && threadId > 0) {
       // A new thread starts with the nice value of the thread that created it, i.e. the process's.
       setPriority(threadId, Math.min(MAX_NICE, getPriority(threadId) + DISPATCH_THREAD_NICE_ABOVE_PROCESS));
+      idleScheduling(threadId);
+      return;
     }
   } catch (error) {
     logger.debug({ err: error }, 'dispatch thread keeps the default scheduling priority');
   }
+  post({ type: 'scheduling', policy: 'default' });
+}
+
+/**
+ * SCHED_IDLE on top of the nice value. Nice only weighs the thread less: once it runs, the kernel lets it use its
+ * time slice (about 1.5 ms on two cores) before a woken admission thread gets the core, and that wait showed in
+ * the admission p99 (decision 015). A SCHED_IDLE thread gives way at once when a normal thread of its group wakes.
+ * In a pod the policy ranks it only among the container's own threads (the kernel weighs cgroups first), so other
+ * pods cannot starve it. Node has no binding for sched_setscheduler(2): util-linux's `chrt` makes the call for
+ * this thread id (no privilege needed to lower one's own policy). Without chrt, or where seccomp refuses the
+ * call, the nice value stays.
+ */
+function idleScheduling(threadId: number): void {
+  execFile(
+    'chrt',
+    ['--idle', '--pid', '0', String(threadId)],
+    { timeout: CHRT_TIMEOUT_MS },
+    (error, _stdout, stderr) => {
+      if (error) {
+        logger.info(
+          { reason: stderr.trim() || error.message },
+          'dispatch thread scheduled by its nice value only: SCHED_IDLE could not be set',
+        );
+      }
+      post({ type: 'scheduling', policy: error ? 'nice' : 'idle' });
+    },
+  );
 }
 
 port.on('message', (message: ToDispatch) => {

@@ -49,7 +49,12 @@ export interface DispatchObserver {
   attempt(outcome: DeliveryOutcome['result'], seconds: number): void;
   /** The breaker opened (KCP unreachable) or closed again. */
   breaker?(open: boolean): void;
+  /** How the kernel schedules the thread that sends the callbacks (decision 015); told once as it starts. */
+  threadScheduling?(policy: DispatchThreadScheduling): void;
 }
+
+/** `idle`: SCHED_IDLE; `nice`: only a higher nice value; `default`: as the process. */
+export type DispatchThreadScheduling = 'idle' | 'nice' | 'default';
 
 export interface DispatcherOptions {
   send: SendEvent;

@@ -98,6 +98,14 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     collect,
   });
   breakerOpen.set(0);
+  const schedIdle = new Gauge({
+    name: 'skr_webhook_dispatch_thread_sched_idle',
+    help:
+      '1 while the thread that sends callbacks runs under SCHED_IDLE (admission answers always take the core ' +
+      'first), 0 when only its nice value ranks it below them.',
+    registers: [registry],
+  });
+  schedIdle.set(0);
   const refused = new Counter({
     name: 'skr_webhook_connections_refused_total',
     help: 'Connections closed on accept because the webhook already held its maximum.',
@@ -152,6 +160,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       depth: (entries) => depth.set(entries),
       attempt: (outcome, seconds) => callbackBy[outcome].observe(seconds),
       breaker: (open) => breakerOpen.set(open ? 1 : 0),
+      threadScheduling: (policy) => schedIdle.set(policy === 'idle' ? 1 : 0),
     },
     tlsReloaded: (result) => reloads.labels(result).inc(),
     refreshDispatchBeforeScrape: (next) => {

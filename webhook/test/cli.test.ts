@@ -1,6 +1,7 @@
 // Journey tests of the skr-webhook binary: help, configuration errors, start, SIGTERM.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
+import { getPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { freePort } from '@skr-watcher/testenv';
@@ -9,6 +10,8 @@ import { TestKcpListener } from './support/kcp-listener.js';
 import { callWebhook, getMetricsPort, sampleReview } from './support/webhook-fixture.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+/** Linux scheduling policies by number (sched.h). */
+const POLICIES: Record<number, string> = { 0: 'normal', 3: 'batch', 5: 'idle' };
 
 interface Run {
   code: number | null;
@@ -166,40 +169,72 @@ describe('skr-webhook binary', function () {
     }
   });
 
-  it('runs its dispatch thread ten nice levels above the process, whatever nice value it was started with', async function () {
-    if (process.platform !== 'linux') this.skip();
+  /**
+   * Starts the webhook (under `wrapper`, with `path` as PATH) and watches its threads until the dispatch thread is
+   * `expected` and the SCHED_IDLE gauge reads `gauge`, for at most 5 s; returns what it saw last and the run.
+   */
+  async function watchThreads(expected: string, gauge: string, path: string, wrapper: string[]) {
     const pki = testPki();
     const kcp = new TestKcpListener(pki.listener(), pki.ca.certPem);
     await kcp.start();
     const volume = await SecretVolume.create(secretFiles(pki.leaf('skr-nice'), pki.ca.certPem));
     const [webhookPort, metricsPort] = [await freePort(), await freePort()];
-    /** Nice value of every thread of the process (field 19 of /proc/<pid>/task/<tid>/stat). */
-    const threadNices = async (pid: number) => {
+    /** Nice value and scheduling policy of every thread (fields 19 and 41 of /proc/<pid>/task/<tid>/stat). */
+    const threads = async (pid: number) => {
       const tasks = await readdir(`/proc/${pid}/task`);
       const stats = await Promise.all(tasks.map((tid) => readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8')));
-      return stats.map((stat) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
+      return stats.map((stat) => {
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        return `nice ${fields[16]} policy ${POLICIES[Number(fields[38])] ?? fields[38]}`;
+      });
     };
-    let seen: number[] = [];
+    const idleGauge = async () =>
+      /^skr_webhook_dispatch_thread_sched_idle (\d)$/m.exec(
+        await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(),
+      )?.[1];
+    const seen = { threads: [] as string[], gauge: undefined as string | undefined };
     try {
       const run = await runWebhook(
         [],
-        upstreamEnv(volume, kcp, webhookPort, metricsPort),
+        { ...upstreamEnv(volume, kcp, webhookPort, metricsPort), PATH: path },
         async (kill, pid) => {
-          // The dispatch thread lowers its own priority as it starts; give it a moment on a busy machine.
-          for (let attempt = 0; attempt < 50 && !seen.includes(15); attempt++) {
-            seen = await threadNices(pid);
-            if (!seen.includes(15)) await new Promise((resolve) => setTimeout(resolve, 100));
+          // The dispatch thread sets its own scheduling as it starts; give it a moment on a busy machine.
+          for (let attempt = 0; attempt < 50; attempt++) {
+            seen.threads = [...new Set(await threads(pid))];
+            seen.gauge = await idleGauge();
+            if (seen.threads.includes(expected) && seen.gauge === gauge) break;
+            await new Promise((resolve) => setTimeout(resolve, 100));
           }
           kill();
         },
-        ['nice', '-n', '5'],
+        wrapper,
       );
       expect(run.code, run.stderr).to.equal(0);
-      // The process's threads at 5, the dispatch thread at 5 + 10 (an absolute nice value would give 10).
-      expect([...new Set(seen)].sort((a, b) => a - b)).to.deep.equal([5, 15]);
+      return { ...seen, run };
     } finally {
       await kcp.stop();
       await volume.remove();
     }
+  }
+
+  it('runs its dispatch thread SCHED_IDLE and ten nice levels above the process, whatever nice value it was started with', async function () {
+    if (process.platform !== 'linux' || spawnSync('chrt', ['--version']).status !== 0) this.skip();
+    // `nice -n 5` adds 5 to this runner's own nice value (0 unless CI runs it otherwise).
+    const started = Math.min(19, getPriority() + 5);
+    const dispatch = `nice ${Math.min(19, started + 10)} policy idle`;
+    const seen = await watchThreads(dispatch, '1', process.env['PATH'] ?? '', ['nice', '-n', '5']);
+    // The process's threads at 5, the dispatch thread alone SCHED_IDLE and at 5 + 10 (an absolute nice value would
+    // give 10).
+    expect(seen.threads).to.have.members([`nice ${started} policy normal`, dispatch]);
+    expect(seen.gauge, 'skr_webhook_dispatch_thread_sched_idle').to.equal('1');
+  });
+
+  it('keeps the nice value alone, and says so, where chrt is missing', async function () {
+    if (process.platform !== 'linux') this.skip();
+    const dispatch = `nice ${Math.min(19, getPriority() + 10)} policy normal`;
+    const seen = await watchThreads(dispatch, '0', '/nonexistent', []);
+    expect(seen.threads).to.have.members([`nice ${getPriority()} policy normal`, dispatch]);
+    expect(seen.gauge, 'skr_webhook_dispatch_thread_sched_idle').to.equal('0');
+    expect(seen.run.stdout).to.contain('SCHED_IDLE could not be set');
   });
 });

@@ -2,7 +2,7 @@
 // repository's Dockerfile built by buildah on top of them, everything pushed to the run's registry.
 //   pause         the sandbox process (images/pause.c, gcc -static)
 //   node-runtime  the npm `node` package's binary plus the libraries `ldd` lists, /etc/passwd, /tmp
-//   node-build    node-runtime plus busybox (a shell for RUN) and this machine's npm
+//   node-build    node-runtime plus busybox (a shell for RUN), chrt and this machine's npm
 // Layers are written with timestamp 0, so the same inputs give the same digests.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -121,8 +121,11 @@ async function commitRootfs(
   return name;
 }
 
+/** util-linux's chrt on this machine (Debian's util-linux is essential: always installed). */
+const CHRT = '/usr/bin/chrt';
+
 /** Changes whenever what baseImages() puts into an image changes, so cached bases are rebuilt. */
-const BASE_RECIPE = '2';
+const BASE_RECIPE = '3';
 
 /** A tag derived from every input of the base images: same inputs, same tag, no rebuild. */
 async function baseInputsKey(): Promise<string> {
@@ -132,6 +135,7 @@ async function baseInputsKey(): Promise<string> {
     nodeBinary(),
     PAUSE_SOURCE,
     '/bin/busybox',
+    CHRT,
     join(dirname(dirname(npmCli)), 'package.json'),
   ]) {
     hash.update(file).update(await readFile(file));
@@ -212,6 +216,10 @@ async function baseImages(work: string, log: (line: string) => void) {
   // `#!/usr/bin/env node` scripts (npm's bins) need env where Debian has it.
   await mkdir(join(buildRoot, 'usr/bin'), { recursive: true });
   await symlink('/bin/busybox', join(buildRoot, 'usr/bin/env'));
+  // util-linux's chrt, as Debian build images have it: the Dockerfile copies it into the runtime image, where the
+  // webhook's dispatch thread uses it to make itself SCHED_IDLE (it needs only libc).
+  await copyFile(CHRT, join(buildRoot, 'usr/bin/chrt'));
+  await chmod(join(buildRoot, 'usr/bin/chrt'), 0o755);
   // This machine's npm (the one that bootstrapped the project), without a download.
   const npmCli = spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).stdout.trim();
   const npmDir = dirname(dirname(realpathSync(npmCli)));
