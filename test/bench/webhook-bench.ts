@@ -11,11 +11,13 @@
 //   --kcp-nice N (default 19): scheduling priority of the KCP stand-in. In a cluster the KCP listener runs on
 //   another machine; here it shares the 2 cores with the server under test and the load generator, and at the
 //   default priority its ~150 µs per callback is CPU the webhook's admission thread waits for, which the floor
-//   (no callbacks) never does. --kcp-nice 0 measures that contention too.
+//   (no callbacks) never does. --kcp-nice 0 measures that contention too; --kcp-nice idle runs it SCHED_IDLE
+//   (util-linux chrt), the nearest this machine gets to a KCP on another machine: it then never takes a core
+//   from the webhook or the load generator, not even for the rest of a time slice.
 // Each server runs in its own child process; this process only generates load and measures.
 // Open loop: requests are scheduled at a fixed rate and latency counts from the scheduled time, so
 // queueing in the server (or the client) counts. Saturation: closed loop on N kept-alive connections.
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { loadavg, setPriority } from 'node:os';
 import { createServer as createHttpsServer, Agent, request } from 'node:https';
@@ -225,8 +227,8 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
 
 // ---------------------------------------------------------------- load generation
 
-/** Nice value of the KCP stand-in (--kcp-nice). */
-let kcpNice = 19;
+/** Nice value of the KCP stand-in, or `idle` for SCHED_IDLE on all its threads (--kcp-nice). */
+let kcpNice: number | 'idle' = 19;
 
 interface Server {
   name: string;
@@ -253,11 +255,18 @@ async function startChild(
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     env: { ...process.env, LOG_LEVEL: 'info' },
   });
-  if (role === 'kcp' && child.pid) setPriority(child.pid, kcpNice);
+  if (role === 'kcp' && child.pid && kcpNice !== 'idle') setPriority(child.pid, kcpNice);
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (message) => resolve((message as ServerReady).port));
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code} before listening`)));
   });
+  // Once it listens, every thread it will run exists.
+  if (role === 'kcp' && child.pid && kcpNice === 'idle') {
+    const chrt = spawnSync('chrt', ['--idle', '--all-tasks', '--pid', '0', String(child.pid)], {
+      encoding: 'utf8',
+    });
+    if (chrt.status !== 0) throw new Error(`chrt --idle on the KCP stand-in: ${chrt.stderr}`);
+  }
   return { name, child, port };
 }
 
@@ -515,7 +524,7 @@ async function main(): Promise<void> {
   if (values.role)
     return runRole(values.role as Role, values.dir ?? '', values.kcp ?? '', values.module ?? '');
 
-  kcpNice = Number(values['kcp-nice']);
+  kcpNice = values['kcp-nice'] === 'idle' ? 'idle' : Number(values['kcp-nice']);
   const rate = Number(values.rate);
   const seconds = Number(values.seconds);
   const connections = Number(values.connections);
@@ -580,7 +589,7 @@ async function main(): Promise<void> {
         `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
     console.log(
-      `load average at start (1/5/15 min, 2 cores here): ${loadAverage()}; KCP stand-in at nice ${kcpNice}`,
+      `load average at start (1/5/15 min, 2 cores here): ${loadAverage()}; KCP stand-in ${kcpNice === 'idle' ? 'SCHED_IDLE' : `at nice ${kcpNice}`}`,
     );
     const started: Server[] = [];
     const agents: Agent[] = [];
