@@ -18,7 +18,7 @@
 // prints it by constructor. Environment variables reach the agent (e.g. MALLOC_ARENA_MAX=2).
 // Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, openSync } from 'node:fs';
 import { readFile, readdir, readlink, stat } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,6 +124,8 @@ async function main(): Promise<void> {
     );
 
     const snapshotDir = HEAP_SNAPSHOT ? mkdtempSync(join(tmpdir(), 'agent-heap-')) : undefined;
+    const logFile = join(mkdtempSync(join(tmpdir(), 'agent-bench-')), 'agent.log');
+    console.log(`agent log: ${logFile}`);
     const agent = spawn(
       process.execPath,
       [
@@ -149,7 +151,9 @@ async function main(): Promise<void> {
         '--log-level',
         'warn',
       ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+      // Logs to a file: a pipe nobody reads fills after 64 kB of warnings, and then pino's synchronous writes block
+      // the agent (likely why two loaded runs, with ~1,000 failed reconciles, left agents deaf to SIGTERM).
+      { stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] },
     );
     agentExit = new Promise((resolve) => agent.once('exit', () => resolve()));
     stopAgent = () => agent.kill('SIGTERM');
