@@ -4,9 +4,10 @@
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
 //                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
 //
-// Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync; after
-// kill -9 of one replica, how long until every Kyma it owned was reconciled by a survivor; after a further
-// replica joins, how many Kymas moved; overlapping reconciles of one Kyma (from the replicas' journals).
+// Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync with the agents'
+// CPU per reconcile and the API servers' CPU; after kill -9 of one replica, how long until every Kyma it owned was
+// reconciled by a survivor; after a further replica joins, how many Kymas moved; overlapping reconciles of one
+// Kyma (from the replicas' journals); per replica how often it suspended and whether it lost membership (logs).
 // Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
 // join moves ≤ 35 %, zero overlaps.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -77,6 +78,22 @@ async function metric(port: number, name: string): Promise<number> {
     .filter((line) => line.startsWith(name))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
 }
+
+/** CPU seconds (user + system) a process has used so far, from /proc; 0 when it is gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    // Fields after the command name: state is the 1st, utime the 12th, stime the 13th (clock ticks of 10 ms).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+const load = () =>
+  `load ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')}`;
 
 async function main(): Promise<void> {
   const t0 = Date.now();
@@ -163,15 +180,19 @@ async function main(): Promise<void> {
             if (r.deadAt !== undefined) return `${r.identity} exited`;
             const rss = await metric(r.port, 'process_resident_memory_bytes').catch(() => NaN);
             const depth = await metric(r.port, 'workqueue_depth{name="kyma"}').catch(() => NaN);
-            return `${r.identity} RSS ${mb(rss)} queue ${depth}`;
+            const limit = await metric(r.port, 'skr_agent_shard_reconcile_limit').catch(() => NaN);
+            const suspended = await metric(r.port, 'skr_agent_shard_suspended').catch(() => NaN);
+            return `${r.identity} RSS ${mb(rss)} queue ${depth} limit ${limit}${suspended ? ' SUSPENDED' : ''}`;
           }),
         );
-        console.log(`  ${Math.round((Date.now() - started) / 1000)} s: ${ready} Ready; ${states.join('; ')}`);
+        console.log(
+          `  ${Math.round((Date.now() - started) / 1000)} s: ${ready} Ready; ${states.join('; ')}; ${load()}`,
+        );
       }
       await sleep(2_000);
     }
     console.log(
-      `initial: all ${KYMAS} Kymas Ready ${Date.now() - started} ms after ${REPLICAS} replicas started`,
+      `initial: all ${KYMAS} Kymas Ready ${Date.now() - started} ms after ${REPLICAS} replicas started; ${load()}`,
     );
 
     // Full resync: every replica's relist enqueues each owned Kyma; done when all queues are idle again.
@@ -179,20 +200,43 @@ async function main(): Promise<void> {
     const resyncs = async () =>
       Promise.all(live().map((r) => metric(r.port, 'skr_agent_triggers_total{source="resync"}')));
     const before = await resyncs();
+    const agentCpu = async () =>
+      (
+        await Promise.all(live().map((r) => metric(r.port, 'process_cpu_seconds_total').catch(() => NaN)))
+      ).reduce((a, b) => a + b, 0);
+    const apiServers = ['kcp', ...SKRS].map((plane) => env.plane(plane).pid());
+    const apiCpu = () => apiServers.map(cpuSeconds);
+    let cpuAtStart = { agents: 0, api: [] as number[] };
     let resyncStart = 0;
     for (const deadline = Date.now() + 10 * 60_000; Date.now() < deadline; await sleep(200)) {
-      const now = await resyncs();
+      // A replica's /metrics may reset a connection under load (seen at load 28): look again.
+      const now = await resyncs().catch(() => undefined);
+      if (!now) continue;
       const grown = now.reduce((sum, n, i) => sum + n - (before[i] ?? 0), 0);
-      if (!resyncStart && grown > 0) resyncStart = Date.now();
+      if (!resyncStart && grown > 0) {
+        resyncStart = Date.now();
+        cpuAtStart = { agents: await agentCpu(), api: apiCpu() };
+      }
       const busy = await Promise.all(
         live().map(
           async (r) =>
             (await metric(r.port, 'workqueue_depth{name="kyma"}')) +
             (await metric(r.port, 'workqueue_in_flight{name="kyma"}')),
         ),
-      );
+      ).catch(() => [NaN]);
       if (resyncStart && grown >= KYMAS && busy.every((b) => b === 0)) {
-        console.log(`full resync: ${KYMAS} Kymas reconciled again in ${Date.now() - resyncStart} ms`);
+        const seconds = (Date.now() - resyncStart) / 1000;
+        const agents = (await agentCpu()) - cpuAtStart.agents;
+        const api = apiCpu().map((cpu, i) => cpu - (cpuAtStart.api[i] ?? 0));
+        console.log(
+          `full resync: ${KYMAS} Kymas reconciled again in ${Math.round(seconds * 1000)} ms; ${load()}`,
+        );
+        console.log(
+          `  CPU meanwhile: agents ${agents.toFixed(1)} s (${((1000 * agents) / KYMAS).toFixed(1)} ms per reconcile); ` +
+            `API servers ${['kcp', ...SKRS].map((p, i) => `${p} ${(api[i] ?? 0).toFixed(1)} s`).join(', ')} ` +
+            `(${((1000 * api.reduce((a, b) => a + b, 0)) / KYMAS).toFixed(1)} ms per reconcile; ` +
+            `${(api.reduce((a, b) => a + b, 0) / seconds).toFixed(2)} cores)`,
+        );
         break;
       }
     }
@@ -201,8 +245,8 @@ async function main(): Promise<void> {
     const owners = await ownersNow();
     for (const r of live()) {
       const owned = [...owners.values()].filter((o) => o === r.identity).length;
-      const rss = await metric(r.port, 'process_resident_memory_bytes');
-      const heap = await metric(r.port, 'nodejs_heap_size_used_bytes');
+      const rss = await metric(r.port, 'process_resident_memory_bytes').catch(() => NaN);
+      const heap = await metric(r.port, 'nodejs_heap_size_used_bytes').catch(() => NaN);
       console.log(
         `replica ${r.identity}: owns ${owned} Kymas; steady RSS ${mb(rss)} (heap used ${mb(heap)})`,
       );
@@ -254,6 +298,15 @@ async function main(): Promise<void> {
       }`,
     );
     const found = overlaps(reconcileIntervals(replicas));
+    for (const r of replicas) {
+      const log = readFileSync(join(dir, `${r.identity}.log`), 'utf8');
+      const count = (text: string) => log.split(text).length - 1;
+      console.log(
+        `replica ${r.identity}: suspended ${count('membership renewal overdue')} times, resumed ${count(
+          'no peer had taken over, resuming',
+        )}, lost membership ${count('lost shard membership')} times${r === victim ? ' (killed by the bench)' : ''}`,
+      );
+    }
     console.log(
       `load average at the end: ${loadavg()
         .map((l) => l.toFixed(1))
