@@ -53,6 +53,8 @@ export interface Controller {
   stop(): Promise<void>;
   /** Wakes the reconciliation of `namespace/name`. */
   enqueue(kymaKey: string): void;
+  /** A Kyma this replica just took over (sharding): reconciled before routine work, as nobody else reconciles it. */
+  enqueueAcquired(kymaKey: string): void;
   /** The Kyma labelled with this runtime-id, from the watch cache; for the listener. */
   resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
   readonly queue: WorkQueue;
@@ -282,6 +284,10 @@ export function createController(options: ControllerOptions): Controller {
     },
     enqueue(kymaKey) {
       enqueue('listener', kymaKey);
+    },
+    enqueueAcquired(kymaKey) {
+      triggers?.inc({ source: 'acquired' });
+      queue.addUrgent(kymaKey);
     },
     resolveKyma(runtimeId) {
       const matches = kymas.byIndex(RUNTIME_ID_INDEX, runtimeId);

@@ -103,7 +103,10 @@ export async function startWork(
       ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector } : {}),
     });
     const started = controller;
-    sharding?.attach((key, event) => routeCallback(started, reconciler, logger, key, event));
+    sharding?.attach(
+      (key, event) => routeCallback(started, reconciler, logger, key, event),
+      (key) => started.enqueueAcquired(key),
+    );
     await controller.start();
     if (config.listener) {
       const onAccepted = (event: AcceptedEvent) => {

@@ -7,8 +7,9 @@ import { expect } from 'chai';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
+import { ManualClock } from '../../test/support/manual-clock.js';
 import { createMembership, type Membership } from '../src/sharding/index.js';
-import { GatedKubeConfig, renewal, ringList } from './support/gates.js';
+import { GatedKubeConfig, fence, renewal, ringList } from './support/gates.js';
 
 describe('shard membership when the KCP answers late', function () {
   this.timeout(120_000);
@@ -89,6 +90,110 @@ describe('shard membership when the KCP answers late', function () {
     await waitUntil('the slow replica learns it was taken over', async () => lost.length > 0, 20_000, 20);
     expect(lost[0]).to.match(/fenced/);
     expect(slow.isActive()).to.equal(false);
+  });
+
+  it('a peer whose fence lost the race to another peer sees the Lease released at once, not at its next look', async () => {
+    ring += 1;
+    const timing = { leaseDurationMs: 8_000, renewDeadlineMs: 2_000, retryPeriodMs: 300 };
+    const member = (identity: string) => {
+      const gate = new GatedKubeConfig();
+      gate.loadFromFile(env.plane('kcp').kubeconfigPath);
+      gates.push(gate);
+      const membership = createMembership({
+        kubeConfig: gate,
+        namespace,
+        ring: `ring-${ring}`,
+        identity: `${identity}-${ring}`,
+        ...timing,
+        onChange: () => {},
+        onLost: () => {},
+      });
+      started.push(membership);
+      return { gate, membership };
+    };
+    const [slow, first, second] = [member('slow'), member('first'), member('second')];
+    for (const { membership } of [slow, first, second]) await membership.start();
+    await waitUntil(
+      'the peers see the slow one',
+      async () => second.membership.members().length === 3,
+      20_000,
+      50,
+    );
+    first.gate.hold(fence);
+    second.gate.hold(fence);
+    slow.gate.hold(renewal);
+    await waitUntil(
+      'both peers try to fence the expired Lease',
+      async () => first.gate.heldCount() > 0 && second.gate.heldCount() > 0,
+      30_000,
+      20,
+    );
+    first.gate.releaseAll();
+    await waitUntil(
+      'the first peer fences it',
+      async () => first.membership.isGone(slow.membership.identity),
+      20_000,
+      20,
+    );
+    expect(second.membership.isGone(slow.membership.identity), 'not released in its view yet').to.equal(
+      false,
+    );
+    // The second peer's fence goes now and meets a conflict; its lists of the ring no longer answer.
+    second.gate.releaseAll();
+    second.gate.hold(ringList);
+    await waitUntil(
+      'the second peer sees the Lease released',
+      async () => second.membership.isGone(slow.membership.identity),
+      20_000,
+      20,
+    );
+  });
+
+  it('looks at the ring when a peer’s Lease expires on its clock, not only every retry period', async () => {
+    ring += 1;
+    const gate = new GatedKubeConfig();
+    gate.loadFromFile(env.plane('kcp').kubeconfigPath);
+    gates.push(gate);
+    // A peer whose Lease lasts 2 s, and whose renewals stop.
+    const slow = createMembership({
+      kubeConfig: gate,
+      namespace,
+      ring: `ring-${ring}`,
+      identity: `slow-${ring}`,
+      leaseDurationMs: 2_000,
+      renewDeadlineMs: 1_000,
+      retryPeriodMs: 300,
+      onChange: () => {},
+      onLost: () => {},
+    });
+    started.push(slow);
+    await slow.start();
+    gate.hold(renewal);
+    await waitUntil('a renewal of the slow peer is held', async () => gate.heldCount() > 0, 20_000, 20);
+    // An observer that looks every 4 s, on a clock the test moves: 2.1 s on, the peer's Lease has expired there.
+    const clock = new ManualClock();
+    const observer = createMembership({
+      kubeConfig: env.plane('kcp').kubeConfig(),
+      namespace,
+      ring: `ring-${ring}`,
+      identity: `observer-${ring}`,
+      leaseDurationMs: 30_000,
+      renewDeadlineMs: 5_000,
+      retryPeriodMs: 4_000,
+      clock,
+      onChange: () => {},
+      onLost: () => {},
+    });
+    started.push(observer);
+    await observer.start();
+    expect(observer.members().map((m) => m.identity)).to.include(slow.identity);
+    await clock.advance(2_100);
+    await waitUntil(
+      'the observer fences the expired Lease',
+      async () => observer.isGone(slow.identity),
+      20_000,
+      20,
+    );
   });
 
   it('is lost when its work is still running at the point where peers may take over', async () => {

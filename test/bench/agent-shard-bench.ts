@@ -3,10 +3,12 @@
 //
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
 //                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
+//                          [--agent path/to/agent/dist/main.js]
 //
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync with the agents'
 // CPU per reconcile and the API servers' CPU; after kill -9 of one replica, how long until every Kyma it owned was
-// reconciled by a survivor; after a further replica joins, how many Kymas moved; overlapping reconciles of one
+// reconciled by a survivor, with a timeline (the victim's last renewal, each survivor's expiry, fence and claims from
+// its log, the orphans' first reconciles from the journals, the survivors' pacer and queue every 2 s); after a further replica joins, how many Kymas moved; overlapping reconciles of one
 // Kyma (from the replicas' journals); per replica how often it suspended and whether it lost membership (logs).
 // Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
 // join moves ≤ 35 %, zero overlaps.
@@ -16,13 +18,19 @@ import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, SHARDING, type Kyma } from '@skr-watcher/api';
 import { startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
-import { overlaps, reconcileIntervals, type JournalSource } from '../support/reconcile-journal.js';
+import {
+  overlaps,
+  reconcileIntervals,
+  type JournalSource,
+  type ReconcileInterval,
+} from '../support/reconcile-journal.js';
 
-const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
+/** `--agent <main.js>`: another build of the agent (A/B runs); this tree's build by default. */
+const BUILT = flag('agent', fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url)));
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);
@@ -37,7 +45,8 @@ const RESYNC = flag('resync', '60s');
 const NAMESPACE = 'kcp-bench';
 /** Node flags for the agents, e.g. `--max-old-space-size=256` so that a runaway fails fast. */
 const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
-const LOG_LEVEL = flag('log-level', 'warn');
+/** info: the kill -9 timeline reads the survivors' takeover (expiry, fence, claims) from their logs. */
+const LOG_LEVEL = flag('log-level', 'info');
 /** Membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; the agent's defaults if empty. */
 const LEASE = flag('lease', '').split('/').filter(Boolean);
 const LEASE_FLAGS =
@@ -95,6 +104,78 @@ const load = () =>
     .map((l) => l.toFixed(1))
     .join(' ')}`;
 
+interface Sample {
+  limit: number;
+  waiting: number;
+  depth: number;
+  inFlight: number;
+  resyncs: number;
+}
+
+async function sampleReplica(r: { port: number }): Promise<Sample> {
+  const [limit, waiting, depth, inFlight, resyncs] = await Promise.all(
+    [
+      'skr_agent_shard_reconcile_limit',
+      'skr_agent_shard_reconciles_waiting',
+      'workqueue_depth{name="kyma"}',
+      'workqueue_in_flight{name="kyma"}',
+      'skr_agent_triggers_total{source="resync"}',
+    ].map((name) => metric(r.port, name)),
+  );
+  return { limit, waiting, depth, inFlight, resyncs } as Sample;
+}
+
+function describeSample(now: Sample | undefined, atKill: Sample | undefined): string {
+  if (!now) return 'no answer';
+  const resyncs = atKill ? now.resyncs - atKill.resyncs : NaN;
+  return `${now.limit}/${now.waiting}/${now.depth}/${now.inFlight}/${resyncs}`;
+}
+
+const timeMs = (value: unknown) =>
+  value instanceof Date ? value.getTime() : typeof value === 'string' ? Date.parse(value) : NaN;
+
+/** Each orphan's first reconcile by a survivor after the kill; undefined while it has not started. */
+function firstRuns(
+  byKyma: Map<string, ReconcileInterval[]>,
+  orphans: string[],
+  victim: string,
+  killedAt: bigint,
+): (ReconcileInterval | undefined)[] {
+  return orphans.map(
+    (kyma) =>
+      (byKyma.get(kyma) ?? [])
+        .filter((run) => run.replica !== victim && run.start > killedAt)
+        .sort((a, b) => (a.start < b.start ? -1 : 1))[0],
+  );
+}
+
+/** A survivor's takeover from its log (info level): expiry seen, fence, member change, claims; ms after the kill. */
+function logTimeline(file: string, killedMs: number): string {
+  const after = (line: string) => {
+    try {
+      const entry = JSON.parse(line) as { time?: string; msg?: string };
+      const at = Date.parse(entry.time ?? '') - killedMs;
+      return at >= 0 ? { at, msg: entry.msg ?? '' } : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const entries = readFileSync(file, 'utf8')
+    .split('\n')
+    .map(after)
+    .filter((e): e is { at: number; msg: string } => e !== undefined);
+  const times = (msg: string) => entries.filter((e) => e.msg === msg).map((e) => e.at);
+  const first = (msg: string) => times(msg)[0] ?? '-';
+  const claims = times('Kyma claimed');
+  return [
+    `Lease seen expired ${first('a peer’s Lease expired on our clock; fencing it')}`,
+    `fenced ${first('fenced the expired Lease of a peer; its Kymas may be claimed')}`,
+    `members changed ${first('shard members changed')}`,
+    `${claims.length} claims written ${claims.length ? `${claims[0]} … ${claims[claims.length - 1]}` : ''}`,
+    `late renewals ${times('membership renewal late').length}, suspensions ${times('membership renewal overdue; starting no work until it lands').length}`,
+  ].join('; ');
+}
+
 async function main(): Promise<void> {
   const t0 = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'skr-shard-bench-'));
@@ -108,6 +189,7 @@ async function main(): Promise<void> {
   const kcp = env.plane('kcp').kubeConfig();
   const core = kcp.makeApiClient(CoreV1Api);
   const api = kcp.makeApiClient(CustomObjectsApi);
+  const leases = kcp.makeApiClient(CoordinationV1Api);
   const replicas: Replica[] = [];
   try {
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
@@ -252,23 +334,57 @@ async function main(): Promise<void> {
       );
     }
 
-    // kill -9: the victim's Kymas wait out its Lease, then survivors claim and reconcile them.
+    // kill -9: the victim's Kymas wait out its Lease, then survivors fence it, claim and reconcile them.
     const victim = replicas[0] as Replica;
     const orphans = [...owners]
       .filter(([, o]) => o === victim.identity)
       .map(([name]) => `${NAMESPACE}/${name}`);
+    const survivors = live().filter((r) => r !== victim);
+    const atKill = await Promise.all(survivors.map((r) => sampleReplica(r).catch(() => undefined)));
     victim.child.kill('SIGKILL');
     const killedAt = process.hrtime.bigint();
     const killedMs = Date.now();
+    const lastRenewal = await leases
+      .readNamespacedLease({ name: `${SHARDING.ring}-${victim.identity}`, namespace: NAMESPACE })
+      .then((lease) => timeMs(lease.spec?.renewTime))
+      .catch(() => NaN);
+    const samples: string[] = [];
+    let lastSample = 0;
+    let allStartedMs: number | undefined;
     for (const deadline = Date.now() + 5 * 60_000; Date.now() < deadline; await sleep(500)) {
-      const byKyma = reconcileIntervals(replicas);
-      const waiting = orphans.filter(
-        (kyma) => !(byKyma.get(kyma) ?? []).some((i) => i.replica !== victim.identity && i.start > killedAt),
-      );
-      if (waiting.length === 0) {
-        console.log(
-          `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled by survivors ${Date.now() - killedMs} ms later`,
+      if (Date.now() - lastSample >= 2_000) {
+        lastSample = Date.now();
+        const now = await Promise.all(survivors.map((r) => sampleReplica(r).catch(() => undefined)));
+        samples.push(
+          `    +${((Date.now() - killedMs) / 1000).toFixed(1)} s: ${survivors
+            .map((r, i) => `${r.identity} ${describeSample(now[i], atKill[i])}`)
+            .join(' | ')}; ${load()}`,
         );
+      }
+      const firsts = firstRuns(reconcileIntervals(replicas), orphans, victim.identity, killedAt);
+      if (allStartedMs === undefined && firsts.every((run) => run !== undefined)) {
+        allStartedMs = Date.now() - killedMs;
+        console.log(
+          `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled (started) by survivors ${allStartedMs} ms later`,
+        );
+      }
+      if (firsts.every((run) => run !== undefined && !run.open)) {
+        console.log(`kill -9 timeline (ms after the kill; ${load()}):`);
+        const ms = (t: bigint) => Math.round(Number(t - killedAt) / 1e6);
+        const runs = firsts as ReconcileInterval[];
+        const span = (values: number[]) => `${Math.min(...values)} … ${Math.max(...values)}`;
+        console.log(`  victim's last Lease renewal: ${Math.round(lastRenewal - killedMs)}`);
+        for (const r of survivors)
+          console.log(`  ${r.identity}: ${logTimeline(join(dir, `${r.identity}.log`), killedMs)}`);
+        console.log(
+          `  first reconciles of the ${orphans.length} orphans: started ${span(runs.map((run) => ms(run.start)))}, ended ${span(
+            runs.map((run) => ms(run.end)),
+          )}; by ${survivors.map((r) => `${r.identity} ${runs.filter((run) => run.replica === r.identity).length}`).join(', ')}`,
+        );
+        console.log(
+          `  survivors (limit, waiting for a slot, queue depth, in flight, resync adds since the kill):`,
+        );
+        for (const line of samples) console.log(line);
         break;
       }
     }

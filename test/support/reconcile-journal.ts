@@ -13,6 +13,8 @@ export interface ReconcileInterval {
   replica: string;
   start: bigint;
   end: bigint;
+  /** No end in the journal: it runs still (or ran until its process died). */
+  open?: boolean;
 }
 
 /** Reconcile intervals per Kyma; a start without end lasts until its process died (or until now). */
@@ -38,7 +40,7 @@ export function reconcileIntervals(sources: JournalSource[]): Map<string, Reconc
       if (start !== undefined) add(entry.kyma, { replica: entry.replica, start, end: BigInt(entry.t) });
     }
     const end = source.deadAt ?? process.hrtime.bigint();
-    for (const [kyma, start] of open) add(kyma, { replica: source.identity, start, end });
+    for (const [kyma, start] of open) add(kyma, { replica: source.identity, start, end, open: true });
   }
   return byKyma;
 }

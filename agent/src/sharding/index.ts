@@ -35,8 +35,11 @@ export interface Sharding {
   readonly identity: string;
   /** The controller's Kyma watch: only the Kymas this replica owns. */
   readonly kymaLabelSelector: string;
-  /** Connects the running work: acquired Kymas and forwarded callbacks go to `route`. */
-  attach(route: Route): void;
+  /**
+   * Connects the running work: forwarded callbacks go to `route`; Kymas this replica just acquired (claimed from a
+   * gone replica, handed to it, or back after a suspension) to `acquired`, which runs them ahead of routine work.
+   */
+  attach(route: Route, acquired: (kymaKey: string) => void): void;
   /**
    * Runs a reconcile or a targeted mirror only while this replica owns the Kyma; else (or when the run was
    * withdrawn: the Kyma handed over, membership suspended) resolves to `absent`. A `paced` run (a reconcile) first
@@ -72,6 +75,7 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
   const { config, logger, registry, namespace } = options;
   const log = logger.child({ subsystem: 'sharding', identity: config.identity });
   let route: Route | undefined;
+  let acquired: ((kymaKey: string) => void) | undefined;
   const me = config.identity;
 
   let peerServer: PeerServer | undefined;
@@ -122,7 +126,7 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     kubeConfig: options.kubeConfig,
     namespace,
     membership,
-    onAcquired: (key) => route?.(key),
+    onAcquired: (key) => acquired?.(key),
     resyncMs: options.resyncMs,
     logger,
     registry,
@@ -139,8 +143,9 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
   return {
     identity: me,
     kymaLabelSelector: `${LABELS.shardOwner}=${me}`,
-    attach(next) {
-      route = next;
+    attach(nextRoute, nextAcquired) {
+      route = nextRoute;
+      acquired = nextAcquired;
     },
     async guard(kymaKey, work, absent, paced) {
       return (await owned.guard(kymaKey, work, paced)) ?? absent;

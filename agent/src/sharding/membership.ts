@@ -96,6 +96,8 @@ interface Observed {
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** A look timed for a peer's expiry fires this much after it, so that a timer a millisecond early still finds it expired. */
+const EXPIRY_SLACK_MS = 10;
 
 /** A label value (≤ 63) that is also a DNS label, so it can name the Lease: lower-case letters, digits, '-'. */
 const IDENTITY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -344,6 +346,10 @@ export function createMembership(options: MembershipOptions): Membership {
   const fenceExpired = async () => {
     for (const [who, record] of observed) {
       if (record.released || live(record)) continue;
+      logger?.info(
+        { peer: who, unrenewedForMs: clock.now() - record.observedAt },
+        'a peer’s Lease expired on our clock; fencing it',
+      );
       try {
         const fenced = await api.patchNamespacedLease(
           {
@@ -361,8 +367,15 @@ export function createMembership(options: MembershipOptions): Membership {
         });
         logger?.info({ peer: who }, 'fenced the expired Lease of a peer; its Kymas may be claimed');
       } catch (error) {
-        // A conflict: it renewed (or another peer fenced it) since our list; the next look sees which.
         logger?.debug({ err: error, peer: who }, 'expired Lease not fenced');
+        // A conflict: it renewed, or another peer fenced it first. Read it now rather than at the next look: when a
+        // peer fenced it, its Kymas are ours to claim now, not a retry period later.
+        if (error instanceof ApiException && error.code === 409) {
+          await api
+            .readNamespacedLease({ name: record.leaseName, namespace })
+            .then((lease) => observe([lease]))
+            .catch((cause: unknown) => logger?.debug({ err: cause, peer: who }, 'fenced Lease not read'));
+        }
       }
     }
   };
@@ -429,6 +442,17 @@ export function createMembership(options: MembershipOptions): Membership {
       Math.max(0, jittered(retryPeriodMs, 0.1) - sinceStart),
     );
   };
+  /**
+   * Our clock's time until the first live peer's Lease expires unrenewed (plus a little, so it has expired when
+   * the timer fires): the look then goes at once and fences it, rather than up to a retry period later.
+   */
+  const untilFirstExpiry = () => {
+    let first = Infinity;
+    for (const record of observed.values()) {
+      if (live(record)) first = Math.min(first, record.observedAt + record.durationMs - clock.now());
+    }
+    return first + EXPIRY_SLACK_MS;
+  };
   const scheduleLook = () => {
     if (stopped) return;
     observeTimer = clock.setTimeout(
@@ -440,7 +464,7 @@ export function createMembership(options: MembershipOptions): Membership {
             scheduleLook();
           });
       },
-      jittered(retryPeriodMs, 0.1),
+      Math.max(0, Math.min(jittered(retryPeriodMs, 0.1), untilFirstExpiry())),
     );
   };
 

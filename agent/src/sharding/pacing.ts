@@ -51,6 +51,14 @@ export function createPacer(options: PacerOptions): Pacer {
         this.set(limit);
       },
     });
+    new Gauge({
+      name: 'skr_agent_shard_reconciles_waiting',
+      help: 'Reconciles waiting for a pacing slot now.',
+      registers: [options.registry],
+      collect(this: Gauge) {
+        this.set(waiting.length);
+      },
+    });
   }
 
   const slot = () => {

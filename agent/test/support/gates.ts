@@ -27,6 +27,11 @@ export class GatedKubeConfig extends KubeConfig {
     this.held = which;
   }
 
+  /** Requests held now. */
+  heldCount(): number {
+    return this.waiting.length;
+  }
+
   releaseAll(): void {
     this.held = undefined;
     for (const resolve of this.waiting.splice(0)) resolve();
@@ -35,6 +40,8 @@ export class GatedKubeConfig extends KubeConfig {
 
 export const renewal = (r: GatedRequest) => r.method === 'PUT' && r.url.includes('/leases/');
 export const ringList = (r: GatedRequest) => r.method === 'GET' && r.url.includes('/leases?');
+/** A peer fencing an expired Lease (merge patch clearing its holder). */
+export const fence = (r: GatedRequest) => r.method === 'PATCH' && r.url.includes('/leases/');
 
 /** A plain-HTTP API endpoint that holds every request until `answerAll`, then answers an empty NamespaceList. */
 export interface HeldSkr {

@@ -190,6 +190,14 @@ export class WorkQueue {
   private readonly proven = new Set<string>();
   /** Proven keys in `queue`, so picking needs no scan while there are none. */
   private provenQueued = 0;
+  /**
+   * Keys added with addUrgent whose run has not started yet: a free worker takes them before everything else
+   * (proven keys included). A Kyma this replica just took over from a dead one is reconciled by nobody until
+   * its first run here; routine work (a resync's thousand keys) must not queue ahead of it.
+   */
+  private readonly urgent = new Set<string>();
+  /** Urgent keys in `queue`. */
+  private urgentQueued = 0;
   private started = false;
   private stopping = false;
   private drainOnStop = false;
@@ -248,6 +256,20 @@ export class WorkQueue {
     }
   }
 
+  /**
+   * Like add, but the key runs before every key not added urgently, even if it was queued already (its place
+   * moves up). Within the urgent keys the order is kept; a suspect urgent key still leaves the last worker free.
+   */
+  addUrgent(key: string): void {
+    if (this.stopping && !this.drainOnStop) return;
+    if (!this.urgent.has(key)) {
+      this.urgent.add(key);
+      // Queued already: it moves up now. Processing (or not dirty yet): it counts once enqueued.
+      if (this.dirty.has(key) && !this.processing.has(key)) this.urgentQueued += 1;
+    }
+    this.add(key);
+  }
+
   /** Asks for a run of `key` after `delayMs`; an earlier pending schedule of the key wins. */
   addAfter(key: string, delayMs: number): void {
     if (this.stopping) return;
@@ -302,6 +324,8 @@ export class WorkQueue {
         for (const key of this.queue) this.dirty.delete(key);
         this.queue.length = 0;
         this.provenQueued = 0;
+        this.urgent.clear();
+        this.urgentQueued = 0;
         this.setDepth();
       }
     }
@@ -326,22 +350,30 @@ export class WorkQueue {
   }
 
   /**
-   * Index of the next queued key a free worker may take: proven keys first (in order), then the others in order,
-   * where suspect keys leave the last worker to the rest.
+   * Index of the next queued key a free worker may take: urgent keys first, then proven keys (each in order),
+   * then the others in order, where suspect keys leave the last worker to the rest.
    */
   private nextRunnable(): number {
+    const suspectLimit = this.workers > 1 ? this.workers - 1 : 1;
+    const suspectMayRun = this.suspectWorkerRuns < suspectLimit;
+    if (this.urgentQueued > 0) {
+      const urgent = this.queue.findIndex(
+        (key) => this.urgent.has(key) && (suspectMayRun || !this.suspect.has(key)),
+      );
+      if (urgent >= 0) return urgent;
+    }
     if (this.provenQueued > 0) {
       const proven = this.queue.findIndex((key) => this.proven.has(key));
       if (proven >= 0) return proven;
     }
-    const suspectLimit = this.workers > 1 ? this.workers - 1 : 1;
-    if (this.suspectWorkerRuns < suspectLimit) return this.queue.length > 0 ? 0 : -1;
+    if (suspectMayRun) return this.queue.length > 0 ? 0 : -1;
     return this.queue.findIndex((key) => !this.suspect.has(key));
   }
 
   private enqueueKey(key: string): void {
     this.queue.push(key);
     if (this.proven.has(key)) this.provenQueued += 1;
+    if (this.urgent.has(key)) this.urgentQueued += 1;
     this.setDepth();
   }
 
@@ -353,6 +385,7 @@ export class WorkQueue {
       if (index < 0) return;
       const key = this.queue.splice(index, 1)[0] as string;
       if (this.proven.has(key)) this.provenQueued -= 1;
+      if (this.urgent.delete(key)) this.urgentQueued -= 1;
       this.dirty.delete(key);
       this.processing.add(key);
       this.setDepth();

@@ -230,6 +230,39 @@ describe('WorkQueue', () => {
     await queue.stop();
   });
 
+  it('runs keys added urgently before every key queued earlier, proven ones included, once each', async () => {
+    const busy = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      process: async (key) => {
+        started.push(key);
+        if (key === 'busy') await busy.promise;
+      },
+    });
+    queue.start();
+    queue.add('own-0');
+    await queue.whenIdle(); // proven: its cluster answered
+    queue.add('busy'); // holds the only worker
+    await settle();
+    for (let i = 0; i < 3; i++) queue.add(`own-${i}`); // a resync of this replica's own Kymas
+    queue.add('taken-1'); // queued as routine work first, then acquired: it moves up
+    queue.addUrgent('taken-2');
+    queue.addUrgent('taken-1');
+    queue.addUrgent('busy'); // running: its next run is urgent
+    expect(queue.depth).to.equal(5);
+    busy.resolve();
+    await queue.whenIdle();
+    expect(started).to.deep.equal(['own-0', 'busy', 'taken-1', 'taken-2', 'busy', 'own-0', 'own-1', 'own-2']);
+    // Urgency is for one run: added again normally, a key queues in order.
+    queue.add('own-1');
+    queue.add('taken-2');
+    await queue.whenIdle();
+    expect(started.slice(-2)).to.deep.equal(['own-1', 'taken-2']);
+    await queue.stop();
+  });
+
   it('lets keys whose last run failed hold all workers but one, so a healthy key never waits behind them', async () => {
     const clock = new ManualClock();
     const gate = deferred<void>();
