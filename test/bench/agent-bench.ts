@@ -3,9 +3,9 @@
 // Secret and its own SKR Kyma namespace, spread over two SKR API servers (N SKR API servers do not fit on
 // this machine; every Kyma still gets its own SKR client and connection pool in the agent, as with N SKRs).
 //
-//   npm run bench:agent-single -- [--kymas 1000] [--workers 8] [--resync 60s] [--source] [--paused]
-//                                 [--steady 30] [--node-flags '--max-semi-space-size=4'] [--heap-snapshot]
-//                                 [--malloc-stats]
+//   npm run bench:agent-single -- [--kymas 1000] [--skrs 2] [--workers 8] [--resync 60s] [--source] [--paused]
+//                                 [--register] [--profile-resync DIR] [--steady 30]
+//                                 [--node-flags '--max-semi-space-size=4'] [--heap-snapshot] [--malloc-stats]
 //
 // The agent runs from agent/dist (npm run build first) so its memory is that of the shipped binary;
 // --source runs agent/src through tsx instead (adds the TypeScript loader's own memory).
@@ -16,19 +16,32 @@
 // threads and established TCP connections per API server. --steady is the steady phase after the resync
 // (seconds); --heap-snapshot writes a snapshot at its end (SIGUSR2, after the figures: it forces a GC) and
 // prints it by constructor. Environment variables reach the agent (e.g. MALLOC_ARENA_MAX=2).
+//
+// What a no-op full reconcile costs (decision 016): over the full resync (nothing changed since the Kymas became
+// Ready), per reconcile the agent's CPU, each API server's and etcd's CPU (from /proc, the idle rate of the steady
+// phase taken off), the requests by cluster, verb and resource (skr_agent_kube_requests_total) and the TLS
+// handshakes, full and resumed. --register turns webhook registration on (in-cluster mode, as manifests/kcp runs
+// it): a CA in KCP, and the Kymas of one SKR API server share its runtime-id and one certificate, so that their
+// webhook Secret, Deployment and configuration in that SKR agree and a pass finds nothing to change, as with one
+// Kyma per SKR. --profile-resync DIR writes a CPU profile of the agent over the resync (inspector) and prints its
+// top functions. Keep --resync above the initial phase plus the steady phase, so no second resync overlaps.
 // Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
-import { readFile, readdir, readlink, stat } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdir, readFile, readdir, readlink, stat, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
-import { startEnvironment } from '@skr-watcher/testenv';
+import { DEFAULTS, GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
+import { KcpPkiSecrets } from '@skr-watcher/kube';
+import { createCa, issueLeaf, webhookDnsNames } from '@skr-watcher/pki';
+import { freePort, startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
 import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
 import { nativeMemory, tcpConnectionsByRemotePort, type NativeMemory } from '../support/process-memory.js';
+import { startCpuProfile, summariseCpuProfile } from '../support/cpu-profile.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
 const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
@@ -42,7 +55,9 @@ const KYMAS = Number(flag('kymas', '1000'));
 const WORKERS = flag('workers', '8');
 const RESYNC = flag('resync', '60s');
 const NAMESPACE = 'kcp-bench';
-const SKRS = ['skr1', 'skr2'];
+const SKRS = Array.from({ length: Number(flag('skrs', '2')) }, (_, i) => `skr${i + 1}`);
+const REGISTER = process.argv.includes('--register');
+const PROFILE_DIR = flag('profile-resync', '');
 const FROM_SOURCE = process.argv.includes('--source');
 /** Kymas labelled skip-reconciliation: measures the runtime (watches, caches, queue) without SKR clients. */
 const PAUSED = process.argv.includes('--paused');
@@ -118,7 +133,10 @@ async function main(): Promise<void> {
       kymas: KYMAS,
       kubeconfigs,
       ...(PAUSED ? { labels: { [LABELS.skipReconciliation]: 'true' } } : {}),
+      // One runtime-id (and one certificate) per SKR API server: its Kymas then install the same webhook there.
+      ...(REGISTER ? { runtimeId: (i: number) => `runtime-${SKRS[i % SKRS.length]}` } : {}),
     });
+    if (REGISTER) await registrationSetup(env, core);
     console.log(
       `setup: ${KYMAS} Kymas and kubeconfig Secrets over ${SKRS.length} SKR API servers in ${Date.now() - t0} ms`,
     );
@@ -126,10 +144,12 @@ async function main(): Promise<void> {
     const snapshotDir = HEAP_SNAPSHOT ? mkdtempSync(join(tmpdir(), 'agent-heap-')) : undefined;
     const logFile = join(mkdtempSync(join(tmpdir(), 'agent-bench-')), 'agent.log');
     console.log(`agent log: ${logFile}`);
+    const inspectPort = PROFILE_DIR ? await freePort() : 0;
     const agent = spawn(
       process.execPath,
       [
         ...NODE_FLAGS,
+        ...(PROFILE_DIR ? [`--inspect=127.0.0.1:${inspectPort}`] : []),
         ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []),
         ...(FROM_SOURCE ? ['--import', 'tsx', '--conditions=source', MAIN] : [BUILT]),
         'run',
@@ -148,6 +168,17 @@ async function main(): Promise<void> {
         '1h',
         '--resync-interval',
         RESYNC,
+        ...(REGISTER
+          ? [
+              '--register-skr-webhook',
+              // Nothing listens there: the webhook never runs in these SKRs (no nodes); only what is installed counts.
+              '--skr-webhook-kcp-address',
+              '127.0.0.1:8082',
+              // No listener, so no callback ever proves a webhook works: one probe, answered "waiting" for an hour.
+              '--watcher-probe-timeout',
+              '1h',
+            ]
+          : []),
         '--log-level',
         'warn',
       ],
@@ -254,12 +285,19 @@ async function main(): Promise<void> {
     const resyncsBefore = sumOf(afterInitial, 'skr_agent_triggers_total{source="resync"}');
     let resyncStart = 0;
     let resyncEnd = 0;
+    const processes = costedProcesses(env, agent.pid as number);
+    let cpuAtStart: number[] = [];
+    let countersAtStart: Samples = new Map();
+    let profiling: Awaited<ReturnType<typeof startCpuProfile>> | undefined;
     const deadline = Date.now() + 10 * 60_000;
     while (Date.now() < deadline) {
       const m = await scrape();
       const resyncs = sumOf(m, 'skr_agent_triggers_total{source="resync"}');
       if (!resyncStart && resyncs > resyncsBefore) {
         resyncStart = Date.now();
+        cpuAtStart = processes.map((p) => cpuSeconds(p.pid));
+        countersAtStart = m;
+        if (PROFILE_DIR) profiling = await startCpuProfile(inspectPort);
       }
       const busy = sumOf(m, 'workqueue_depth{name="kyma"}') + sumOf(m, 'workqueue_in_flight{name="kyma"}');
       if (resyncStart && resyncs - resyncsBefore >= KYMAS && busy === 0) {
@@ -268,7 +306,9 @@ async function main(): Promise<void> {
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
+    const cpuAtEnd = processes.map((p) => cpuSeconds(p.pid));
     const afterResync = await scrape();
+    const profile = await profiling?.stop();
     const reconciles = (m: Samples) => sumOf(m, 'skr_agent_reconcile_total');
     console.log(
       resyncEnd
@@ -278,7 +318,38 @@ async function main(): Promise<void> {
 
     // Phase 3: steady state for a while (no further resync is due within it unless --resync is short).
     const steadyFrom = Date.now() - started;
+    const cpuAtSteady = processes.map((p) => cpuSeconds(p.pid));
     await new Promise((resolve) => setTimeout(resolve, STEADY_S * 1000));
+    const idlePerSecond = processes.map(
+      (p, i) => (cpuSeconds(p.pid) - (cpuAtSteady[i] ?? 0)) / ((Date.now() - started - steadyFrom) / 1000),
+    );
+    const resyncsInSteady =
+      sumOf(await scrape(), 'skr_agent_triggers_total{source="resync"}') -
+      sumOf(afterResync, 'skr_agent_triggers_total{source="resync"}');
+    if (resyncEnd) {
+      const passes = reconciles(afterResync) - reconciles(countersAtStart);
+      console.log(
+        reconcileCost({
+          passes,
+          seconds: (resyncEnd - resyncStart) / 1000,
+          processes,
+          cpu: cpuAtEnd.map((cpu, i) => cpu - (cpuAtStart[i] ?? 0)),
+          idlePerSecond,
+          before: countersAtStart,
+          after: afterResync,
+        }),
+      );
+      if (resyncsInSteady > 0)
+        console.log(
+          `  (a resync started during the steady phase: the idle rates above include it; use a longer --resync)`,
+        );
+      if (profile && PROFILE_DIR) {
+        const file = join(PROFILE_DIR, `agent-resync-${Date.now()}.cpuprofile`);
+        await mkdir(PROFILE_DIR, { recursive: true });
+        await writeFile(file, JSON.stringify(profile));
+        console.log(`${summariseCpuProfile(profile)}\n  (profile: ${file})`);
+      }
+    }
     clearInterval(sampler);
     const steady = rss.filter((s) => s.atMs >= steadyFrom);
     const peak = rss.reduce((max, s) => Math.max(max, s.rss), 0);
@@ -324,6 +395,118 @@ async function main(): Promise<void> {
     await agentExit;
     await env.stop();
   }
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc; 0 when it is gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    // Fields after the command name: state is the 1st, utime the 12th, stime the 13th (clock ticks of 10 ms).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** The agent, every API server and etcd: whose CPU a reconcile costs. */
+function costedProcesses(
+  env: Awaited<ReturnType<typeof startEnvironment>>,
+  agentPid: number,
+): { name: string; pid: number }[] {
+  const planes = ['kcp', ...SKRS].map((plane) => ({ name: plane, pid: env.plane(plane).pid() }));
+  const planePids = new Set(planes.map((p) => p.pid));
+  const others = env.pids().filter((pid) => !planePids.has(pid));
+  return [
+    { name: 'agent', pid: agentPid },
+    ...planes,
+    ...others.map((pid, i) => ({ name: others.length > 1 ? `etcd${i + 1}` : 'etcd', pid })),
+  ];
+}
+
+/** Per reconcile of the resync: CPU of each process (less its idle rate), requests, TLS handshakes. */
+function reconcileCost(run: {
+  passes: number;
+  seconds: number;
+  processes: { name: string; pid: number }[];
+  cpu: number[];
+  idlePerSecond: number[];
+  before: Samples;
+  after: Samples;
+}): string {
+  const per = (value: number) => value / Math.max(1, run.passes);
+  const ms = (seconds: number) => (1000 * per(seconds)).toFixed(1);
+  const cpu = run.processes.map((p, i) => {
+    const raw = run.cpu[i] ?? 0;
+    const idle = (run.idlePerSecond[i] ?? 0) * run.seconds;
+    return { name: p.name, raw, net: Math.max(0, raw - idle), idle };
+  });
+  const servers = cpu.filter((c) => c.name !== 'agent');
+  const delta = (prefix: string) =>
+    [...run.after]
+      .filter(([key]) => key.startsWith(prefix))
+      .map(([key, value]) => ({ key, value: value - (run.before.get(key) ?? 0) }))
+      .filter(({ value }) => value > 0);
+  const label = (key: string, name: string) => new RegExp(`${name}="([^"]*)"`).exec(key)?.[1] ?? '';
+  const requests = delta('skr_agent_kube_requests_total{')
+    .map(({ key, value }) => ({
+      cluster: label(key, 'cluster'),
+      what: `${label(key, 'verb')} ${label(key, 'resource')}`.trim(),
+      value,
+    }))
+    .sort((a, b) => a.cluster.localeCompare(b.cluster) || b.value - a.value);
+  const byCluster = (cluster: string) =>
+    requests.filter((r) => r.cluster === cluster).reduce((sum, r) => sum + r.value, 0);
+  const tls = delta('skr_agent_kube_tls_connections_total{').map(({ key, value }) => ({
+    cluster: label(key, 'cluster'),
+    resumed: label(key, 'resumed') === 'true',
+    value,
+  }));
+  const handshakes = (cluster: string, resumed: boolean) =>
+    tls.filter((t) => t.cluster === cluster && t.resumed === resumed).reduce((sum, t) => sum + t.value, 0);
+  return [
+    `no-op reconcile cost over the resync (${run.passes} reconciles in ${run.seconds.toFixed(1)} s; load ${load()}):`,
+    `  CPU per reconcile: ${cpu.map((c) => `${c.name} ${ms(c.net)} ms`).join(', ')} ` +
+      `(API servers and etcd ${ms(servers.reduce((sum, c) => sum + c.net, 0))} ms; their idle rate taken off)`,
+    `  CPU raw over the resync: ${cpu.map((c) => `${c.name} ${c.raw.toFixed(2)} s (idle ${c.idle.toFixed(2)})`).join(', ')}`,
+    `  requests per reconcile: kcp ${per(byCluster('kcp')).toFixed(2)}, skr ${per(byCluster('skr')).toFixed(2)}`,
+    ...requests.map((r) => `    ${r.cluster} ${r.what}: ${per(r.value).toFixed(2)}`),
+    `  TLS handshakes per reconcile: ${['kcp', 'skr']
+      .map(
+        (cluster) =>
+          `${cluster} ${per(handshakes(cluster, false)).toFixed(2)} full, ${per(handshakes(cluster, true)).toFixed(2)} resumed`,
+      )
+      .join('; ')}`,
+  ].join('\n');
+}
+
+/**
+ * Webhook registration's inputs: the CA and its bundle in KCP, namespace kyma-system in every SKR, and for the
+ * Kymas of each SKR API server one certificate (their runtime-id is the server's), as if each SKR had one Kyma.
+ */
+async function registrationSetup(env: Awaited<ReturnType<typeof startEnvironment>>, core: CoreV1Api) {
+  const ca = createCa({ commonName: 'bench-ca', keyBits: 2048 });
+  const secrets = new KcpPkiSecrets(core, NAMESPACE);
+  await secrets.createCa(ca, {});
+  await secrets.writeBundle(ca.certPem);
+  const leaves = SKRS.map((skr) =>
+    issueLeaf({ ca, runtimeId: `runtime-${skr}`, dnsNames: webhookDnsNames([]), ipAddresses: [] }),
+  );
+  for (const skr of SKRS) {
+    await env
+      .plane(skr)
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: DEFAULTS.skrNamespace } } });
+  }
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < KYMAS) {
+        const i = next++;
+        await secrets.writeLeaf(`kyma-${i}`, leaves[i % SKRS.length]!, ca.certPem);
+      }
+    }),
+  );
 }
 
 /** The .heapsnapshot file in `dir` once its size has stopped growing (the agent writes it on its main thread). */

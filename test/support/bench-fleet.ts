@@ -12,6 +12,8 @@ export interface BenchFleet {
   kubeconfigs: string[];
   /** Extra labels on every Kyma (e.g. skip-reconciliation). */
   labels?: Record<string, string>;
+  /** runtime-id of Kyma i (default `runtime-<i>`); Kymas that share an SKR may share its runtime-id. */
+  runtimeId?: (i: number) => string;
 }
 
 /** Creates the namespace's Secrets and Kymas `kyma-<i>` (runtime-id `runtime-<i>`), 16 at a time. */
@@ -40,7 +42,11 @@ export async function createBenchFleet(fleet: BenchFleet): Promise<void> {
           body: {
             apiVersion: `${GROUP}/${KINDS.kyma.version}`,
             kind: 'Kyma',
-            metadata: { name, namespace, labels: { [LABELS.runtimeId]: `runtime-${i}`, ...fleet.labels } },
+            metadata: {
+              name,
+              namespace,
+              labels: { [LABELS.runtimeId]: fleet.runtimeId?.(i) ?? `runtime-${i}`, ...fleet.labels },
+            },
             spec: { channel: 'regular', modules: [], sync: { namespace: `bench-${i}` } },
           },
         });

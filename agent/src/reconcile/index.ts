@@ -53,6 +53,7 @@ import {
   createClusterClient,
   createSkrClients,
   getCustomObject,
+  kubeRequestMetrics,
   type ClusterClient,
   type SkrClients,
   withinDeadline,
@@ -230,7 +231,9 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   const lanes = new MirrorLanes();
   // Client construction is async (the pooled dispatcher); the first reconcile awaits it.
   const ready: Promise<{ kcp: ClusterClient; skrClients: SkrClients; ctx: ReconcileContext }> = (async () => {
+    const requestMetrics = options.registry ? kubeRequestMetrics(options.registry) : undefined;
     const kcp = await createClusterClient(options.kcp, {
+      ...(requestMetrics ? { metrics: { kind: 'kcp' as const, counters: requestMetrics } } : {}),
       name: 'kcp',
       timeoutMs: options.kcpTimeoutMs ?? DEFAULT_KCP_TIMEOUT_MS,
       // A replica that loses a Kyma or its membership aborts the run (decision 012): no KCP write after that.
@@ -242,6 +245,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       namespace,
       timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
       logger,
+      ...(requestMetrics ? { metrics: requestMetrics } : {}),
     });
     const registry = options.registry;
     if (registry) {

@@ -6,3 +6,4 @@ export * from './pooled-kubeconfig.js';
 export * from './skr-clients.js';
 export * from './leader-election.js';
 export * from './pki-secrets.js';
+export * from './request-metrics.js';

@@ -1,14 +1,17 @@
 // One connection pool per cluster: client-node 2.0.1 builds a new undici Agent, so a new TLS connection, for
 // every request and every watch. The one place that keeps a cluster's Agent and hands it to every request.
 import type { AgentOptions } from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
-import { Agent } from 'undici';
+import { Agent, buildConnector } from 'undici';
 
 /** A KubeConfig whose requests and watches share one connection pool. */
 export interface PooledKubeConfig {
   readonly kubeConfig: KubeConfig;
   /** TLS connections opened so far; steady when connections are reused. */
   connectionsOpened(): number;
+  /** Of those, the ones whose handshake resumed an earlier TLS session (no certificates sent or verified). */
+  connectionsResumed(): number;
   /** Closes the pooled connections; requests in flight get a short grace period to finish. */
   close(): Promise<void>;
 }
@@ -21,8 +24,12 @@ type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
  * (Http2Session::SendPendingData) was seen looping inside one tick, growing its native outgoing buffer to
  * gigabytes while the event loop never turned (decision 012, "The runaway"). Undefined for proxies and for
  * clusters without TLS options: those keep client-node's own dispatcher.
+ * Each connection reports whether its handshake resumed a TLS session (undici's own session cache).
  */
-async function http1Agent(source: KubeConfig): Promise<Agent | undefined> {
+async function http1Agent(
+  source: KubeConfig,
+  onConnection: (resumed: boolean) => void,
+): Promise<Agent | undefined> {
   const cluster = source.getCurrentCluster();
   const tls: AgentOptions = {};
   await source.applyToHTTPSOptions(tls);
@@ -36,7 +43,15 @@ async function http1Agent(source: KubeConfig): Promise<Agent | undefined> {
     ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
   });
   if (options.type !== 'agent') return undefined;
-  return new Agent({ connect: { ...options.connect, allowH2: false }, allowH2: false });
+  const connector = buildConnector({ ...options.connect, allowH2: false });
+  const connect: buildConnector.connector = (target, callback) => {
+    connector(target, (...args) => {
+      const socket = args[1] as TLSSocket | null;
+      if (socket) onConnection(socket.isSessionReused());
+      callback(...args);
+    });
+  };
+  return new Agent({ connect, allowH2: false });
 }
 
 const CLOSE_GRACE_MS = 1_000;
@@ -45,14 +60,22 @@ const CLOSE_GRACE_MS = 1_000;
  * Derives a KubeConfig that keeps everything else of `source` (credentials are still applied per request, so
  * rotating tokens work) but hands every request the same Agent, for API clients and Watch alike.
  */
-export async function pooledKubeConfig(source: KubeConfig): Promise<PooledKubeConfig> {
+export async function pooledKubeConfig(
+  source: KubeConfig,
+  options: { onConnection?: (resumed: boolean) => void } = {},
+): Promise<PooledKubeConfig> {
   const cluster = source.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
   // Let client-node build its dispatcher once (it knows proxies, CAs, client certificates), then keep it.
   const probe = new RequestContext(cluster.server, HttpMethod.GET);
   await source.applySecurityAuthentication(probe);
-  const dispatcher: Dispatcher | undefined = (await http1Agent(source)) ?? probe.getDispatcher();
   let connections = 0;
+  let resumed = 0;
+  const dispatcher: Dispatcher | undefined =
+    (await http1Agent(source, (wasResumed) => {
+      if (wasResumed) resumed += 1;
+      options.onConnection?.(wasResumed);
+    })) ?? probe.getDispatcher();
   dispatcher?.on('connect', () => {
     connections += 1;
   });
@@ -66,6 +89,7 @@ export async function pooledKubeConfig(source: KubeConfig): Promise<PooledKubeCo
   return {
     kubeConfig: pooled,
     connectionsOpened: () => connections,
+    connectionsResumed: () => resumed,
     async close() {
       if (closed || !dispatcher) return;
       closed = true;

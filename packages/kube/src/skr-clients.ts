@@ -23,6 +23,7 @@ import { KubeRequestError, isUnreachable } from './apply.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
 import type { ListPage } from './informer.js';
 import { pooledKubeConfig } from './pooled-kubeconfig.js';
+import type { ClusterKind, KubeRequestMetrics } from './request-metrics.js';
 
 /** KubernetesObjectApi with its discovery lookup (cached per group-version, fetched again for an unknown kind) in reach. */
 export class DiscoveringObjectApi extends KubernetesObjectApi {
@@ -45,6 +46,8 @@ export interface ClusterClient {
   readonly objects: DiscoveringObjectApi;
   /** TLS connections this client has opened so far; steady under load when connections are reused. */
   connectionsOpened(): number;
+  /** Of those, the ones that resumed an earlier TLS session. */
+  connectionsResumed(): number;
   /** Closes the pooled connections; requests in flight get a short grace period to finish. */
   close(): Promise<void>;
 }
@@ -66,6 +69,8 @@ export interface ClusterClientOptions {
   circuitBreaker?: boolean;
   /** Requests made inside `withinDeadline` or `abortableBy` are also aborted at that deadline or signal. */
   boundByDeadline?: boolean;
+  /** Counts this client's requests and TLS connections under `kind` (skr_agent_kube_requests_total, ...). */
+  metrics?: { kind: ClusterKind; counters: KubeRequestMetrics };
 }
 
 /**
@@ -80,10 +85,16 @@ export async function createClusterClient(
   if (!cluster)
     throw new Error(`kubeconfig${options.name ? ` of ${options.name}` : ''} has no current cluster`);
   const name = options.name ?? cluster.name;
-  const pool = await pooledKubeConfig(kubeConfig);
+  const metrics = options.metrics;
+  const pool = await pooledKubeConfig(
+    kubeConfig,
+    metrics ? { onConnection: (resumed) => metrics.counters.connection(metrics.kind, resumed) } : {},
+  );
 
   const timeoutMs = options.timeoutMs;
-  let httpApi = retryingTooManyRequests(createConfiguration().httpApi);
+  let httpApi = createConfiguration().httpApi;
+  if (metrics) httpApi = counted(httpApi, metrics.kind, metrics.counters);
+  httpApi = retryingTooManyRequests(httpApi);
   if (options.circuitBreaker) httpApi = circuitBreaking(httpApi, name);
   if (options.maxResponseBytes !== undefined) httpApi = boundedResponses(httpApi, options.maxResponseBytes);
   const boundByDeadline = options.boundByDeadline === true;
@@ -116,6 +127,7 @@ export async function createClusterClient(
     // Namespaced objects given without a namespace go to `default`, as kubectl does.
     objects: new DiscoveringObjectApi(configuration),
     connectionsOpened: pool.connectionsOpened,
+    connectionsResumed: pool.connectionsResumed,
     close: pool.close,
   };
 }
@@ -213,6 +225,16 @@ function circuitBreaking(inner: HttpLibrary, cluster: string): HttpLibrary {
     }
   }
   return { send: (request) => new Observable(send(request)) };
+}
+
+/** Counts every request sent on the wire (below the retries, so each retry counts: it costs the API server). */
+function counted(inner: HttpLibrary, kind: ClusterKind, counters: KubeRequestMetrics): HttpLibrary {
+  return {
+    send(request) {
+      counters.request(kind, request.getHttpMethod(), request.getUrl(), request.getHeaders()['Content-Type']);
+      return inner.send(request);
+    },
+  };
 }
 
 const TOO_MANY_REQUESTS_ATTEMPTS = 5;
@@ -334,6 +356,8 @@ export interface SkrClientsOptions {
    */
   secretVersionOf?: (kyma: string) => string | undefined;
   logger?: Logger;
+  /** Counts the SKR clients' requests and connections as `skr`. */
+  metrics?: KubeRequestMetrics;
 }
 
 export interface SkrClients {
@@ -399,6 +423,7 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
       maxResponseBytes: options.maxResponseBytes ?? LIMITS.skrResponseBytes,
       circuitBreaker: true,
       boundByDeadline: true,
+      ...(options.metrics ? { metrics: { kind: 'skr' as const, counters: options.metrics } } : {}),
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     });
     const skr: SkrClient = { kyma, client, secret: { namespace, name, resourceVersion } };

@@ -1,0 +1,94 @@
+// What the agent asks of its clusters, by cluster kind, verb and resource, and what its connections cost (TLS
+// handshakes, and how many of them resumed a session): the figures an SRE needs to see what one reconcile costs
+// the API servers (decision 016), and that bench:agent-single prints per reconcile.
+import { Counter, registeredMetric, type Registry } from '@skr-watcher/telemetry';
+
+/** Which side a cluster client talks to; the only cluster label, so the series stay few with thousands of SKRs. */
+export type ClusterKind = 'kcp' | 'skr';
+
+export interface KubeRequestMetrics {
+  /** One request sent (retries of a 429 count again: each costs the API server). */
+  request(kind: ClusterKind, method: string, url: string, contentType: string | undefined): void;
+  /** One TLS connection established; `resumed` when it resumed an earlier session (no certificate exchange). */
+  connection(kind: ClusterKind, resumed: boolean): void;
+}
+
+/** The request and connection counters in `registry` (one set per registry, shared by every client). */
+export function kubeRequestMetrics(registry: Registry): KubeRequestMetrics {
+  const registers = [registry];
+  const requests = registeredMetric(
+    registry,
+    'skr_agent_kube_requests_total',
+    () =>
+      new Counter({
+        name: 'skr_agent_kube_requests_total',
+        help: 'Requests to the API servers by cluster kind (kcp, skr), verb (get, list, watch, create, update, patch, apply, delete, discovery) and resource (plural, with subresource).',
+        labelNames: ['cluster', 'verb', 'resource'],
+        registers,
+      }),
+  );
+  const connections = registeredMetric(
+    registry,
+    'skr_agent_kube_tls_connections_total',
+    () =>
+      new Counter({
+        name: 'skr_agent_kube_tls_connections_total',
+        help: 'TLS connections to the API servers by cluster kind and whether the handshake resumed a session (true: no certificates exchanged or verified).',
+        labelNames: ['cluster', 'resumed'],
+        registers,
+      }),
+  );
+  return {
+    request(kind, method, url, contentType) {
+      const { verb, resource } = describeRequest(method, url, contentType);
+      requests.inc({ cluster: kind, verb, resource });
+    },
+    connection(kind, resumed) {
+      connections.inc({ cluster: kind, resumed: String(resumed) });
+    },
+  };
+}
+
+/**
+ * Verb and resource of a request to a Kubernetes API path, as the API server's audit log names them:
+ * `/apis/<group>/<version>[/namespaces/<ns>]/<resource>[/<name>[/<subresource>]]` (or `/api/v1/...`). The resource
+ * is the plural (with `/<subresource>`), never a name, so the label stays bounded.
+ */
+export function describeRequest(
+  method: string,
+  url: string,
+  contentType: string | undefined,
+): { verb: string; resource: string } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { verb: method.toLowerCase(), resource: 'unknown' };
+  }
+  const segments = parsed.pathname.split('/').filter(Boolean);
+  // /api/v1/... has the version at index 1, /apis/<group>/<version>/... at index 2.
+  const rest =
+    segments[0] === 'api' ? segments.slice(2) : segments[0] === 'apis' ? segments.slice(3) : undefined;
+  if (!rest || rest.length === 0) return { verb: 'discovery', resource: '' };
+  const namespaced = rest[0] === 'namespaces' && rest.length >= 3;
+  const [resource = '', name, subresource] = namespaced ? rest.slice(2) : rest;
+  const fullResource = subresource ? `${resource}/${subresource}` : resource;
+  switch (method.toUpperCase()) {
+    case 'GET':
+      if (name !== undefined) return { verb: 'get', resource: fullResource };
+      return { verb: parsed.searchParams.get('watch') === 'true' ? 'watch' : 'list', resource: fullResource };
+    case 'POST':
+      return { verb: 'create', resource: fullResource };
+    case 'PUT':
+      return { verb: 'update', resource: fullResource };
+    case 'PATCH':
+      return {
+        verb: contentType?.includes('apply-patch') ? 'apply' : 'patch',
+        resource: fullResource,
+      };
+    case 'DELETE':
+      return { verb: name === undefined ? 'deletecollection' : 'delete', resource: fullResource };
+    default:
+      return { verb: method.toLowerCase(), resource: fullResource };
+  }
+}
