@@ -3,6 +3,7 @@
 import { ApiException, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import {
   backoffDelay,
+  DEFAULTS,
   GROUP,
   KINDS,
   LABELS,
@@ -23,7 +24,7 @@ import {
   type Clock,
 } from '@skr-watcher/kube';
 import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
-import { isOwnMirror } from './reconcile/index.js';
+import { isOwnMirror, type WatchCaches } from './reconcile/index.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
 export interface KymaReconciler {
@@ -68,11 +69,14 @@ export interface Controller {
   kubeconfigSecretVersion(kyma: string): string | undefined;
   /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache. */
   syncResourceNames(kyma: string): string[];
+  /** The catalog, Watchers and each Kyma's ModuleConfigs, for the reconciler to read instead of listing them. */
+  readonly caches: WatchCaches;
 }
 
 const RUNTIME_ID_INDEX = 'runtime-id';
 const SYNC_KYMA_INDEX = 'spec.kyma';
 const SECRET_KYMA_INDEX = 'kyma-name';
+const MODULE_CONFIG_KYMA_INDEX = 'kyma-name';
 const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
 
 // Finalizers are left out: adding ours is the reconciler's own write, within a pass that carries on.
@@ -220,6 +224,11 @@ export function createController(options: ControllerOptions): Controller {
   // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write, and an update
   // whose spec hashes to the agent's annotation is our own write too (a reconcile would find nothing to do).
   const moduleConfigs = custom<ModuleConfig>(KINDS.moduleConfig);
+  // By label, as the reconciler's list selected them.
+  moduleConfigs.addIndex(MODULE_CONFIG_KYMA_INDEX, (config) => {
+    const kyma = config.metadata?.labels?.[LABELS.kymaName];
+    return kyma ? [kyma] : [];
+  });
   moduleConfigs.addHandler({
     onUpdate: (previous, config) => {
       if (previous.metadata?.generation !== config.metadata?.generation && !isOwnMirror(config)) {
@@ -230,11 +239,15 @@ export function createController(options: ControllerOptions): Controller {
   });
 
   // kubeconfig Secrets: the reconciler rebuilds its SKR client when the data changes. The cache keeps
-  // no key material: only metadata is needed to map a Secret to its Kyma.
+  // no key material: metadata to map a Secret to its Kyma, and the names of its keys, because the Kyma's webhook
+  // certificate Secret carries the same label and only a kubeconfig Secret has the key `config`.
   const secrets = new ResilientInformer<V1Secret>({
     ...informerDefaults,
     source: secretSource(kcp, { namespace, labelSelector: KYMA_NAME_LABEL_SELECTOR }),
-    transform: (secret) => ({ metadata: secret.metadata }),
+    transform: (secret) => ({
+      metadata: secret.metadata,
+      data: Object.fromEntries(Object.keys(secret.data ?? {}).map((key) => [key, ''])),
+    }),
   });
   const secretKymaName = (secret: V1Secret) => secret.metadata?.labels?.[LABELS.kymaName];
   secrets.addIndex(SECRET_KYMA_INDEX, (secret) => {
@@ -262,8 +275,17 @@ export function createController(options: ControllerOptions): Controller {
   ] as ResilientInformer<CachedObject>[];
   let warnedAmbiguous = new Set<string>();
 
+  const whenSynced = <T>(informer: ResilientInformer<T & CachedObject>, read: () => T[]) =>
+    informer.hasSynced ? read() : undefined;
   return {
     queue,
+    caches: {
+      moduleTemplates: () => whenSynced(templates, () => templates.list()),
+      moduleReleaseMetas: () => whenSynced(releaseMetas, () => releaseMetas.list()),
+      watchers: () => whenSynced(watchers, () => watchers.list()),
+      moduleConfigs: (kyma) =>
+        whenSynced(moduleConfigs, () => moduleConfigs.byIndex(MODULE_CONFIG_KYMA_INDEX, kyma)),
+    },
     get synced() {
       return informers.every((informer) => informer.hasSynced);
     },
@@ -308,7 +330,9 @@ export function createController(options: ControllerOptions): Controller {
     kubeconfigSecretVersion(kyma) {
       // Only once synced: before that a missing Secret is not proof of anything, and the reconciler reads it.
       if (!secrets.hasSynced) return undefined;
-      const found = secrets.byIndex(SECRET_KYMA_INDEX, kyma);
+      const found = secrets
+        .byIndex(SECRET_KYMA_INDEX, kyma)
+        .filter((secret) => secret.data?.[DEFAULTS.kubeconfigSecretKey] !== undefined);
       const secret = found.length === 1 ? found[0] : undefined;
       return secret?.metadata
         ? `${secret.metadata.uid ?? ''}/${secret.metadata.resourceVersion ?? ''}`

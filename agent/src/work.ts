@@ -50,6 +50,13 @@ export async function startWork(
     kubeconfigSecretVersion: (kyma) => controller?.kubeconfigSecretVersion(kyma),
     // A targeted mirror reads the ModuleConfig of the module the cached Kyma names alongside the fresh Kyma read.
     cachedKyma: (kymaKey) => controller?.cachedKyma(kymaKey),
+    // The catalog, Watchers and ModuleConfigs the controller watches anyway: no list of them per pass.
+    caches: {
+      moduleTemplates: () => controller?.caches.moduleTemplates(),
+      moduleReleaseMetas: () => controller?.caches.moduleReleaseMetas(),
+      watchers: () => controller?.caches.watchers(),
+      moduleConfigs: (kyma) => controller?.caches.moduleConfigs(kyma),
+    },
     requeue: config.requeue,
     ...(config.registration
       ? {

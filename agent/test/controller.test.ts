@@ -260,6 +260,30 @@ describe('controller triggers on a real KCP', function () {
     expect(unlabelled).to.deep.equal([]);
   });
 
+  it("knows a kubeconfig Secret's version while the Kyma's webhook certificate Secret carries the same label", async () => {
+    const labels = { [LABELS.kymaName]: 'delta' };
+    // The certificate first: one watch delivers both in order.
+    await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: { name: 'delta-webhook-tls', namespace, labels },
+        stringData: { 'tls.crt': 'not read', 'tls.key': 'not read' },
+      },
+    });
+    const kubeconfig = await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: { name: 'kubeconfig-delta', namespace, labels },
+        stringData: { config: 'apiVersion: v1\nkind: Config\n' },
+      },
+    });
+    // Without the kubeconfig Secret cached, the answer is undefined (or, mistaken, the certificate's version).
+    await waitUntil('a version for delta', () => controller.kubeconfigSecretVersion('delta') !== undefined);
+    expect(controller.kubeconfigSecretVersion('delta')).to.equal(
+      `${kubeconfig.metadata?.uid}/${kubeconfig.metadata?.resourceVersion}`,
+    );
+  });
+
   it('maps a ModuleConfig edited or deleted by hand to its Kyma', async () => {
     const body = {
       apiVersion: `${GROUP}/${KINDS.moduleConfig.version}`,

@@ -968,4 +968,44 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(await skrConfigMap(planes.skr1, 'cm-h')).to.not.equal(undefined);
     expect(await skrConfigMap(planes.skr1, 'cm-u')).to.equal(undefined);
   });
+
+  it("reads the catalog, Watchers and ModuleConfigs from the caller's watch caches when given: no list of them per pass", async function () {
+    await reconciler.close();
+    const listed = async (kind: 'moduleTemplate' | 'moduleReleaseMeta') =>
+      (
+        (await kcpCustom.listNamespacedCustomObject({
+          group: GROUP,
+          version: KINDS[kind].version,
+          plural: KINDS[kind].plural,
+          namespace: ns,
+        })) as { items: unknown[] }
+      ).items;
+    // What a watch would hold: the objects as the API server sent them.
+    const templates = await listed('moduleTemplate');
+    const metas = await listed('moduleReleaseMeta');
+    registry = createRegistry();
+    reconciler = createReconciler({
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
+      namespace: ns,
+      registry,
+      caches: {
+        moduleTemplates: () => templates,
+        moduleReleaseMetas: () => metas,
+        watchers: () => [],
+        moduleConfigs: () => [],
+      },
+    });
+    await createKyma(ns, 'kyma-c', 'skr1', [{ name: 'sample' }]);
+    await reconciler.reconcile(`${ns}/kyma-c`);
+    await reconciler.reconcile(`${ns}/kyma-c`);
+    // The module resolved from the cached catalog: its Module CR is in the SKR.
+    const sample = await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()));
+    expect(sample).to.not.equal(undefined);
+    const values = (await registry.getSingleMetric('skr_agent_kube_requests_total')?.get())?.values ?? [];
+    const kcpLists = values
+      .filter((v) => v.labels['cluster'] === 'kcp' && v.labels['verb'] === 'list' && v.value > 0)
+      .map((v) => v.labels['resource']);
+    const cached = ['moduletemplates', 'modulereleasemetas', 'watchers', 'moduleconfigs'];
+    expect(kcpLists.filter((resource) => cached.includes(String(resource)))).to.deep.equal([]);
+  });
 });

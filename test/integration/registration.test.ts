@@ -5,9 +5,11 @@ import { ANNOTATIONS, GROUP, KINDS, LABELS, type Kyma, type Watcher } from '@skr
 import {
   createClusterClient,
   KcpPkiSecrets,
+  kubeRequestMetrics,
   mergePatchCustomObject,
   type ClusterClient,
 } from '@skr-watcher/kube';
+import { createRegistry } from '@skr-watcher/telemetry';
 import { createCa, describeCertificate, isSignedBy } from '@skr-watcher/pki';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { registerSkrWebhook, unregisterSkrWebhook } from '../../agent/src/registration/index.js';
@@ -276,5 +278,62 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
           .readNamespacedSecret({ name: 'kyma-reg-webhook-tls', namespace: NS }),
       ),
     ).to.equal(true);
+  });
+
+  it('a pass with nothing changed applies nothing in the SKR, and one after a user deleted or edited an object puts it back', async () => {
+    // Its own client, whose requests are counted; a new client remembers no applies.
+    const registry = createRegistry();
+    const counted = await createClusterClient(env.plane('skr').kubeConfig(), {
+      metrics: { kind: 'skr', counters: kubeRequestMetrics(registry) },
+    });
+    const requests = async (verb: string) => {
+      const metric = registry.getSingleMetric('skr_agent_kube_requests_total');
+      const values = (await metric?.get())?.values ?? [];
+      return values.filter((v) => v.labels['verb'] === verb).reduce((sum, v) => sum + v.value, 0);
+    };
+    const pass = async () => {
+      const result = await registerSkrWebhook({
+        kcp,
+        namespace: NS,
+        kyma: kyma(false),
+        skr: counted,
+        moduleKinds: [{ apiVersion: `${GROUP}/v1alpha1`, kind: 'Sample' }],
+        options,
+        now: new Date(),
+      });
+      expect(result.ok, result.message).to.equal(true);
+    };
+    try {
+      await pass();
+      // Secret, ServiceAccount, Deployment, Service, NetworkPolicy, webhook configuration.
+      expect(await requests('apply')).to.equal(6);
+      console.log(counted.connectionsOpened(), counted.connectionsResumed());
+      await pass();
+      console.log(counted.connectionsOpened(), counted.connectionsResumed());
+      expect(await requests('apply'), 'applies after a pass with nothing changed').to.equal(6);
+
+      const skrCore = env.plane('skr').kubeConfig().makeApiClient(CoreV1Api);
+      await skrCore.deleteNamespacedSecret({ name: 'skr-webhook-tls', namespace: 'kyma-system' });
+      const admission = env.plane('skr').kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+      const vwc = await admission.readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+      await admission.replaceValidatingWebhookConfiguration({
+        name: 'skr-webhook',
+        body: { ...vwc, webhooks: (vwc.webhooks ?? []).map((hook) => ({ ...hook, timeoutSeconds: 30 })) },
+      });
+      await pass();
+      expect(
+        await requests('apply'),
+        'the deleted Secret and the edited configuration applied again',
+      ).to.equal(8);
+      const secret = await skrCore.readNamespacedSecret({
+        name: 'skr-webhook-tls',
+        namespace: 'kyma-system',
+      });
+      expect(secret.data?.['tls.crt']).to.be.a('string');
+      const restored = await admission.readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+      expect(restored.webhooks?.map((hook) => hook.timeoutSeconds)).to.deep.equal([5, 5]);
+    } finally {
+      await counted.close();
+    }
   });
 });

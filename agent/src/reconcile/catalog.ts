@@ -19,6 +19,7 @@ import {
   applyCustomObject,
   deleteCustomObjectIfExists,
   isUnreachable,
+  parsedOnce,
   withContext,
   type ClusterClient,
 } from '@skr-watcher/kube';
@@ -57,15 +58,18 @@ async function listKind(
   return listItems(answer, `${plural} list`);
 }
 
-/** Every ModuleTemplate and ModuleReleaseMeta of the KCP namespace; one that does not parse is left out. */
+/**
+ * Every ModuleTemplate and ModuleReleaseMeta of the KCP namespace, from the controller's watch caches when there
+ * are some (each object validated once), listed otherwise; one that does not parse is left out.
+ */
 export async function readCatalog(ctx: ReconcileContext): Promise<Catalog> {
   const [templates, metas] = await Promise.all([
-    listKind(ctx.kcp, 'moduleTemplate', ctx.namespace),
-    listKind(ctx.kcp, 'moduleReleaseMeta', ctx.namespace),
+    ctx.caches?.moduleTemplates() ?? listKind(ctx.kcp, 'moduleTemplate', ctx.namespace),
+    ctx.caches?.moduleReleaseMetas() ?? listKind(ctx.kcp, 'moduleReleaseMeta', ctx.namespace),
   ]);
-  const parsed = <T>(items: unknown[], parse: (item: unknown) => { success: boolean; data?: T }) =>
+  const parsed = <T>(items: readonly unknown[], parse: (item: unknown) => { success: boolean; data?: T }) =>
     items.flatMap((item) => {
-      const result = parse(item);
+      const result = parsedOnce(item, parse);
       return result.success && result.data !== undefined ? [result.data] : [];
     });
   return {

@@ -29,6 +29,22 @@ export interface ReconcileContext {
   inMirrorLane<T>(kymaKey: string, object: MirroredObject, work: () => Promise<T>): Promise<T>;
   /** SKR webhook registration and broken-watcher detection; off when undefined. */
   registration?: RegistrationSettings;
+  /** The controller's watch caches; each read falls back to a list from the API server's watch cache without them. */
+  caches?: WatchCaches;
+}
+
+/**
+ * What the controller's watches hold, for the reads of a pass that a list from the API server's watch cache served
+ * before (decision 016): as fresh as that list, and every change of them enqueues the Kymas it concerns, so a pass
+ * that saw an older copy is followed by one that sees the newer. Objects are as the watch delivered them (parse
+ * them); undefined while a watch has not listed yet.
+ */
+export interface WatchCaches {
+  moduleTemplates(): readonly unknown[] | undefined;
+  moduleReleaseMetas(): readonly unknown[] | undefined;
+  watchers(): readonly unknown[] | undefined;
+  /** ModuleConfigs labelled with the Kyma's name. */
+  moduleConfigs(kyma: string): readonly unknown[] | undefined;
 }
 
 export interface SyncResourcePolicy {

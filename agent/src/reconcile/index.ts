@@ -68,7 +68,13 @@ import {
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
-import { parseKymaKey, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
+import {
+  parseKymaKey,
+  refOf,
+  type ReconcileContext,
+  type SyncResourcePolicy,
+  type WatchCaches,
+} from './context.js';
 import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
@@ -84,6 +90,7 @@ import {
 } from './module-mirror.js';
 import type { RegistrationSettings } from './skr-webhook.js';
 
+export type { WatchCaches } from './context.js';
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './module-mirror.js';
@@ -135,6 +142,8 @@ export interface ReconcilerOptions {
    * read that ModuleConfig alongside the fresh Kyma read instead of after it; the fresh read still decides.
    */
   cachedKyma?: (kymaKey: string) => Kyma | undefined;
+  /** The catalog, Watchers and ModuleConfigs from the caller's watches, instead of a list of each per pass. */
+  caches?: WatchCaches;
 }
 
 /** When to look again (per state, `ReconcilerOptions.requeue`, or sooner); undefined: wait for the next trigger. */
@@ -277,6 +286,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       inMirrorLane: (kymaKey, object, work) => lanes.run(mirrorLaneKey(kymaKey, object), work),
       ...(options.registration ? { registration: options.registration } : {}),
       ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
+      ...(options.caches ? { caches: options.caches } : {}),
     };
     return { kcp, skrClients, ctx };
   })();

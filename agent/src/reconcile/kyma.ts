@@ -102,7 +102,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   const configsRead = moduleConfigsOf(ctx, kymaName);
   const syncsRead = syncResourcesOf(ctx, kymaName);
   const catalogRead = readCatalog(ctx);
-  const watchersRead = listWatchers(ctx.kcp, ctx.namespace);
+  const watchersRead = listWatchers(ctx.kcp, ctx.namespace, ctx.caches?.watchers());
   for (const read of [configsRead, syncsRead, catalogRead, watchersRead]) read.catch(() => undefined);
 
   let lookup;

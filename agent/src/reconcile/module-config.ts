@@ -20,6 +20,7 @@ import {
   applyCustomStatus,
   deleteCustomObjectIfExists,
   getCustomObject,
+  parsedOnce,
   withContext,
 } from '@skr-watcher/kube';
 import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
@@ -41,7 +42,7 @@ export function moduleConfigName(kyma: string, module: string): string {
  * consistent list waits for the cache to catch up with the writes of the previous pass, which costs tens of
  * milliseconds per reconcile. The answer may be slightly stale, so it is only used to find ModuleConfigs of
  * modules that are no longer wanted (deleting one twice is harmless); decisions about a wanted module read its
- * ModuleConfig fresh (`readModuleConfig`).
+ * ModuleConfig fresh (`readModuleConfig`). The controller's watch cache, when there is one, has the same freshness.
  */
 export async function moduleConfigsOf(
   ctx: ReconcileContext,
@@ -49,19 +50,24 @@ export async function moduleConfigsOf(
 ): Promise<Map<string, ModuleConfig>> {
   const { group, version, plural } = refOf('moduleConfig', ctx.namespace, '');
   const labelSelector = `${LABELS.kymaName}=${kyma}`;
-  const answer = await withContext(`list ModuleConfigs ${ctx.namespace} -l ${labelSelector}`, () =>
-    ctx.kcp.custom.listNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ctx.namespace,
-      labelSelector,
-      resourceVersion: '0',
-    }),
-  );
+  const items =
+    ctx.caches?.moduleConfigs(kyma) ??
+    listItems(
+      await withContext(`list ModuleConfigs ${ctx.namespace} -l ${labelSelector}`, () =>
+        ctx.kcp.custom.listNamespacedCustomObject({
+          group,
+          version,
+          plural,
+          namespace: ctx.namespace,
+          labelSelector,
+          resourceVersion: '0',
+        }),
+      ),
+      'ModuleConfig list',
+    );
   const byModule = new Map<string, ModuleConfig>();
-  for (const item of listItems(answer, 'ModuleConfig list')) {
-    const config = parseModuleConfig(item, 'ModuleConfig');
+  for (const item of items) {
+    const config = parsedOnce(item, (object) => parseModuleConfig(object, 'ModuleConfig'));
     if (config.spec.kyma === kyma) byModule.set(config.spec.module, config);
   }
   return byModule;

@@ -19,7 +19,12 @@ import {
   type Kyma,
   type Watcher,
 } from '@skr-watcher/api';
-import { applyObject, deleteIfExists, type ClusterClient } from '@skr-watcher/kube';
+import {
+  AppliedVersions,
+  applyObjectUnlessUnchanged,
+  deleteIfExists,
+  type ClusterClient,
+} from '@skr-watcher/kube';
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { ensureSkrCertificate } from './certificate.js';
 import { inClusterResourcesFor, SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from './skr-resources.js';
@@ -31,6 +36,21 @@ export { createWatcherHealth, type WatcherHealth } from './watcher-health.js';
 
 /** Field manager of everything the registration writes in an SKR. */
 const FIELD_MANAGER = 'skr-watcher-registration';
+
+/**
+ * Per SKR client, what the registration's last applies produced: a pass whose inputs are unchanged reads each
+ * object's metadata and applies only what changed since (decision 016). A rebuilt client starts afresh.
+ */
+const appliedIn = new WeakMap<ClusterClient, AppliedVersions>();
+
+function appliedVersionsOf(skr: ClusterClient): AppliedVersions {
+  let applied = appliedIn.get(skr);
+  if (!applied) {
+    applied = new AppliedVersions();
+    appliedIn.set(skr, applied);
+  }
+  return applied;
+}
 
 export interface RegistrationOptions {
   /** Image of the in-cluster webhook. */
@@ -101,7 +121,15 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     certPem: leaf.certPem,
     keyPem: leaf.keyPem,
   };
-  await applyObject(input.skr.objects, tlsSecretFor(material), { fieldManager: FIELD_MANAGER, force: true });
+  const applied = appliedVersionsOf(input.skr);
+  const apply = (object: KubernetesObject) =>
+    applyObjectUnlessUnchanged(
+      input.skr.objects,
+      object,
+      { fieldManager: FIELD_MANAGER, force: true },
+      applied,
+    );
+  await apply(tlsSecretFor(material));
 
   const watchers = input.watchers ?? (await listWatchers(input.kcp, input.namespace));
   const moduleResources = await resolveModuleResources(input.skr, input.moduleKinds);
@@ -119,7 +147,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
       kcpServerCn: options.kcpServerCn,
       certificateChecksum: checksum,
     })) {
-      await applyObject(input.skr.objects, object, { fieldManager: FIELD_MANAGER, force: true });
+      await apply(object);
     }
   }
   const configuration = webhookConfigurationFor({
@@ -129,10 +157,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     target,
     timeoutSeconds: options.timeoutSeconds,
   });
-  await applyObject(input.skr.objects, configuration as KubernetesObject, {
-    fieldManager: FIELD_MANAGER,
-    force: true,
-  });
+  await apply(configuration as KubernetesObject);
 
   if (moduleResources.unresolved.length > 0) {
     return {

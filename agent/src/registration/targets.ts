@@ -9,19 +9,30 @@ import {
   type GroupVersionResource,
   type Watcher,
 } from '@skr-watcher/api';
-import { isNotFound, type ClusterClient } from '@skr-watcher/kube';
+import { isNotFound, parsedOnce, type ClusterClient } from '@skr-watcher/kube';
 
-/** The live Watchers of a namespace; one that does not parse is left out, so it cannot break the others. */
-export async function listWatchers(kcp: ClusterClient, namespace: string): Promise<Watcher[]> {
+/**
+ * The live Watchers of a namespace; one that does not parse is left out, so it cannot break the others. `cached`:
+ * the Watchers as a watch cache holds them (each validated once), instead of a list.
+ */
+export async function listWatchers(
+  kcp: ClusterClient,
+  namespace: string,
+  cached?: readonly unknown[],
+): Promise<Watcher[]> {
   const { plural, version } = KINDS.watcher;
-  let list: unknown;
-  try {
-    list = await kcp.custom.listNamespacedCustomObject({ group: GROUP, version, namespace, plural });
-  } catch (cause) {
-    throw new Error(`list Watchers in ${namespace}`, { cause });
+  let items: readonly unknown[] | undefined = cached;
+  if (!items) {
+    let list: unknown;
+    try {
+      list = await kcp.custom.listNamespacedCustomObject({ group: GROUP, version, namespace, plural });
+    } catch (cause) {
+      throw new Error(`list Watchers in ${namespace}`, { cause });
+    }
+    items = listItems(list, `Watcher list ${namespace}`);
   }
-  return listItems(list, `Watcher list ${namespace}`).flatMap((item) => {
-    const parsed = watcherSchema.safeParse(item);
+  return items.flatMap((item) => {
+    const parsed = parsedOnce(item, (object) => watcherSchema.safeParse(object));
     return parsed.success && !parsed.data.metadata.deletionTimestamp ? [parsed.data] : [];
   });
 }

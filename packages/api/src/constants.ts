@@ -136,6 +136,12 @@ export const LIMITS = {
    * 8 MiB is ample, and a hostile SKR costs at most this per request in flight instead of the agent's memory.
    */
   skrResponseBytes: 8 * 1024 * 1024,
+  /**
+   * Connections per SKR client. A pass sends its SKR requests one after another, yet undici's pool opened a second
+   * connection for the second request (the first connection not yet marked free), so a TLS handshake more on both
+   * sides per pass; requests made at once (a targeted mirror during a pass) wait for one another (decision 016).
+   */
+  skrConnections: 1,
   /** API error answers are small Status objects; their text travels into messages and status. */
   apiErrorBodyBytes: 64 * 1024,
   /**

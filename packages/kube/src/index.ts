@@ -7,3 +7,5 @@ export * from './skr-clients.js';
 export * from './leader-election.js';
 export * from './pki-secrets.js';
 export * from './request-metrics.js';
+export * from './applied-versions.js';
+export * from './parsed-once.js';

@@ -24,11 +24,15 @@ type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
  * (Http2Session::SendPendingData) was seen looping inside one tick, growing its native outgoing buffer to
  * gigabytes while the event loop never turned (decision 012, "The runaway"). Undefined for proxies and for
  * clusters without TLS options: those keep client-node's own dispatcher.
- * Each connection reports whether its handshake resumed a TLS session (undici's own session cache).
+ *
+ * Every new connection offers the cluster's last TLS session ticket, so a reconnect after the idle timeout (an
+ * SKR seen once per resync) resumes instead of exchanging and verifying certificates on both sides (decision
+ * 016). undici's own session cache holds tickets only weakly, and a ticket is collected within seconds.
  */
 async function http1Agent(
   source: KubeConfig,
   onConnection: (resumed: boolean) => void,
+  connections: number | undefined,
 ): Promise<Agent | undefined> {
   const cluster = source.getCurrentCluster();
   const tls: AgentOptions = {};
@@ -43,15 +47,21 @@ async function http1Agent(
     ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
   });
   if (options.type !== 'agent') return undefined;
-  const connector = buildConnector({ ...options.connect, allowH2: false });
+  const connectOptions = { ...options.connect, allowH2: false };
+  let ticket: Buffer | undefined;
   const connect: buildConnector.connector = (target, callback) => {
+    const connector = buildConnector(ticket ? { ...connectOptions, session: ticket } : connectOptions);
     connector(target, (...args) => {
       const socket = args[1] as TLSSocket | null;
-      if (socket) onConnection(socket.isSessionReused());
+      if (socket) {
+        onConnection(socket.isSessionReused());
+        // TLS 1.3 sends tickets after the handshake; the newest one is offered next time.
+        socket.on('session', (session: Buffer) => (ticket = session));
+      }
       callback(...args);
     });
   };
-  return new Agent({ connect, allowH2: false });
+  return new Agent({ connect, allowH2: false, ...(connections ? { connections } : {}) });
 }
 
 const CLOSE_GRACE_MS = 1_000;
@@ -62,7 +72,11 @@ const CLOSE_GRACE_MS = 1_000;
  */
 export async function pooledKubeConfig(
   source: KubeConfig,
-  options: { onConnection?: (resumed: boolean) => void } = {},
+  options: {
+    onConnection?: (resumed: boolean) => void;
+    /** At most this many connections (undefined: as many as requests in flight). */
+    connections?: number;
+  } = {},
 ): Promise<PooledKubeConfig> {
   const cluster = source.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster');
@@ -72,10 +86,14 @@ export async function pooledKubeConfig(
   let connections = 0;
   let resumed = 0;
   const dispatcher: Dispatcher | undefined =
-    (await http1Agent(source, (wasResumed) => {
-      if (wasResumed) resumed += 1;
-      options.onConnection?.(wasResumed);
-    })) ?? probe.getDispatcher();
+    (await http1Agent(
+      source,
+      (wasResumed) => {
+        if (wasResumed) resumed += 1;
+        options.onConnection?.(wasResumed);
+      },
+      options.connections,
+    )) ?? probe.getDispatcher();
   dispatcher?.on('connect', () => {
     connections += 1;
   });

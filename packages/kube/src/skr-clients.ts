@@ -5,6 +5,7 @@ import {
   ApiextensionsV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  HttpMethod,
   KubernetesObjectApi,
   Observable,
   ResponseContext,
@@ -13,6 +14,7 @@ import {
   type Configuration,
   type HttpLibrary,
   type KubeConfig,
+  type KubernetesObject,
   type RequestContext,
   type ResponseBody,
   type V1APIResource,
@@ -31,7 +33,23 @@ export class DiscoveringObjectApi extends KubernetesObjectApi {
   discover(apiVersion: string, kind: string): Promise<V1APIResource | undefined> {
     return this.resource(apiVersion, kind);
   }
+
+  /**
+   * The object's metadata only (a PartialObjectMetadata, read from etcd like any GET): the API server encodes and
+   * sends no spec, data or status. Fails with 404 when the object is absent.
+   */
+  async readMetadata(spec: KubernetesObject): Promise<KubernetesObject> {
+    const request = this.configuration.baseServer.makeRequestContext(
+      await this.specUriPath(spec, 'read'),
+      HttpMethod.GET,
+    );
+    request.setHeaderParam('Accept', PARTIAL_OBJECT_METADATA);
+    return this.requestPromise(request);
+  }
 }
+
+/** Accept header of a metadata-only read (what `kubectl get --show-kind -o name` and client-go's metadata client ask). */
+const PARTIAL_OBJECT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 /** The API clients of one cluster; they share one connection pool. */
 export interface ClusterClient {
@@ -71,6 +89,8 @@ export interface ClusterClientOptions {
   boundByDeadline?: boolean;
   /** Counts this client's requests and TLS connections under `kind` (skr_agent_kube_requests_total, ...). */
   metrics?: { kind: ClusterKind; counters: KubeRequestMetrics };
+  /** At most this many connections; further requests wait (default: one per request in flight). */
+  maxConnections?: number;
 }
 
 /**
@@ -86,10 +106,12 @@ export async function createClusterClient(
     throw new Error(`kubeconfig${options.name ? ` of ${options.name}` : ''} has no current cluster`);
   const name = options.name ?? cluster.name;
   const metrics = options.metrics;
-  const pool = await pooledKubeConfig(
-    kubeConfig,
-    metrics ? { onConnection: (resumed) => metrics.counters.connection(metrics.kind, resumed) } : {},
-  );
+  const pool = await pooledKubeConfig(kubeConfig, {
+    ...(metrics
+      ? { onConnection: (resumed: boolean) => metrics.counters.connection(metrics.kind, resumed) }
+      : {}),
+    ...(options.maxConnections !== undefined ? { connections: options.maxConnections } : {}),
+  });
 
   const timeoutMs = options.timeoutMs;
   let httpApi = createConfiguration().httpApi;
@@ -423,6 +445,7 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
       maxResponseBytes: options.maxResponseBytes ?? LIMITS.skrResponseBytes,
       circuitBreaker: true,
       boundByDeadline: true,
+      maxConnections: LIMITS.skrConnections,
       ...(options.metrics ? { metrics: { kind: 'skr' as const, counters: options.metrics } } : {}),
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
     });

@@ -3,6 +3,8 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createServer, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { expect } from 'chai';
@@ -25,6 +27,12 @@ import {
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 let seq = 0;
+
+/** A full garbage collection, as happens many times between two passes of one SKR in a busy agent. */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
 
 describe('cluster clients (real API servers)', function () {
   this.timeout(60_000);
@@ -247,6 +255,26 @@ current-context: x
         await untilCached(secretName, undefined);
         expect(await skrs.forKyma('k1')).to.equal(undefined);
         expect(skrs.size()).to.equal(0);
+      } finally {
+        await skrs.close();
+      }
+    });
+
+    it("sends an SKR's sequential requests over one connection, and after the idle timeout resumes its TLS session, collected garbage or not", async function () {
+      const skrs = createSkrClients({ kcp, namespace: ns, timeoutMs: 5_000 });
+      try {
+        await writeSecret('skr1');
+        const skr = (await skrs.forKyma('k1'))!.client;
+        for (let i = 0; i < 5; i++) await skr.core.listNamespace();
+        expect(skr.connectionsOpened(), 'connections of one pass').to.equal(1);
+        // undici closes a connection idle for 4 s; the next pass of this SKR comes a resync interval later.
+        await new Promise((resolve) => setTimeout(resolve, 4_500));
+        collectGarbage();
+        for (let i = 0; i < 5; i++) await skr.core.listNamespace();
+        expect(skr.connectionsOpened()).to.equal(2);
+        expect(skr.connectionsResumed(), 'the second connection resumed the session of the first').to.equal(
+          1,
+        );
       } finally {
         await skrs.close();
       }
