@@ -22,13 +22,15 @@ import {
   secretSource,
   type CachedObject,
   type Clock,
+  type RunPhase,
 } from '@skr-watcher/kube';
 import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { isOwnMirror, type WatchCaches } from './reconcile/index.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
 export interface KymaReconciler {
-  reconcile(kymaKey: string): Promise<{ requeueAfterMs?: number }>;
+  /** `phase`: the work queue's view of the run; a sharded replica says when it waits for a pacing slot. */
+  reconcile(kymaKey: string, phase?: RunPhase): Promise<{ requeueAfterMs?: number }>;
 }
 
 export interface ControllerOptions {
@@ -36,6 +38,8 @@ export interface ControllerOptions {
   namespace: string;
   reconciler: KymaReconciler;
   workers?: number;
+  /** Workers beyond `workers` for Kymas just acquired (sharding: paced by the replica's limit instead). */
+  urgentWorkers?: number;
   /** Full relist of every watched kind; a Kyma relist reconciles every Kyma. Default 10 min. */
   resyncMs?: number;
   /** Watch only the Kymas this selects (sharding: the ones this replica owns, decision 012). */
@@ -141,11 +145,12 @@ export function createController(options: ControllerOptions): Controller {
   const queue = new WorkQueue({
     name: 'kyma',
     workers: options.workers,
+    urgentWorkers: options.urgentWorkers,
     clock: options.clock,
     logger,
     registry: options.registry,
     // The reconciler decides when to look again (its intervals are configured on it, not mapped here).
-    process: (key) => reconciler.reconcile(key),
+    process: (key, phase) => reconciler.reconcile(key, phase),
     processLogsFailures: true,
   });
 

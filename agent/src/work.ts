@@ -2,8 +2,8 @@
 // and the callback listener that wakes single Kymas.
 import { watchFile, unwatchFile } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
-import type { PooledKubeConfig } from '@skr-watcher/kube';
+import { MODULE_MIRROR, SHARDING, hasFingerprint } from '@skr-watcher/api';
+import type { PooledKubeConfig, RunPhase } from '@skr-watcher/kube';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
 import { createController, type Controller } from './controller.js';
@@ -75,7 +75,8 @@ export async function startWork(
   // With sharding, a Kyma is reconciled only while this replica owns it, and a handover waits for the run.
   const reconciler: Reconciler = sharding
     ? {
-        reconcile: (key) => sharding.guard(key, () => unguarded.reconcile(key), {}, true),
+        reconcile: (key: string, phase?: RunPhase) =>
+          sharding.guard(key, () => unguarded.reconcile(key), {}, true, phase),
         // A targeted mirror is one small write an SKR user waits for: not paced.
         mirrorModuleCr: (key, change) =>
           sharding.guard(
@@ -107,7 +108,11 @@ export async function startWork(
       resyncMs: config.resyncMs,
       logger,
       registry,
-      ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector } : {}),
+      // Kymas taken over from a dead replica are reconciled by nobody until their first run here: those runs may go
+      // beyond --workers, as many as the pacer lets run (it widens only while membership renewals stay on time).
+      ...(sharding
+        ? { kymaLabelSelector: sharding.kymaLabelSelector, urgentWorkers: SHARDING.pacing.maxRuns }
+        : {}),
     });
     const started = controller;
     sharding?.attach(

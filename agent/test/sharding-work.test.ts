@@ -63,7 +63,7 @@ describe('a sharded replica’s work under load', function () {
   });
 
   /** A namespace with `count` Kymas and one replica (behind a gate) that owns them all. */
-  async function replicaOwningAll(count: number) {
+  async function replicaOwningAll(count: number, pacing?: { initial: number; max: number }) {
     round += 1;
     const namespace = `work-${round}`;
     const identity = `slow-${round}`;
@@ -107,6 +107,7 @@ describe('a sharded replica’s work under load', function () {
       namespace,
       membership,
       onAcquired: (key) => acquired.push(key),
+      ...(pacing ? { pacing } : {}),
     });
     late.assignment = assignment;
     assignment.setMembers(membership.members());
@@ -168,9 +169,18 @@ describe('a sharded replica’s work under load', function () {
     const { keys, gate, membership, assignment, renewals, started, run } = await replicaOwningAll(10);
     gate.hold(renewal);
     await waitUntil('a renewal waits at the gate', () => membership.renewalInFlight(), 20_000, 10);
-    const results = keys.map((key) => assignment.guard(key, run(key), true));
+    // What the work queue hears from a run: waiting while it has no slot, working once it has one.
+    const phases = new Map<string, string[]>(keys.map((key) => [key, []]));
+    const phaseOf = (key: string) => ({
+      waiting: () => phases.get(key)?.push('waiting'),
+      working: () => phases.get(key)?.push('working'),
+    });
+    const results = keys.map((key) => assignment.guard(key, run(key), true, phaseOf(key)));
     for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
     expect(started, 'no run starts while the renewal is in flight').to.deep.equal([]);
+    expect([...phases.values()], 'each run told the queue it waits').to.deep.equal(
+      keys.map(() => ['waiting']),
+    );
 
     const before = renewals.length;
     gate.releaseAll();
@@ -191,6 +201,27 @@ describe('a sharded replica’s work under load', function () {
     );
     const widening = renewals.slice(before + 1).filter((r) => r.onTime);
     expect(widening.length, 'on-time renewals that widened the limit').to.be.greaterThan(0);
+    expect([...phases.values()]).to.deep.equal(keys.map(() => ['waiting', 'working']));
+    skr.answerAll();
+    expect(await Promise.all(results)).to.deep.equal(keys.map(() => 'written'));
+  });
+
+  it('gives the slot of a run waiting on a hung SKR to the next run after a second, so hung SKRs do not stall the rest', async () => {
+    // The limit stays at 2: only slots given back let more than two runs start.
+    const { keys, assignment, started, run } = await replicaOwningAll(6, { initial: 2, max: 2 });
+    const results = keys.map((key) => assignment.guard(key, run(key), true));
+    await waitUntil(
+      'every run starts while the SKR holds the requests of the first ones',
+      () => started.length === keys.length,
+      30_000,
+      50,
+    );
+    await waitUntil(
+      'the SKR holds a request of every run',
+      async () => skr.held() === keys.length,
+      20_000,
+      20,
+    );
     skr.answerAll();
     expect(await Promise.all(results)).to.deep.equal(keys.map(() => 'written'));
   });

@@ -10,10 +10,16 @@
 import { appendFileSync } from 'node:fs';
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, SHARDING } from '@skr-watcher/api';
-import { ResilientInformer, abortableBy, customResourceSource, objectKey } from '@skr-watcher/kube';
+import {
+  ResilientInformer,
+  abortableBy,
+  customResourceSource,
+  objectKey,
+  type RunPhase,
+} from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 import type { Member, Membership, Renewal } from './membership.js';
-import { createPacer } from './pacing.js';
+import { createPacer, type PacerOptions } from './pacing.js';
 import { createHashRing, type HashRing } from './ring.js';
 
 /** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
@@ -30,6 +36,8 @@ export interface AssignmentOptions {
   /** Appends `{kyma, replica, phase, t}` per reconcile start and end (tests prove no overlap with it). */
   journalFile?: string;
   resyncMs?: number;
+  /** Pacing limits other than SHARDING.pacing (tests). */
+  pacing?: Pick<PacerOptions, 'initial' | 'max' | 'step' | 'slotHeldMs'>;
   logger?: Logger;
   registry?: Registry;
 }
@@ -42,9 +50,10 @@ export interface Assignment {
   /**
    * Runs `work` only if this replica owns the Kyma; a handover waits for it. Undefined when not ours, or when the
    * run was withdrawn (the Kyma handed over, membership suspended): its requests were aborted then. `paced`: wait
-   * for a slot of the pacer first (reconciles; a targeted mirror is one small write and goes at once).
+   * for a slot of the pacer first (reconciles; a targeted mirror is one small write and goes at once), telling
+   * `phase` (the work queue's) that it waits meanwhile.
    */
-  guard<T>(kymaKey: string, work: () => Promise<T>, paced: boolean): Promise<T | undefined>;
+  guard<T>(kymaKey: string, work: () => Promise<T>, paced: boolean, phase?: RunPhase): Promise<T | undefined>;
   /** The replica named on the Kyma, if any. */
   ownerOf(kymaKey: string): string | undefined;
   /** The Kyma labelled with this runtime-id, owned by anyone (the listener's view on every replica). */
@@ -173,6 +182,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     for (const key of inFlight.keys()) withdraw(key, reason);
   };
   const pacer = createPacer({
+    ...options.pacing,
     renewalInFlight: () => membership.renewalInFlight(),
     ...(options.registry ? { registry: options.registry } : {}),
   });
@@ -326,7 +336,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       ring = createHashRing(members.map((m) => m.identity));
       schedulePass();
     },
-    async guard(kymaKey, work, paced) {
+    async guard(kymaKey, work, paced, phase) {
       const admitted = () => {
         if (!owns(kymaKey)) return false;
         if (membership.isActive()) return true;
@@ -335,7 +345,9 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       };
       if (!admitted()) return undefined;
       if (!paced) return startRun(kymaKey, work);
+      phase?.waiting();
       const release = await pacer.acquire();
+      phase?.working();
       try {
         // Ownership and membership may have changed while it waited; checked and registered in one tick.
         if (!release || !admitted()) return undefined;

@@ -1,6 +1,7 @@
 // Sharding of Kymas over agent replicas (decision 012): membership Leases, the hash ring, the owner label with
 // its handover, and forwarding of callbacks to the owner. `skr-agent run --shard` starts it before the work.
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { RunPhase } from '@skr-watcher/kube';
 import { LABELS } from '@skr-watcher/api';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import type { AgentConfig, ShardingConfig } from '../config.js';
@@ -43,9 +44,10 @@ export interface Sharding {
   /**
    * Runs a reconcile or a targeted mirror only while this replica owns the Kyma; else (or when the run was
    * withdrawn: the Kyma handed over, membership suspended) resolves to `absent`. A `paced` run (a reconcile) first
-   * waits for a slot, so a start-up burst does not starve the membership renewals.
+   * waits for a slot, so a start-up burst does not starve the membership renewals; `phase` (the work queue's) is
+   * told while it waits, so the wait does not count as a slow run.
    */
-  guard<T>(kymaKey: string, work: () => Promise<T>, absent: T, paced: boolean): Promise<T>;
+  guard<T>(kymaKey: string, work: () => Promise<T>, absent: T, paced: boolean, phase?: RunPhase): Promise<T>;
   /** The work is stopping: reconciles waiting for a slot give up and none starts any more. */
   stopStarting(): void;
   /** The listener's lookup: Kymas of every owner. */
@@ -147,8 +149,8 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       route = nextRoute;
       acquired = nextAcquired;
     },
-    async guard(kymaKey, work, absent, paced) {
-      return (await owned.guard(kymaKey, work, paced)) ?? absent;
+    async guard(kymaKey, work, absent, paced, phase) {
+      return (await owned.guard(kymaKey, work, paced, phase)) ?? absent;
     },
     stopStarting: () => owned.stopStarting(),
     resolveKyma: (runtimeId) => owned.resolveKyma(runtimeId),

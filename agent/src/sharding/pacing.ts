@@ -4,7 +4,10 @@
 // by a step with every renewal that lands on time while the limit was in use, halves with every late or failed
 // one (additive increase, multiplicative decrease, as TCP paces itself; like TCP's window validation, an idle
 // limit does not grow), drops back to the start on suspension, and no run starts while a renewal is in flight,
-// so a renewal never waits behind a wave of new runs.
+// so a renewal never waits behind a wave of new runs. A run holds its slot for at most `slotHeldMs` (the work
+// queue's slow mark): one still going then waits on a cluster (a hung SKR, up to the reconcile deadline), not on
+// the CPU the pacer shares out, so hung SKRs cannot narrow the replica's throughput; the limit then bounds starts
+// per `slotHeldMs` as well as runs at once.
 import { SHARDING } from '@skr-watcher/api';
 import { Gauge, type Registry } from '@skr-watcher/telemetry';
 import type { Renewal } from './membership.js';
@@ -15,6 +18,8 @@ export interface PacerOptions {
   initial?: number;
   max?: number;
   step?: number;
+  /** A run gives its slot back after this long even if it goes on. */
+  slotHeldMs?: number;
   registry?: Registry;
 }
 
@@ -35,6 +40,7 @@ export function createPacer(options: PacerOptions): Pacer {
   const initial = options.initial ?? SHARDING.pacing.initialRuns;
   const max = Math.max(initial, options.max ?? SHARDING.pacing.maxRuns);
   const step = options.step ?? SHARDING.pacing.widenBy;
+  const slotHeldMs = options.slotHeldMs ?? SHARDING.pacing.slotHeldMs;
   let limit = initial;
   let running = 0;
   let closed = false;
@@ -65,12 +71,16 @@ export function createPacer(options: PacerOptions): Pacer {
     running += 1;
     if (running >= limit) saturated = true;
     let released = false;
-    return () => {
+    const release = () => {
       if (released) return;
       released = true;
+      clearTimeout(giveBack);
       running -= 1;
       pump();
     };
+    const giveBack = setTimeout(release, slotHeldMs);
+    giveBack.unref();
+    return release;
   };
   const pump = () => {
     while (!closed && waiting.length > 0 && running < limit && !options.renewalInFlight()) {

@@ -85,7 +85,16 @@ export const SHARDING = {
    * time (every retry period, so 32 after 30 s at the defaults), halved by a late one. A start-up of 333 Kymas
    * per replica on 2 cores otherwise starved the replicas' own renewals (decision 012).
    */
-  pacing: { initialRuns: 2, maxRuns: 32, widenBy: 2 },
+  pacing: {
+    initialRuns: 2,
+    maxRuns: 32,
+    widenBy: 2,
+    /**
+     * A run still going after this long waits on a cluster, not on the CPU (the work queue's slow mark): its slot
+     * goes to the next run, so hung SKRs, each holding a run up to the 30 s reconcile deadline, do not stall the rest.
+     */
+    slotHeldMs: 1_000,
+  },
   /** Coalesces bursts of Kyma and membership events into one assignment pass. */
   assignDebounceMs: 50,
   /** Released or long-expired membership Leases are deleted after this many lease durations. */

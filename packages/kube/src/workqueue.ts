@@ -13,6 +13,17 @@ import type { Logger } from '@skr-watcher/telemetry';
 // One clock interface for every app and package (@skr-watcher/api); queue timers do not hold a stopping process.
 export { systemClock, type Clock, type TimerHandle };
 
+/**
+ * What a run may tell the queue about itself. A run that waits for something of this process (a pacing slot) is
+ * not waiting on a slow cluster: it keeps its worker and is not marked slow meanwhile.
+ */
+export interface RunPhase {
+  /** The run waits inside this process; the slow clock stops. */
+  waiting(): void;
+  /** The run works (again): it goes slow slowAfterMs from now. */
+  working(): void;
+}
+
 /** What processing a key asks for next: nothing, or another run after a delay. */
 export interface ProcessResult {
   requeueAfterMs?: number;
@@ -22,9 +33,14 @@ export interface WorkQueueOptions {
   /** Names the queue in metrics (`name` label) and logs; a fixed word, not per object. */
   name: string;
   /** Processes one key; a rejection counts as a failure and backs the key off. */
-  process: (key: string) => Promise<ProcessResult | void>;
+  process: (key: string, phase: RunPhase) => Promise<ProcessResult | void>;
   /** How many keys are processed in parallel (each key only once at a time). Default 4. */
   workers?: number;
+  /**
+   * Workers beyond `workers` that only urgent keys (addUrgent) may take. Default 0. A sharded replica that takes
+   * over a dead one's Kymas sets it: their first runs are paced by its own limit (decision 012), not by workers.
+   */
+  urgentWorkers?: number;
   /**
    * A run still going after this long stops counting as a worker (it is waiting on a slow or hung cluster, not
    * using the CPU) and its key is marked slow. Default SLOW_RUN_MS.
@@ -150,8 +166,9 @@ function queueMetrics(registry: Registry | undefined): QueueMetrics | undefined 
 
 export class WorkQueue {
   readonly name: string;
-  private readonly processKey: (key: string) => Promise<ProcessResult | void>;
+  private readonly processKey: (key: string, phase: RunPhase) => Promise<ProcessResult | void>;
   private readonly workers: number;
+  private readonly urgentWorkers: number;
   private readonly slowAfterMs: number;
   private readonly backoffBaseMs: number;
   private readonly backoffMaxMs: number;
@@ -207,6 +224,7 @@ export class WorkQueue {
     this.name = options.name;
     this.processKey = options.process;
     this.workers = Math.max(1, options.workers ?? 4);
+    this.urgentWorkers = Math.max(0, options.urgentWorkers ?? 0);
     this.slowAfterMs = options.slowAfterMs ?? SLOW_RUN_MS;
 
     this.backoffBaseMs = options.backoffBaseMs ?? REQUEUE_MS.backoffBase;
@@ -354,20 +372,26 @@ export class WorkQueue {
    * then the others in order, where suspect keys leave the last worker to the rest.
    */
   private nextRunnable(): number {
-    const suspectLimit = this.workers > 1 ? this.workers - 1 : 1;
-    const suspectMayRun = this.suspectWorkerRuns < suspectLimit;
-    if (this.urgentQueued > 0) {
-      const urgent = this.queue.findIndex(
-        (key) => this.urgent.has(key) && (suspectMayRun || !this.suspect.has(key)),
-      );
-      if (urgent >= 0) return urgent;
-    }
+    const urgent = this.nextUrgent();
+    if (urgent >= 0) return urgent;
+    const suspectMayRun = this.suspectMayRun();
     if (this.provenQueued > 0) {
       const proven = this.queue.findIndex((key) => this.proven.has(key));
       if (proven >= 0) return proven;
     }
     if (suspectMayRun) return this.queue.length > 0 ? 0 : -1;
     return this.queue.findIndex((key) => !this.suspect.has(key));
+  }
+
+  private suspectMayRun(): boolean {
+    return this.suspectWorkerRuns < (this.workers > 1 ? this.workers - 1 : 1);
+  }
+
+  /** Index of the first queued urgent key a free worker may take; -1 when none. */
+  private nextUrgent(): number {
+    if (this.urgentQueued === 0) return -1;
+    const suspectMayRun = this.suspectMayRun();
+    return this.queue.findIndex((key) => this.urgent.has(key) && (suspectMayRun || !this.suspect.has(key)));
   }
 
   private enqueueKey(key: string): void {
@@ -379,9 +403,11 @@ export class WorkQueue {
 
   private pump(): void {
     if (!this.started) return;
-    while (this.workerRuns < this.workers) {
+    for (;;) {
       if (this.stopping && !this.drainOnStop) return;
-      const index = this.nextRunnable();
+      let index = -1;
+      if (this.workerRuns < this.workers) index = this.nextRunnable();
+      else if (this.workerRuns < this.workers + this.urgentWorkers) index = this.nextUrgent();
       if (index < 0) return;
       const key = this.queue.splice(index, 1)[0] as string;
       if (this.proven.has(key)) this.provenQueued -= 1;
@@ -398,20 +424,36 @@ export class WorkQueue {
       this.workerRuns += 1;
       if (wasSuspect) this.suspectWorkerRuns += 1;
       let wentSlow = false;
-      // A run waiting this long is waiting on a cluster, not working: it frees its worker and its key is suspect.
+      let ended = false;
+      let slowTimer: TimerHandle | undefined;
+      // A run working this long is waiting on a cluster, not working: it frees its worker and its key is suspect.
       // Slow runs are not capped: each is bounded by its own deadline and holds a socket, not the CPU.
-      const slowTimer = this.clock.setTimeout(() => {
-        this.slowTimers.delete(slowTimer);
+      const goSlow = () => {
+        if (slowTimer !== undefined) this.slowTimers.delete(slowTimer);
+        slowTimer = undefined;
         wentSlow = true;
         this.suspect.add(key);
         this.slowRuns += 1;
         this.leaveWorkers(wasSuspect);
         this.pump();
-      }, this.slowAfterMs);
-      this.slowTimers.add(slowTimer);
-      const run: Promise<void> = this.runKey(key).then((succeeded) => {
+      };
+      const disarmSlow = () => {
+        if (slowTimer === undefined) return;
         this.clock.clearTimeout(slowTimer);
         this.slowTimers.delete(slowTimer);
+        slowTimer = undefined;
+      };
+      const armSlow = () => {
+        if (wentSlow || ended || this.stopping || slowTimer !== undefined) return;
+        slowTimer = this.clock.setTimeout(goSlow, this.slowAfterMs);
+        this.slowTimers.add(slowTimer);
+      };
+      armSlow();
+      // A run waiting for a slot of this process keeps its worker (the queue takes no more keys meanwhile).
+      const phase: RunPhase = { waiting: () => disarmSlow(), working: armSlow };
+      const run: Promise<void> = this.runKey(key, phase).then((succeeded) => {
+        ended = true;
+        disarmSlow();
         if (wentSlow) this.slowRuns -= 1;
         else this.leaveWorkers(wasSuspect);
         if (succeeded && !wentSlow) {
@@ -435,10 +477,10 @@ export class WorkQueue {
   }
 
   /** Processes a key; true when it succeeded. Never rejects. */
-  private async runKey(key: string): Promise<boolean> {
+  private async runKey(key: string, phase: RunPhase): Promise<boolean> {
     const startedAt = this.clock.now();
     try {
-      const result = await this.processKey(key);
+      const result = await this.processKey(key, phase);
       this.failures.delete(key);
       const requeueAfterMs = result?.requeueAfterMs;
       if (requeueAfterMs !== undefined && Number.isFinite(requeueAfterMs)) this.addAfter(key, requeueAfterMs);

@@ -199,6 +199,70 @@ describe('WorkQueue', () => {
     await queue.stop();
   });
 
+  it('lets urgent keys take the extra urgent workers while every worker is busy, and nothing else', async () => {
+    const gate = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      urgentWorkers: 2,
+      process: async (key) => {
+        started.push(key);
+        await gate.promise;
+      },
+    });
+    queue.start();
+    queue.add('routine-1'); // holds the one worker
+    await settle();
+    queue.add('routine-2');
+    for (let i = 1; i <= 3; i++) queue.addUrgent(`taken-${i}`);
+    await settle();
+    expect(started).to.deep.equal(['routine-1', 'taken-1', 'taken-2']);
+    gate.resolve();
+    await queue.whenIdle();
+    expect(started.slice(3)).to.deep.equal(['taken-3', 'routine-2']);
+    await queue.stop();
+  });
+
+  it('does not count a run as slow while it waits inside the process (for a pacing slot), only once it works', async () => {
+    const clock = new ManualClock();
+    const slot = deferred<void>();
+    const hung = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      clock,
+      slowAfterMs: 1_000,
+      process: async (key, phase) => {
+        started.push(key);
+        if (key !== 'paced') return;
+        phase.waiting();
+        await slot.promise; // a pacing slot, held for 5 s
+        phase.working();
+        await hung.promise; // then its cluster does not answer
+      },
+    });
+    queue.start();
+    queue.add('paced');
+    queue.add('next');
+    await settle();
+    await clock.advance(5_000);
+    await settle();
+    expect(started, 'the waiting run keeps its worker').to.deep.equal(['paced']);
+    slot.resolve();
+    await settle();
+    await clock.advance(999);
+    await settle();
+    expect(started).to.deep.equal(['paced']);
+    await clock.advance(1);
+    await settle();
+    expect(started, 'slow a second after it started working').to.deep.equal(['paced', 'next']);
+
+    hung.resolve();
+    await queue.stop();
+  });
+
   it('runs a key whose last run succeeded before 20 new keys queued earlier that hang', async () => {
     const clock = new ManualClock();
     const hung = deferred<void>();
