@@ -38,8 +38,6 @@ export interface ControllerOptions {
   namespace: string;
   reconciler: KymaReconciler;
   workers?: number;
-  /** Workers beyond `workers` for Kymas just acquired (sharding: paced by the replica's limit instead). */
-  urgentWorkers?: number;
   /** Full relist of every watched kind; a Kyma relist reconciles every Kyma. Default 10 min. */
   resyncMs?: number;
   /** Watch only the Kymas this selects (sharding: the ones this replica owns, decision 012). */
@@ -145,7 +143,6 @@ export function createController(options: ControllerOptions): Controller {
   const queue = new WorkQueue({
     name: 'kyma',
     workers: options.workers,
-    urgentWorkers: options.urgentWorkers,
     clock: options.clock,
     logger,
     registry: options.registry,

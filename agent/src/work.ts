@@ -2,7 +2,7 @@
 // and the callback listener that wakes single Kymas.
 import { watchFile, unwatchFile } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { MODULE_MIRROR, SHARDING, hasFingerprint } from '@skr-watcher/api';
+import { MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
 import type { PooledKubeConfig, RunPhase } from '@skr-watcher/kube';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
@@ -108,11 +108,7 @@ export async function startWork(
       resyncMs: config.resyncMs,
       logger,
       registry,
-      // Kymas taken over from a dead replica are reconciled by nobody until their first run here: those runs may go
-      // beyond --workers, as many as the pacer lets run (it widens only while membership renewals stay on time).
-      ...(sharding
-        ? { kymaLabelSelector: sharding.kymaLabelSelector, urgentWorkers: SHARDING.pacing.maxRuns }
-        : {}),
+      ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector } : {}),
     });
     const started = controller;
     sharding?.attach(

@@ -226,6 +226,34 @@ describe('a sharded replica’s work under load', function () {
     expect(await Promise.all(results)).to.deep.equal(keys.map(() => 'written'));
   });
 
+  it('keeps the slots of slow runs while renewals land late: slow may mean overloaded then, not a hung SKR', async () => {
+    const { keys, gate, assignment, renewals, started, run } = await replicaOwningAll(6, {
+      initial: 2,
+      max: 2,
+    });
+    // Every renewal waits 700 ms, longer than half the retry period: each lands, late.
+    gate.delay(renewal, 700);
+    cleanups.push(() => gate.delay(undefined));
+    const lateFrom = renewals.length;
+    await waitUntil(
+      'a late renewal lands',
+      () => renewals.slice(lateFrom).some((r) => r.ok && !r.onTime),
+      20_000,
+      20,
+    );
+    const results = keys.map((key) => assignment.guard(key, run(key), true));
+    await waitUntil('two runs start', () => started.length === 2, 20_000, 20);
+    const from = renewals.length;
+    await waitUntil('three more late renewals land', () => renewals.length >= from + 3, 30_000, 20);
+    expect(renewals.slice(from).every((r) => r.ok && !r.onTime)).to.equal(true);
+    expect(started, 'no slot given back while renewals are late').to.have.length(2);
+    // Renewals on time again: the slow runs give their slots back.
+    gate.delay(undefined);
+    await waitUntil('every run starts', () => started.length === keys.length, 30_000, 50);
+    skr.answerAll();
+    expect(await Promise.all(results)).to.deep.equal(keys.map(() => 'written'));
+  });
+
   it('aborts a run when the replica is suspended: no KCP write after, no exit, the run again on resumption', async () => {
     const { keys, gate, membership, assignment, lost, acquired, run, kyma } = await replicaOwningAll(1);
     const key = keys[0]!;

@@ -134,36 +134,51 @@ function describeSample(now: Sample | undefined, atKill: Sample | undefined): st
 const timeMs = (value: unknown) =>
   value instanceof Date ? value.getTime() : typeof value === 'string' ? Date.parse(value) : NaN;
 
-/** Each orphan's first reconcile by a survivor after the kill; undefined while it has not started. */
+/**
+ * Each orphan's first reconcile by a survivor after the kill (undefined while none started), and the first that
+ * ended (undefined while none did; a run cut short by its replica's exit has not ended).
+ */
 function firstRuns(
   byKyma: Map<string, ReconcileInterval[]>,
   orphans: string[],
   victim: string,
   killedAt: bigint,
-): (ReconcileInterval | undefined)[] {
-  return orphans.map(
-    (kyma) =>
-      (byKyma.get(kyma) ?? [])
-        .filter((run) => run.replica !== victim && run.start > killedAt)
-        .sort((a, b) => (a.start < b.start ? -1 : 1))[0],
-  );
+): { started: (ReconcileInterval | undefined)[]; ended: (ReconcileInterval | undefined)[] } {
+  const after = (kyma: string) =>
+    (byKyma.get(kyma) ?? []).filter((run) => run.replica !== victim && run.start > killedAt);
+  return {
+    started: orphans.map((kyma) => after(kyma).sort((a, b) => (a.start < b.start ? -1 : 1))[0]),
+    ended: orphans.map(
+      (kyma) =>
+        after(kyma)
+          .filter((run) => !run.open)
+          .sort((a, b) => (a.end < b.end ? -1 : 1))[0],
+    ),
+  };
+}
+
+const SUSPENDED = 'membership renewal overdue; starting no work until it lands';
+const RESUMED = 'membership renewed late; no peer had taken over, resuming';
+const LOST = 'lost shard membership; this replica must stop reconciling now';
+
+/** A replica's log lines from `sinceMs` (epoch) on: ms since then and message. */
+function logMessages(file: string, sinceMs: number): { at: number; msg: string }[] {
+  const entries: { at: number; msg: string }[] = [];
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    try {
+      const entry = JSON.parse(line) as { time?: string; msg?: string };
+      const at = Date.parse(entry.time ?? '') - sinceMs;
+      if (at >= 0) entries.push({ at, msg: entry.msg ?? '' });
+    } catch {
+      // not a log line (a partial last line)
+    }
+  }
+  return entries;
 }
 
 /** A survivor's takeover from its log (info level): expiry seen, fence, member change, claims; ms after the kill. */
 function logTimeline(file: string, killedMs: number): string {
-  const after = (line: string) => {
-    try {
-      const entry = JSON.parse(line) as { time?: string; msg?: string };
-      const at = Date.parse(entry.time ?? '') - killedMs;
-      return at >= 0 ? { at, msg: entry.msg ?? '' } : undefined;
-    } catch {
-      return undefined;
-    }
-  };
-  const entries = readFileSync(file, 'utf8')
-    .split('\n')
-    .map(after)
-    .filter((e): e is { at: number; msg: string } => e !== undefined);
+  const entries = logMessages(file, killedMs);
   const times = (msg: string) => entries.filter((e) => e.msg === msg).map((e) => e.at);
   const first = (msg: string) => times(msg)[0] ?? '-';
   const claims = times('Kyma claimed');
@@ -172,7 +187,7 @@ function logTimeline(file: string, killedMs: number): string {
     `fenced ${first('fenced the expired Lease of a peer; its Kymas may be claimed')}`,
     `members changed ${first('shard members changed')}`,
     `${claims.length} claims written ${claims.length ? `${claims[0]} … ${claims[claims.length - 1]}` : ''}`,
-    `late renewals ${times('membership renewal late').length}, suspensions ${times('membership renewal overdue; starting no work until it lands').length}`,
+    `late renewals ${times('membership renewal late').length}, suspensions ${times(SUSPENDED).length}, lost ${times(LOST).length}`,
   ].join('; ');
 }
 
@@ -362,24 +377,28 @@ async function main(): Promise<void> {
         );
       }
       const firsts = firstRuns(reconcileIntervals(replicas), orphans, victim.identity, killedAt);
-      if (allStartedMs === undefined && firsts.every((run) => run !== undefined)) {
+      if (allStartedMs === undefined && firsts.started.every((run) => run !== undefined)) {
         allStartedMs = Date.now() - killedMs;
         console.log(
           `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled (started) by survivors ${allStartedMs} ms later`,
         );
       }
-      if (firsts.every((run) => run !== undefined && !run.open)) {
+      if (firsts.ended.every((run) => run !== undefined)) {
+        console.log(
+          `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled to the end by survivors ${Date.now() - killedMs} ms later`,
+        );
         console.log(`kill -9 timeline (ms after the kill; ${load()}):`);
         const ms = (t: bigint) => Math.round(Number(t - killedAt) / 1e6);
-        const runs = firsts as ReconcileInterval[];
+        const started = firsts.started as ReconcileInterval[];
+        const ended = firsts.ended as ReconcileInterval[];
         const span = (values: number[]) => `${Math.min(...values)} … ${Math.max(...values)}`;
         console.log(`  victim's last Lease renewal: ${Math.round(lastRenewal - killedMs)}`);
         for (const r of survivors)
           console.log(`  ${r.identity}: ${logTimeline(join(dir, `${r.identity}.log`), killedMs)}`);
         console.log(
-          `  first reconciles of the ${orphans.length} orphans: started ${span(runs.map((run) => ms(run.start)))}, ended ${span(
-            runs.map((run) => ms(run.end)),
-          )}; by ${survivors.map((r) => `${r.identity} ${runs.filter((run) => run.replica === r.identity).length}`).join(', ')}`,
+          `  first reconciles of the ${orphans.length} orphans: started ${span(started.map((run) => ms(run.start)))}, ended ${span(
+            ended.map((run) => ms(run.end)),
+          )}; ended by ${survivors.map((r) => `${r.identity} ${ended.filter((run) => run.replica === r.identity).length}`).join(', ')}`,
         );
         console.log(
           `  survivors (limit, waiting for a slot, queue depth, in flight, resync adds since the kill):`,
@@ -415,12 +434,13 @@ async function main(): Promise<void> {
     );
     const found = overlaps(reconcileIntervals(replicas));
     for (const r of replicas) {
-      const log = readFileSync(join(dir, `${r.identity}.log`), 'utf8');
-      const count = (text: string) => log.split(text).length - 1;
+      // By message: a withdrawn run's error also names the suspension ("… withdrawn: membership renewal overdue").
+      const messages = logMessages(join(dir, `${r.identity}.log`), 0).map((e) => e.msg);
+      const count = (msg: string) => messages.filter((m) => m === msg).length;
       console.log(
-        `replica ${r.identity}: suspended ${count('membership renewal overdue')} times, resumed ${count(
-          'no peer had taken over, resuming',
-        )}, lost membership ${count('lost shard membership')} times${r === victim ? ' (killed by the bench)' : ''}`,
+        `replica ${r.identity}: suspended ${count(SUSPENDED)} times, resumed ${count(RESUMED)}, lost membership ${count(
+          LOST,
+        )} times${r === victim ? ' (killed by the bench)' : ''}`,
       );
     }
     console.log(

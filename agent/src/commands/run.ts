@@ -1,5 +1,6 @@
 // skr-agent run: watch KCP, serve the callback listener and reconcile Kymas until SIGTERM, alone or as one
 // of several replicas behind a Lease.
+import { getHeapStatistics } from 'node:v8';
 import { Command } from 'commander';
 import {
   CONNECTION_LIMITS,
@@ -50,6 +51,8 @@ async function run(flags: RunFlags): Promise<void> {
       namespace: config.namespace,
       leaderElection: !!config.leaderElection,
       shard: config.sharding?.identity,
+      // V8's old-space cap as this process got it (manifests/kcp derives it from the container's memory limit).
+      heapLimitMb: Math.round(getHeapStatistics().heap_size_limit / 1048576),
     },
     'skr-agent starting',
   );

@@ -13,18 +13,27 @@ export interface GatedRequest {
 /** Holds matching requests until released: a replica whose requests the KCP answers late. */
 export class GatedKubeConfig extends KubeConfig {
   held: ((request: GatedRequest) => boolean) | undefined;
+  /** Matching requests wait this long before they go: a KCP that answers them late, every time. */
+  delayed: { which: (request: GatedRequest) => boolean; ms: number } | undefined;
   passed: GatedRequest[] = [];
   private waiting: (() => void)[] = [];
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     const request = { method: context.getHttpMethod().toString(), url: context.getUrl() };
     while (this.held?.(request)) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    const delayed = this.delayed;
+    if (delayed?.which(request)) await new Promise((resolve) => setTimeout(resolve, delayed.ms));
     this.passed.push(request);
     return super.applySecurityAuthentication(context);
   }
 
   hold(which: (request: GatedRequest) => boolean): void {
     this.held = which;
+  }
+
+  /** Delays every matching request by `ms` until `delay(undefined)`. */
+  delay(which: ((request: GatedRequest) => boolean) | undefined, ms = 0): void {
+    this.delayed = which ? { which, ms } : undefined;
   }
 
   /** Requests held now. */

@@ -90,8 +90,9 @@ export const SHARDING = {
     maxRuns: 32,
     widenBy: 2,
     /**
-     * A run still going after this long waits on a cluster, not on the CPU (the work queue's slow mark): its slot
-     * goes to the next run, so hung SKRs, each holding a run up to the 30 s reconcile deadline, do not stall the rest.
+     * A run still going after this long, while renewals are on time, waits on a cluster other than the KCP (the
+     * work queue's slow mark): its slot goes to the next run, so hung SKRs, each holding a run up to the 30 s
+     * reconcile deadline, do not stall the rest.
      */
     slotHeldMs: 1_000,
   },

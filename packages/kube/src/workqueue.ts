@@ -37,11 +37,6 @@ export interface WorkQueueOptions {
   /** How many keys are processed in parallel (each key only once at a time). Default 4. */
   workers?: number;
   /**
-   * Workers beyond `workers` that only urgent keys (addUrgent) may take. Default 0. A sharded replica that takes
-   * over a dead one's Kymas sets it: their first runs are paced by its own limit (decision 012), not by workers.
-   */
-  urgentWorkers?: number;
-  /**
    * A run still going after this long stops counting as a worker (it is waiting on a slow or hung cluster, not
    * using the CPU) and its key is marked slow. Default SLOW_RUN_MS.
    */
@@ -168,7 +163,6 @@ export class WorkQueue {
   readonly name: string;
   private readonly processKey: (key: string, phase: RunPhase) => Promise<ProcessResult | void>;
   private readonly workers: number;
-  private readonly urgentWorkers: number;
   private readonly slowAfterMs: number;
   private readonly backoffBaseMs: number;
   private readonly backoffMaxMs: number;
@@ -224,7 +218,6 @@ export class WorkQueue {
     this.name = options.name;
     this.processKey = options.process;
     this.workers = Math.max(1, options.workers ?? 4);
-    this.urgentWorkers = Math.max(0, options.urgentWorkers ?? 0);
     this.slowAfterMs = options.slowAfterMs ?? SLOW_RUN_MS;
 
     this.backoffBaseMs = options.backoffBaseMs ?? REQUEUE_MS.backoffBase;
@@ -403,11 +396,9 @@ export class WorkQueue {
 
   private pump(): void {
     if (!this.started) return;
-    for (;;) {
+    while (this.workerRuns < this.workers) {
       if (this.stopping && !this.drainOnStop) return;
-      let index = -1;
-      if (this.workerRuns < this.workers) index = this.nextRunnable();
-      else if (this.workerRuns < this.workers + this.urgentWorkers) index = this.nextUrgent();
+      const index = this.nextRunnable();
       if (index < 0) return;
       const key = this.queue.splice(index, 1)[0] as string;
       if (this.proven.has(key)) this.provenQueued -= 1;

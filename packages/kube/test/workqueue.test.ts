@@ -199,31 +199,6 @@ describe('WorkQueue', () => {
     await queue.stop();
   });
 
-  it('lets urgent keys take the extra urgent workers while every worker is busy, and nothing else', async () => {
-    const gate = deferred<void>();
-    const started: string[] = [];
-    const queue = new WorkQueue({
-      name: 'test',
-      workers: 1,
-      urgentWorkers: 2,
-      process: async (key) => {
-        started.push(key);
-        await gate.promise;
-      },
-    });
-    queue.start();
-    queue.add('routine-1'); // holds the one worker
-    await settle();
-    queue.add('routine-2');
-    for (let i = 1; i <= 3; i++) queue.addUrgent(`taken-${i}`);
-    await settle();
-    expect(started).to.deep.equal(['routine-1', 'taken-1', 'taken-2']);
-    gate.resolve();
-    await queue.whenIdle();
-    expect(started.slice(3)).to.deep.equal(['taken-3', 'routine-2']);
-    await queue.stop();
-  });
-
   it('does not count a run as slow while it waits inside the process (for a pacing slot), only once it works', async () => {
     const clock = new ManualClock();
     const slot = deferred<void>();
