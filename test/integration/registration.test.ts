@@ -336,4 +336,32 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
       await counted.close();
     }
   });
+
+  it('a webhook configuration without hooks is not written again by a pass that applies it unchanged', async () => {
+    const admission = env.plane('skr').kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+    const resourceVersions: (string | undefined)[] = [];
+    for (let pass = 0; pass < 2; pass++) {
+      // A new client each time, as after an agent restart: nothing remembered, so the pass applies.
+      const fresh = await createClusterClient(env.plane('skr').kubeConfig());
+      try {
+        const result = await registerSkrWebhook({
+          kcp,
+          namespace: NS,
+          kyma: kyma(true),
+          skr: fresh,
+          moduleKinds: [],
+          options,
+          now: new Date(),
+          watchers: [],
+        });
+        expect(result.ok, result.message).to.equal(true);
+      } finally {
+        await fresh.close();
+      }
+      const vwc = await admission.readValidatingWebhookConfiguration({ name: 'skr-webhook' });
+      expect(vwc.webhooks ?? []).to.deep.equal([]);
+      resourceVersions.push(vwc.metadata?.resourceVersion);
+    }
+    expect(resourceVersions[1]).to.equal(resourceVersions[0]);
+  });
 });

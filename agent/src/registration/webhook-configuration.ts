@@ -101,11 +101,14 @@ export function webhookConfigurationFor(input: WebhookConfigurationInput): V1Val
           },
         ];
 
+  const webhooks = [...watcherHooks, ...moduleHooks];
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingWebhookConfiguration',
     metadata: { name: SKR_WEBHOOK_NAME, labels: { [LABELS.managedBy]: MANAGED_BY } },
-    webhooks: [...watcherHooks, ...moduleHooks],
+    // No hooks: no field. An applied `webhooks: []` is written again on every apply (a new resourceVersion each
+    // time, seen on kube-apiserver 1.35); leaving the field out removes hooks we applied before all the same.
+    ...(webhooks.length > 0 ? { webhooks } : {}),
   };
 }
 
