@@ -1,7 +1,7 @@
 // One connection pool per cluster: client-node 2.0.1 builds a new undici Agent, so a new TLS connection, for
 // every request and every watch. The one place that keeps a cluster's Agent and hands it to every request.
 import type { AgentOptions } from 'node:https';
-import type { TLSSocket } from 'node:tls';
+import { TLSSocket } from 'node:tls';
 import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
 import { Agent, buildConnector } from 'undici';
 
@@ -52,8 +52,9 @@ async function http1Agent(
   const connect: buildConnector.connector = (target, callback) => {
     const connector = buildConnector(ticket ? { ...connectOptions, session: ticket } : connectOptions);
     connector(target, (...args) => {
-      const socket = args[1] as TLSSocket | null;
-      if (socket) {
+      const socket = args[1];
+      // An http:// server (allowed with insecure-skip-tls-verify) gives a plain socket: no session to keep.
+      if (socket instanceof TLSSocket) {
         onConnection(socket.isSessionReused());
         // TLS 1.3 sends tickets after the handshake; the newest one is offered next time.
         socket.on('session', (session: Buffer) => (ticket = session));
