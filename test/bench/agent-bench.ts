@@ -214,7 +214,17 @@ async function main(): Promise<void> {
       };
       void poll();
     });
-    const scrape = async () => parseMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+    // Under heavy load (20 on 2 cores) /metrics may reset a connection: look again rather than end the run.
+    const scrape = async (): Promise<Samples> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return parseMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+        } catch (error) {
+          if (attempt >= 5) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      }
+    };
 
     const servers = new Map<number, string>(
       ['kcp', ...SKRS].map((plane) => [
