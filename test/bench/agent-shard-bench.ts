@@ -3,7 +3,7 @@
 //
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
 //                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
-//                          [--agent path/to/agent/dist/main.js]
+//                          [--agent path/to/agent/dist/main.js] [--kill-at resync]
 //
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync with the agents'
 // CPU per reconcile and the API servers' CPU; after kill -9 of one replica, how long until every Kyma it owned was
@@ -45,6 +45,8 @@ const RESYNC = flag('resync', '60s');
 const NAMESPACE = 'kcp-bench';
 /** Node flags for the agents, e.g. `--max-old-space-size=256` so that a runaway fails fast. */
 const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
+/** `--kill-at resync`: kill so that a survivor's periodic relist lands just before the victim's Lease expires (the orphans' worst case); default: 15 s after the measured resync. */
+const KILL_AT = flag('kill-at', 'steady');
 /** info: the kill -9 timeline reads the survivors' takeover (expiry, fence, claims) from their logs. */
 const LOG_LEVEL = flag('log-level', 'info');
 /** Membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; the agent's defaults if empty. */
@@ -66,6 +68,12 @@ interface Replica extends JournalSource {
   port: number;
 }
 
+/** `60s`, `2m`, `500ms` in seconds. */
+const seconds = (text: string) => {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(text);
+  if (!match) throw new Error(`not a duration: ${text}`);
+  return Number(match[1]) * ({ ms: 0.001, s: 1, m: 60 } as const)[match[2] as 'ms' | 's' | 'm'];
+};
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const mb = (bytes: number) => `${Math.round(bytes / 1048576)} MB`;
 
@@ -355,6 +363,16 @@ async function main(): Promise<void> {
       .filter(([, o]) => o === victim.identity)
       .map(([name]) => `${NAMESPACE}/${name}`);
     const survivors = live().filter((r) => r !== victim);
+    if (KILL_AT === 'resync') {
+      // The orphans' worst case: a survivor's own periodic relist queues all its Kymas just before the victim's
+      // Lease expires. Wait for a relist to start, then kill a resync interval less the lease duration (+1 s) later.
+      const before = await Promise.all(survivors.map((r) => sampleReplica(r).catch(() => undefined)));
+      for (const deadline = Date.now() + 2 * 60_000; Date.now() < deadline; await sleep(200)) {
+        const now = await Promise.all(survivors.map((r) => sampleReplica(r).catch(() => undefined)));
+        if (now.some((n, i) => n && before[i] && n.resyncs > before[i].resyncs)) break;
+      }
+      await sleep(Math.max(0, seconds(RESYNC) - seconds(LEASE[0] ?? '15s') - 1) * 1000);
+    }
     const atKill = await Promise.all(survivors.map((r) => sampleReplica(r).catch(() => undefined)));
     victim.child.kill('SIGKILL');
     const killedAt = process.hrtime.bigint();
