@@ -28,7 +28,6 @@
 // Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
-import { readFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, readlink, stat, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,7 +39,12 @@ import { createCa, issueLeaf, webhookDnsNames } from '@skr-watcher/pki';
 import { freePort, startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
 import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
-import { nativeMemory, tcpConnectionsByRemotePort, type NativeMemory } from '../support/process-memory.js';
+import {
+  cpuSeconds,
+  nativeMemory,
+  tcpConnectionsByRemotePort,
+  type NativeMemory,
+} from '../support/process-memory.js';
 import { startCpuProfile, summariseCpuProfile } from '../support/cpu-profile.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
@@ -405,17 +409,6 @@ async function main(): Promise<void> {
     stopAgent();
     await agentExit;
     await env.stop();
-  }
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc; 0 when it is gone. */
-function cpuSeconds(pid: number): number {
-  try {
-    // Fields after the command name: state is the 1st, utime the 12th, stime the 13th (clock ticks of 10 ms).
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return 0;
   }
 }
 

@@ -22,6 +22,7 @@ import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/clie
 import { GROUP, KINDS, LABELS, SHARDING, type Kyma } from '@skr-watcher/api';
 import { startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
+import { cpuSeconds } from '../support/process-memory.js';
 import {
   overlaps,
   reconcileIntervals,
@@ -94,17 +95,6 @@ async function metric(port: number, name: string): Promise<number> {
     .split('\n')
     .filter((line) => line.startsWith(name))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc; 0 when it is gone. */
-function cpuSeconds(pid: number): number {
-  try {
-    // Fields after the command name: state is the 1st, utime the 12th, stime the 13th (clock ticks of 10 ms).
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return 0;
-  }
 }
 
 const load = () =>

@@ -1,6 +1,19 @@
-// What the kernel says about another process's memory and sockets (Linux /proc), for the agent benches: the
-// part of RSS that is not V8's heap (malloc arenas, TLS state, thread stacks) and the connections it holds.
+// What the kernel says about another process's CPU, memory and sockets (Linux /proc), for the agent benches: the
+// CPU it used, the part of RSS that is not V8's heap (malloc arenas, TLS state, thread stacks) and the connections
+// it holds.
+import { readFileSync } from 'node:fs';
 import { readFile, readdir, readlink } from 'node:fs/promises';
+
+/** CPU seconds (user + system) a process has used so far, from /proc; 0 when it is gone. */
+export function cpuSeconds(pid: number): number {
+  try {
+    // Fields after the command name: state is the 1st, utime the 12th, stime the 13th (clock ticks of 10 ms).
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
 
 export interface NativeMemory {
   /** Resident set (kB). */
