@@ -1,8 +1,14 @@
 // One connection pool per cluster: client-node 2.0.1 builds a new undici Agent, so a new TLS connection, for
 // every request and every watch. The one place that keeps a cluster's Agent and hands it to every request.
+import { createHash } from 'node:crypto';
 import type { AgentOptions } from 'node:https';
 import { TLSSocket } from 'node:tls';
-import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import {
+  HttpMethod,
+  RequestContext,
+  type KubeConfig,
+  type SecurityAuthentication,
+} from '@kubernetes/client-node';
 import { Agent, buildConnector } from 'undici';
 
 /** A KubeConfig whose requests and watches share one connection pool. */
@@ -38,13 +44,13 @@ async function http1Agent(
   const tls: AgentOptions = {};
   await source.applyToHTTPSOptions(tls);
   const options = source.createDispatcherOptions(cluster, {
-    ca: tls.ca,
-    cert: tls.cert,
-    key: tls.key,
+    ca: heldOnce(tls.ca),
+    cert: heldOnce(tls.cert),
+    key: heldOnce(tls.key),
     pfx: tls.pfx,
     passphrase: tls.passphrase,
     ...(tls.rejectUnauthorized !== undefined ? { rejectUnauthorized: tls.rejectUnauthorized } : {}),
-    ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
+    ...(tls.servername !== undefined ? { servername: ownCopy(tls.servername) } : {}),
   });
   if (options.type !== 'agent') return undefined;
   const connectOptions = { ...options.connect, allowH2: false };
@@ -57,7 +63,7 @@ async function http1Agent(
       if (socket instanceof TLSSocket) {
         onConnection(socket.isSessionReused());
         // TLS 1.3 sends tickets after the handshake; the newest one is offered next time.
-        socket.on('session', (session: Buffer) => (ticket = session));
+        socket.on('session', (session: Buffer) => (ticket = ownBytes(session)));
       }
       callback(...args);
     });
@@ -65,25 +71,57 @@ async function http1Agent(
   return new Agent({ connect, allowH2: false, ...(connections ? { connections } : {}) });
 }
 
-const CLOSE_GRACE_MS = 1_000;
+/** PEM bytes held by some client's Agent, by their digest; an entry goes when no Agent holds its bytes. */
+const held = new Map<string, WeakRef<Buffer>>();
+const unheld = new FinalizationRegistry<string>((digest) => {
+  if (held.get(digest)?.deref() === undefined) held.delete(digest);
+});
 
 /**
- * Derives a KubeConfig that keeps everything else of `source` (credentials are still applied per request, so
- * rotating tokens work) but hands every request the same Agent, for API clients and Watch alike.
+ * The bytes of a CA bundle, certificate or key, held once however many clients use them (in the bench every SKR
+ * client of one API server carries the same three; in a fleet SKRs may share a CA) and in a buffer of their own:
+ * client-node decodes them into slices of Node's shared 8 kB allocation pool, and a slice kept by a long-lived
+ * Agent keeps the whole slab, with whatever garbage was cut from it, alive (decision 012, "Session 8").
  */
-export async function pooledKubeConfig(
+function heldOnce<T>(bytes: T): T {
+  if (!Buffer.isBuffer(bytes)) return bytes;
+  const digest = createHash('sha256').update(bytes).digest('base64');
+  const known = held.get(digest)?.deref();
+  if (known) return known as T;
+  const own = ownBytes(bytes);
+  held.set(digest, new WeakRef(own));
+  unheld.register(own, digest);
+  return own as T;
+}
+
+/** `bytes` in memory of their own: a Buffer cut from a larger ArrayBuffer (a pool slab) keeps all of it alive. */
+function ownBytes(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes;
+  const own = Buffer.allocUnsafeSlow(bytes.byteLength);
+  bytes.copy(own);
+  return own;
+}
+
+const CLOSE_GRACE_MS = 1_000;
+
+/** One cluster's pooled connections, without the KubeConfig they were built from. */
+interface ConnectionPool {
+  /** Undefined for a cluster without TLS options behind no proxy: the default dispatcher is used. */
+  readonly dispatcher: Dispatcher | undefined;
+  connectionsOpened(): number;
+  connectionsResumed(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the cluster's Agent once. Its closures hold the Agent and counters only, never `source`, so a client
+ * that does not need the KubeConfig per request lets it (and the kubeconfig text it came from) go.
+ */
+async function connectionPool(
   source: KubeConfig,
-  options: {
-    onConnection?: (resumed: boolean) => void;
-    /** At most this many connections (undefined: as many as requests in flight). */
-    connections?: number;
-  } = {},
-): Promise<PooledKubeConfig> {
-  const cluster = source.getCurrentCluster();
-  if (!cluster) throw new Error('kubeconfig has no current cluster');
-  // Let client-node build its dispatcher once (it knows proxies, CAs, client certificates), then keep it.
-  const probe = new RequestContext(cluster.server, HttpMethod.GET);
-  await source.applySecurityAuthentication(probe);
+  probe: RequestContext,
+  options: PoolOptions,
+): Promise<ConnectionPool> {
   let connections = 0;
   let resumed = 0;
   const dispatcher: Dispatcher | undefined =
@@ -98,15 +136,9 @@ export async function pooledKubeConfig(
   dispatcher?.on('connect', () => {
     connections += 1;
   });
-  // A child of the source object: every other method and field is the source's own.
-  const pooled = Object.create(source) as KubeConfig;
-  pooled.applySecurityAuthentication = async (context: RequestContext) => {
-    await source.applySecurityAuthentication(context);
-    if (dispatcher) context.setDispatcher(dispatcher);
-  };
   let closed = false;
   return {
-    kubeConfig: pooled,
+    dispatcher,
     connectionsOpened: () => connections,
     connectionsResumed: () => resumed,
     async close() {
@@ -123,4 +155,99 @@ export async function pooledKubeConfig(
       if (outcome === 'late') await dispatcher.destroy();
     },
   };
+}
+
+interface PoolOptions {
+  onConnection?: (resumed: boolean) => void;
+  /** At most this many connections (undefined: as many as requests in flight). */
+  connections?: number;
+}
+
+/** Lets client-node build the request of a cluster once (it knows proxies, CAs, client certificates, plugins). */
+async function probeRequest(source: KubeConfig): Promise<RequestContext> {
+  const cluster = source.getCurrentCluster();
+  if (!cluster) throw new Error('kubeconfig has no current cluster');
+  const probe = new RequestContext(cluster.server, HttpMethod.GET);
+  await source.applySecurityAuthentication(probe);
+  return probe;
+}
+
+/**
+ * Derives a KubeConfig that keeps everything else of `source` (credentials are still applied per request, so
+ * rotating tokens work) but hands every request the same Agent, for API clients and Watch alike.
+ */
+export async function pooledKubeConfig(
+  source: KubeConfig,
+  options: PoolOptions = {},
+): Promise<PooledKubeConfig> {
+  const pool = await connectionPool(source, await probeRequest(source), options);
+  return { ...withPool(source, pool.dispatcher), ...counters(pool) };
+}
+
+/** The counters and close of a pool, in a scope that holds no KubeConfig. */
+function counters(pool: ConnectionPool): Omit<PooledKubeConfig, 'kubeConfig'> {
+  return {
+    connectionsOpened: pool.connectionsOpened,
+    connectionsResumed: pool.connectionsResumed,
+    close: pool.close,
+  };
+}
+
+function withPool(source: KubeConfig, dispatcher: Dispatcher | undefined): { kubeConfig: KubeConfig } {
+  // A child of the source object: every other method and field is the source's own.
+  const pooled = Object.create(source) as KubeConfig;
+  pooled.applySecurityAuthentication = async (context: RequestContext) => {
+    await source.applySecurityAuthentication(context);
+    if (dispatcher) context.setDispatcher(dispatcher);
+  };
+  return { kubeConfig: pooled };
+}
+
+/** What API clients of one cluster apply to each request, and the pool behind it. */
+export interface PooledAuthentication extends Omit<PooledKubeConfig, 'kubeConfig'> {
+  readonly auth: SecurityAuthentication;
+}
+
+/**
+ * Like pooledKubeConfig, for API clients only (not Watch). A user whose credentials are fixed in the kubeconfig
+ * (client certificate, token, basic auth; no exec or auth-provider plugin, which may refresh a token) gets its
+ * headers computed once: client-node would decode the CA, certificate and key from base64 and build (and drop) an
+ * undici Agent on every request, and the KubeConfig, with the kubeconfig text its fields were cut from, would
+ * live as long as the client (decision 012, "Session 8"). Other users keep client-node's per-request path.
+ */
+export async function pooledAuthentication(
+  source: KubeConfig,
+  options: PoolOptions = {},
+): Promise<PooledAuthentication> {
+  const probe = await probeRequest(source);
+  const pool = await connectionPool(source, probe, options);
+  const user = source.getCurrentUser();
+  const pluginless = !user?.exec && !user?.authProvider;
+  return {
+    auth: pluginless
+      ? fixedAuthentication(probe.getHeaders(), pool.dispatcher)
+      : withPool(source, pool.dispatcher).kubeConfig,
+    ...counters(pool),
+  };
+}
+
+/** Sets the same headers and Agent on every request; holds copies of the header values only. */
+function fixedAuthentication(
+  headers: Record<string, string>,
+  dispatcher: Dispatcher | undefined,
+): SecurityAuthentication {
+  // Copies: a value built from a kubeconfig field may be a slice that keeps the whole kubeconfig text alive.
+  const fixed = Object.entries(headers).map(([name, value]) => [name, ownCopy(value)] as const);
+  return {
+    getName: () => 'kubeconfig authentication (fixed credentials, pooled)',
+    applySecurityAuthentication(context) {
+      for (const [name, value] of fixed) context.setHeaderParam(name, value);
+      if (dispatcher) context.setDispatcher(dispatcher);
+    },
+  };
+}
+
+/** A string that shares no memory with `value` (V8 cuts substrings as views of their parent). */
+export function ownCopy(value: string): string {
+  return Buffer.from(value, 'utf8').toString('utf8');
 }

@@ -25,7 +25,7 @@ import { getGlobalDispatcher, type Dispatcher } from 'undici';
 import { KubeRequestError, isUnreachable } from './apply.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
 import type { ListPage } from './informer.js';
-import { pooledKubeConfig } from './pooled-kubeconfig.js';
+import { ownCopy, pooledAuthentication } from './pooled-kubeconfig.js';
 import type { ClusterKind, KubeRequestMetrics } from './request-metrics.js';
 
 /** KubernetesObjectApi with its discovery lookup (cached per group-version, fetched again for an unknown kind) in reach. */
@@ -105,9 +105,11 @@ export async function createClusterClient(
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster)
     throw new Error(`kubeconfig${options.name ? ` of ${options.name}` : ''} has no current cluster`);
-  const name = options.name ?? cluster.name;
+  const name = options.name ?? ownCopy(cluster.name);
+  // A copy: the client outlives the KubeConfig, whose fields may be slices of the whole kubeconfig text.
+  const server = ownCopy(cluster.server);
   const metrics = options.metrics;
-  const pool = await pooledKubeConfig(kubeConfig, {
+  const pool = await pooledAuthentication(kubeConfig, {
     ...(metrics
       ? { onConnection: (resumed: boolean) => metrics.counters.connection(metrics.kind, resumed) }
       : {}),
@@ -123,9 +125,9 @@ export async function createClusterClient(
   if (timeoutMs !== undefined) httpApi = timeBound(httpApi, timeoutMs);
   const boundByDeadline = options.boundByDeadline === true;
   const configuration: Configuration = createConfiguration({
-    baseServer: new ServerConfiguration(cluster.server, {}),
+    baseServer: new ServerConfiguration(server, {}),
     httpApi,
-    authMethods: { default: pool.kubeConfig },
+    authMethods: { default: pool.auth },
     promiseMiddleware: [
       {
         pre: async (context) => {
@@ -140,7 +142,7 @@ export async function createClusterClient(
   });
   return {
     name,
-    server: cluster.server,
+    server,
     core: new CoreV1Api(configuration),
     custom: new CustomObjectsApi(configuration),
     apiextensions: new ApiextensionsV1Api(configuration),

@@ -12,6 +12,7 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { LABELS, LIMITS } from '@skr-watcher/api';
 import { createCa, issueLeaf } from '@skr-watcher/pki';
 import { sharedEnvironment, type Environment } from '@skr-watcher/testenv';
+import { errorCodeOf } from '../../../test/support/error-code.js';
 import { hugeBody, malformedKubeconfig, startHostileSkr } from '../../../test/support/hostile-skr.js';
 import {
   apiErrorCode,
@@ -98,7 +99,7 @@ describe('cluster clients (real API servers)', function () {
           () => undefined,
           (e: unknown) => e,
         );
-        codes.push(tlsCodeOf(error));
+        codes.push(errorCodeOf(error));
       } finally {
         await client.close();
       }
@@ -480,13 +481,3 @@ current-context: x
     });
   });
 });
-
-/** The `code` of the first error in a cause chain that has one (TLS failures arrive wrapped by fetch). */
-function tlsCodeOf(error: unknown): string {
-  for (let current = error, depth = 0; current instanceof Error && depth < 8; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    current = current.cause;
-  }
-  return `no code in ${String(error)}`;
-}
