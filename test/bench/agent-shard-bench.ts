@@ -3,12 +3,14 @@
 //
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
 //                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
-//                          [--agent path/to/agent/dist/main.js] [--kill-at resync]
+//                          [--agent path/to/agent/dist/main.js] [--kill-at resync] [--skip-resync]
 //
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync with the agents'
 // CPU per reconcile and the API servers' CPU; after kill -9 of one replica, how long until every Kyma it owned was
 // reconciled by a survivor, with a timeline (the victim's last renewal, each survivor's expiry, fence and claims from
-// its log, the orphans' first reconciles from the journals, the survivors' pacer and queue every 2 s); after a further replica joins, how many Kymas moved; overlapping reconciles of one
+// its log, the orphans' first reconciles from the journals, the survivors' pacer and queue every 2 s) and what the
+// takeover cost per orphan (survivors', API servers' and etcd's CPU from the kill until the last orphan's first
+// reconcile ended, and the survivors' requests by cluster, verb and resource); after a further replica joins, how many Kymas moved; overlapping reconciles of one
 // Kyma (from the replicas' journals); per replica how often it suspended and whether it lost membership (logs).
 // Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
 // join moves ≤ 35 %, zero overlaps.
@@ -48,6 +50,8 @@ const NAMESPACE = 'kcp-bench';
 const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
 /** `--kill-at resync`: kill so that a survivor's periodic relist lands just before the victim's Lease expires (the orphans' worst case); default: 15 s after the measured resync. */
 const KILL_AT = flag('kill-at', 'steady');
+/** `--skip-resync`: kill 15 s after all are Ready, without measuring a full resync first (takeover runs). */
+const SKIP_RESYNC = process.argv.includes('--skip-resync');
 /** info: the kill -9 timeline reads the survivors' takeover (expiry, fence, claims) from their logs. */
 const LOG_LEVEL = flag('log-level', 'info');
 /** Membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; the agent's defaults if empty. */
@@ -95,6 +99,29 @@ async function metric(port: number, name: string): Promise<number> {
     .split('\n')
     .filter((line) => line.startsWith(name))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/** Every sample of `name` on a replica's /metrics, by its label set (`{cluster="kcp",verb="get",…}`). */
+async function metricSamples(port: number, name: string): Promise<Map<string, number>> {
+  const text = await (
+    await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })
+  ).text();
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const labels = line.slice(name.length, line.lastIndexOf(' '));
+    samples.set(labels, Number(line.slice(line.lastIndexOf(' ') + 1)));
+  }
+  return samples;
+}
+
+/** What the survivors, the API servers and etcd have spent so far: CPU seconds and requests by label set. */
+interface Spent {
+  agentCpu: number;
+  serverCpu: number;
+  etcdCpu: number;
+  requests: Map<string, number>;
+  connections: Map<string, number>;
 }
 
 const load = () =>
@@ -303,7 +330,7 @@ async function main(): Promise<void> {
     const apiCpu = () => apiServers.map(cpuSeconds);
     let cpuAtStart = { agents: 0, api: [] as number[] };
     let resyncStart = 0;
-    for (const deadline = Date.now() + 10 * 60_000; Date.now() < deadline; await sleep(200)) {
+    for (const deadline = Date.now() + 10 * 60_000; !SKIP_RESYNC && Date.now() < deadline; await sleep(200)) {
       // A replica's /metrics may reset a connection under load (seen at load 28): look again.
       const now = await resyncs().catch(() => undefined);
       if (!now) continue;
@@ -364,6 +391,29 @@ async function main(): Promise<void> {
       await sleep(Math.max(0, seconds(RESYNC) - seconds(LEASE[0] ?? '15s') - 1) * 1000);
     }
     const atKill = await Promise.all(survivors.map((r) => sampleReplica(r).catch(() => undefined)));
+    const planePids = new Set(apiServers);
+    const etcdPids = env.pids().filter((pid) => !planePids.has(pid));
+    const sumOf = (maps: Map<string, number>[]) => {
+      const sum = new Map<string, number>();
+      for (const map of maps) for (const [k, v] of map) sum.set(k, (sum.get(k) ?? 0) + v);
+      return sum;
+    };
+    const spent = async (): Promise<Spent> => ({
+      agentCpu: (
+        await Promise.all(survivors.map((r) => metric(r.port, 'process_cpu_seconds_total').catch(() => NaN)))
+      ).reduce((a, b) => a + b, 0),
+      serverCpu: apiCpu().reduce((a, b) => a + b, 0),
+      etcdCpu: etcdPids.map(cpuSeconds).reduce((a, b) => a + b, 0),
+      requests: sumOf(
+        await Promise.all(survivors.map((r) => metricSamples(r.port, 'skr_agent_kube_requests_total'))),
+      ),
+      connections: sumOf(
+        await Promise.all(
+          survivors.map((r) => metricSamples(r.port, 'skr_agent_kube_tls_connections_total')),
+        ),
+      ),
+    });
+    const spentAtKill = await spent();
     victim.child.kill('SIGKILL');
     const killedAt = process.hrtime.bigint();
     const killedMs = Date.now();
@@ -392,6 +442,7 @@ async function main(): Promise<void> {
         );
       }
       if (firsts.ended.every((run) => run !== undefined)) {
+        const spentAtEnd = await spent();
         console.log(
           `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled to the end by survivors ${Date.now() - killedMs} ms later`,
         );
@@ -412,6 +463,33 @@ async function main(): Promise<void> {
           `  survivors (limit, waiting for a slot, queue depth, in flight, resync adds since the kill):`,
         );
         for (const line of samples) console.log(line);
+        const n = orphans.length;
+        const perOrphan = (seconds: number) => `${((1000 * seconds) / n).toFixed(1)} ms`;
+        console.log(
+          `takeover cost per orphan (kill to the last first reconcile's end, idle and routine work included): CPU ` +
+            `survivors ${perOrphan(spentAtEnd.agentCpu - spentAtKill.agentCpu)}, API servers ${perOrphan(
+              spentAtEnd.serverCpu - spentAtKill.serverCpu,
+            )}, etcd ${perOrphan(spentAtEnd.etcdCpu - spentAtKill.etcdCpu)}`,
+        );
+        const delta = (end: Map<string, number>, start: Map<string, number>) =>
+          [...end]
+            .map(([labels, value]) => [labels, value - (start.get(labels) ?? 0)] as const)
+            .filter(([, d]) => d > 0)
+            .sort((a, b) => b[1] - a[1]);
+        const requests = delta(spentAtEnd.requests, spentAtKill.requests);
+        const total = requests.reduce((sum, [, d]) => sum + d, 0);
+        console.log(
+          `  survivors' requests per orphan: ${(total / n).toFixed(2)} (${requests
+            .map(
+              ([labels, d]) => `${labels.replace(/[{}"]/g, '').replace(/\w+=/g, '')} ${(d / n).toFixed(2)}`,
+            )
+            .join('; ')})`,
+        );
+        console.log(
+          `  TLS connections per orphan: ${delta(spentAtEnd.connections, spentAtKill.connections)
+            .map(([labels, d]) => `${labels.replace(/[{}"]/g, '')} ${(d / n).toFixed(2)}`)
+            .join('; ')}`,
+        );
         break;
       }
     }

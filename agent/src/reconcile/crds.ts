@@ -3,14 +3,23 @@
 // managed-by skr-watcher) whose digest differs is replaced, so an SKR set up by an older agent gains the fields
 // added since (otherwise the API server would prune them, e.g. `managed: false`). A CRD someone else installed
 // (upstream lifecycle-manager, a platform's own tooling) is left alone. A client whose CRDs were checked is
-// remembered until it is rebuilt: a new agent version checks every SKR once.
+// remembered until it is rebuilt: a new agent version checks every SKR once. The check reads each CRD's metadata
+// only (labels, annotations, resourceVersion decide it): a full CRD is tens of kB of schema and managedFields that
+// the API server encodes and the agent parses into client-node's model, on every new SKR client, i.e. for every
+// Kyma a replica takes over (decisions 012, 016).
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadYaml, type V1CustomResourceDefinition } from '@kubernetes/client-node';
+import { loadYaml, setHeaderOptions, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, MANAGED_BY } from '@skr-watcher/api';
-import { getOrUndefined, isConflict, withContext, type ClusterClient } from '@skr-watcher/kube';
+import {
+  PARTIAL_OBJECT_METADATA,
+  getOrUndefined,
+  isConflict,
+  withContext,
+  type ClusterClient,
+} from '@skr-watcher/kube';
 
 /** manifests/crds of this repository, from src/reconcile or dist/reconcile alike. */
 export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
@@ -26,6 +35,9 @@ export const SKR_CRDS = [
 export const CRD_DIGEST_ANNOTATION = 'operator.kyma-project.io/crd-digest';
 
 const ESTABLISH_TIMEOUT_MS = 10_000;
+
+/** A CRD read as PartialObjectMetadata: no spec, no status ('append' keeps the client's deadline middleware). */
+const metadataOnly = setHeaderOptions('Accept', PARTIAL_OBJECT_METADATA);
 
 /** What a check changed in the SKR, by CRD name. */
 export interface CrdCheck {
@@ -46,7 +58,7 @@ export async function ensureSkrCrds(skr: ClusterClient, crdDir: string = DEFAULT
   if (verified.has(skr)) return check;
   for (const { name, file } of SKR_CRDS) {
     const present = await getOrUndefined(`read CRD ${name} in ${skr.name}`, () =>
-      skr.apiextensions.readCustomResourceDefinition({ name }),
+      skr.apiextensions.readCustomResourceDefinition({ name }, metadataOnly),
     );
     if (present && !installedByUs(present)) continue;
     const wanted = await crdManifest(join(crdDir, file), name);

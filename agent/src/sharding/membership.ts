@@ -17,7 +17,7 @@ import {
   type V1Lease,
 } from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS, SHARDING, jittered } from '@skr-watcher/api';
-import { LEADER_ELECTION_DEFAULTS, systemClock, type Clock } from '@skr-watcher/kube';
+import { LEADER_ELECTION_DEFAULTS, unrefClock, type Clock } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 
 export interface Member {
@@ -143,7 +143,7 @@ export function createMembership(options: MembershipOptions): Membership {
    * renewal): half the margin between renew deadline and lease duration, the other half for a late timer.
    */
   const drainDeadlineMs = renewDeadlineMs + (leaseDurationMs - renewDeadlineMs) / 2;
-  const clock = options.clock ?? systemClock;
+  const clock = options.clock ?? unrefClock;
   const logger = options.logger?.child({ subsystem: 'membership', ring, identity });
   const api = options.kubeConfig.makeApiClient(CoordinationV1Api);
   const leaseName = `${ring}-${identity}`.slice(0, 253);

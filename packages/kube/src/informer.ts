@@ -4,7 +4,7 @@
 import { CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { backoffDelay } from '@skr-watcher/api';
 import { Counter, Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
-import { systemClock, type Clock, type TimerHandle } from './workqueue.js';
+import { unrefClock, type Clock, type TimerHandle } from './workqueue.js';
 
 /** The least an object must carry to be cached. */
 export interface CachedObject {
@@ -174,7 +174,7 @@ export class ResilientInformer<T extends CachedObject> {
     this.backoffMaxMs = options.backoffMaxMs ?? 15_000;
     this.pageSize = options.pageSize ?? 500;
     this.transform = options.transform ?? ((object) => object);
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? unrefClock;
     this.logger = options.logger?.child({ resource: this.resource });
     this.metrics = informerMetrics(options.registry);
   }

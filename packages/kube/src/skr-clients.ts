@@ -50,7 +50,7 @@ export class DiscoveringObjectApi extends KubernetesObjectApi {
 }
 
 /** Accept header of a metadata-only read (what `kubectl get --show-kind -o name` and client-go's metadata client ask). */
-const PARTIAL_OBJECT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+export const PARTIAL_OBJECT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 /** The API clients of one cluster; they share one connection pool. */
 export interface ClusterClient {

@@ -1,17 +1,12 @@
 // A keyed work queue with client-go semantics: a key is never processed twice at once, repeated adds
 // coalesce, adds during processing re-run the key afterwards, failures back off per key.
-import {
-  REQUEUE_MS,
-  backoffDelay,
-  unrefClock as systemClock,
-  type Clock,
-  type TimerHandle,
-} from '@skr-watcher/api';
+import { REQUEUE_MS, backoffDelay, unrefClock, type Clock, type TimerHandle } from '@skr-watcher/api';
 import { Counter, Gauge, Histogram, registeredMetric, type Registry } from '@skr-watcher/telemetry';
 import type { Logger } from '@skr-watcher/telemetry';
 
-// One clock interface for every app and package (@skr-watcher/api); queue timers do not hold a stopping process.
-export { systemClock, type Clock, type TimerHandle };
+// One clock interface for every app and package (@skr-watcher/api); queue, informer and membership timers do not
+// hold a stopping process (`unrefClock`; `systemClock` is the one whose timers do).
+export { unrefClock, type Clock, type TimerHandle };
 
 /**
  * What a run may tell the queue about itself. A run that waits for something of this process (a pacing slot) is
@@ -222,7 +217,7 @@ export class WorkQueue {
 
     this.backoffBaseMs = options.backoffBaseMs ?? REQUEUE_MS.backoffBase;
     this.backoffMaxMs = options.backoffMaxMs ?? REQUEUE_MS.backoffMax;
-    this.clock = options.clock ?? systemClock;
+    this.clock = options.clock ?? unrefClock;
     this.logger = options.logger;
     this.failureLogLevel = options.processLogsFailures ? 'debug' : 'warn';
     this.metrics = queueMetrics(options.registry);
