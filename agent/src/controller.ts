@@ -20,8 +20,10 @@ import {
   customResourceSource,
   objectKey,
   secretSource,
+  secretVersion,
   type CachedObject,
   type Clock,
+  type KnownSecret,
   type RunPhase,
 } from '@skr-watcher/kube';
 import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
@@ -67,8 +69,8 @@ export interface Controller {
   kymaKeys(): string[];
   /** The Kyma `namespace/name` as the watch cache has it (maybe a moment old). */
   cachedKyma(kymaKey: string): Kyma | undefined;
-  /** `<uid>/<resourceVersion>` of the Kyma's one kubeconfig Secret in the watch cache; undefined unless exactly one. */
-  kubeconfigSecretVersion(kyma: string): string | undefined;
+  /** The Kyma's one kubeconfig Secret in the watch cache (name, `<uid>/<resourceVersion>`); undefined unless exactly one. */
+  kubeconfigSecret(kyma: string): KnownSecret | undefined;
   /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache. */
   syncResourceNames(kyma: string): string[];
   /** The catalog, Watchers and each Kyma's ModuleConfigs, for the reconciler to read instead of listing them. */
@@ -329,15 +331,15 @@ export function createController(options: ControllerOptions): Controller {
     },
     kymaKeys: () => kymas.keys(),
     cachedKyma: (kymaKey) => kymas.get(kymaKey),
-    kubeconfigSecretVersion(kyma) {
+    kubeconfigSecret(kyma) {
       // Only once synced: before that a missing Secret is not proof of anything, and the reconciler reads it.
       if (!secrets.hasSynced) return undefined;
       const found = secrets
         .byIndex(SECRET_KYMA_INDEX, kyma)
         .filter((secret) => secret.data?.[DEFAULTS.kubeconfigSecretKey] !== undefined);
       const secret = found.length === 1 ? found[0] : undefined;
-      return secret?.metadata
-        ? `${secret.metadata.uid ?? ''}/${secret.metadata.resourceVersion ?? ''}`
+      return secret?.metadata?.name
+        ? { name: secret.metadata.name, version: secretVersion(secret) }
         : undefined;
     },
     syncResourceNames: (kyma) =>

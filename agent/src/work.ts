@@ -46,8 +46,8 @@ export async function startWork(
     syncResourcePolicy: config.syncResourcePolicy,
     // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources.
     syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
-    // The Secret watch knows each kubeconfig's resourceVersion: the reconciler reads a Secret only when it changed.
-    kubeconfigSecretVersion: (kyma) => controller?.kubeconfigSecretVersion(kyma),
+    // The Secret watch knows each kubeconfig Secret and its version: the reconciler reads it (by name) only when it changed.
+    kubeconfigSecret: (kyma) => controller?.kubeconfigSecret(kyma),
     // A targeted mirror reads the ModuleConfig of the module the cached Kyma names alongside the fresh Kyma read.
     cachedKyma: (kymaKey) => controller?.cachedKyma(kymaKey),
     // The catalog, Watchers and ModuleConfigs the controller watches anyway: no list of them per pass.

@@ -278,10 +278,11 @@ describe('controller triggers on a real KCP', function () {
       },
     });
     // Without the kubeconfig Secret cached, the answer is undefined (or, mistaken, the certificate's version).
-    await waitUntil('a version for delta', () => controller.kubeconfigSecretVersion('delta') !== undefined);
-    expect(controller.kubeconfigSecretVersion('delta')).to.equal(
-      `${kubeconfig.metadata?.uid}/${kubeconfig.metadata?.resourceVersion}`,
-    );
+    await waitUntil('a version for delta', () => controller.kubeconfigSecret('delta') !== undefined);
+    expect(controller.kubeconfigSecret('delta')).to.deep.equal({
+      name: 'kubeconfig-delta',
+      version: `${kubeconfig.metadata?.uid}/${kubeconfig.metadata?.resourceVersion}`,
+    });
   });
 
   it('maps a ModuleConfig edited or deleted by hand to its Kyma', async () => {

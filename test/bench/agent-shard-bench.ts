@@ -90,6 +90,45 @@ async function freePort(): Promise<number> {
   return typeof address === 'object' && address ? address.port : 0;
 }
 
+/** Every sample of a replica's /metrics as `name{labels}` → value. */
+async function scrapeAll(port: number): Promise<Map<string, number>> {
+  const text = await (
+    await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })
+  ).text();
+  const found = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const space = line.lastIndexOf(' ');
+    found.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return found;
+}
+
+/**
+ * Requests of all replicas between two looks (skr_agent_kube_requests_total, summed over replicas) per reconcile,
+ * by cluster, verb and resource: what grows with the fleet shows here (decision 016).
+ */
+function requestsPerReconcile(
+  before: Map<string, number>[],
+  after: Map<string, number>[],
+  reconciles: number,
+) {
+  const total = new Map<string, number>();
+  after.forEach((samplesNow, i) => {
+    for (const [key, value] of samplesNow) {
+      if (!key.startsWith('skr_agent_kube_requests_total{')) continue;
+      const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(key)?.[1] ?? '';
+      const what = `${label('cluster')} ${label('verb')} ${label('resource')}`;
+      total.set(what, (total.get(what) ?? 0) + value - (before[i]?.get(key) ?? 0));
+    }
+  });
+  return [...total]
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => a[0].localeCompare(b[0]))
+    .map(([what, n]) => `${what} ${(n / reconciles).toFixed(2)}`)
+    .join(', ');
+}
+
 async function metric(port: number, name: string): Promise<number> {
   // Bounded: a replica whose event loop is stuck must not stall the bench.
   const text = await (
@@ -327,8 +366,11 @@ async function main(): Promise<void> {
         await Promise.all(live().map((r) => metric(r.port, 'process_cpu_seconds_total').catch(() => NaN)))
       ).reduce((a, b) => a + b, 0);
     const apiServers = ['kcp', ...SKRS].map((plane) => env.plane(plane).pid());
-    const apiCpu = () => apiServers.map(cpuSeconds);
+    // etcd (one or more processes of the environment that are not API servers) is charged per reconcile too.
+    const etcds = env.pids().filter((pid) => !apiServers.includes(pid));
+    const apiCpu = () => [...apiServers, ...etcds].map(cpuSeconds);
     let cpuAtStart = { agents: 0, api: [] as number[] };
+    let requestsAtStart: Map<string, number>[] = [];
     let resyncStart = 0;
     for (const deadline = Date.now() + 10 * 60_000; !SKIP_RESYNC && Date.now() < deadline; await sleep(200)) {
       // A replica's /metrics may reset a connection under load (seen at load 28): look again.
@@ -338,6 +380,7 @@ async function main(): Promise<void> {
       if (!resyncStart && grown > 0) {
         resyncStart = Date.now();
         cpuAtStart = { agents: await agentCpu(), api: apiCpu() };
+        requestsAtStart = await Promise.all(live().map((r) => scrapeAll(r.port)));
       }
       const busy = await Promise.all(
         live().map(
@@ -349,7 +392,10 @@ async function main(): Promise<void> {
       if (resyncStart && grown >= KYMAS && busy.every((b) => b === 0)) {
         const seconds = (Date.now() - resyncStart) / 1000;
         const agents = (await agentCpu()) - cpuAtStart.agents;
-        const api = apiCpu().map((cpu, i) => cpu - (cpuAtStart.api[i] ?? 0));
+        const all = apiCpu().map((cpu, i) => cpu - (cpuAtStart.api[i] ?? 0));
+        const api = all.slice(0, apiServers.length);
+        const etcd = all.slice(apiServers.length).reduce((a, b) => a + b, 0);
+        const requestsNow = await Promise.all(live().map((r) => scrapeAll(r.port)));
         console.log(
           `full resync: ${KYMAS} Kymas reconciled again in ${Math.round(seconds * 1000)} ms; ${load()}`,
         );
@@ -357,7 +403,11 @@ async function main(): Promise<void> {
           `  CPU meanwhile: agents ${agents.toFixed(1)} s (${((1000 * agents) / KYMAS).toFixed(1)} ms per reconcile); ` +
             `API servers ${['kcp', ...SKRS].map((p, i) => `${p} ${(api[i] ?? 0).toFixed(1)} s`).join(', ')} ` +
             `(${((1000 * api.reduce((a, b) => a + b, 0)) / KYMAS).toFixed(1)} ms per reconcile; ` +
-            `${(api.reduce((a, b) => a + b, 0) / seconds).toFixed(2)} cores)`,
+            `${(api.reduce((a, b) => a + b, 0) / seconds).toFixed(2)} cores); ` +
+            `etcd ${etcd.toFixed(1)} s (${((1000 * etcd) / KYMAS).toFixed(1)} ms per reconcile)`,
+        );
+        console.log(
+          `  requests per reconcile (all replicas): ${requestsPerReconcile(requestsAtStart, requestsNow, KYMAS)}`,
         );
         break;
       }

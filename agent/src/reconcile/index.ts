@@ -55,6 +55,7 @@ import {
   getCustomObject,
   kubeRequestMetrics,
   type ClusterClient,
+  type KnownSecret,
   type SkrClients,
   withinDeadline,
 } from '@skr-watcher/kube';
@@ -135,8 +136,8 @@ export interface ReconcilerOptions {
    * on the next pass.
    */
   syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
-  /** `<uid>/<resourceVersion>` of a Kyma's kubeconfig Secret from a watch cache: unchanged, it is not read again. */
-  kubeconfigSecretVersion?: (kyma: string) => string | undefined;
+  /** A Kyma's kubeconfig Secret (name, `<uid>/<resourceVersion>`) from a watch cache: unchanged, it is not read again. */
+  kubeconfigSecret?: (kyma: string) => KnownSecret | undefined;
   /**
    * The Kyma `namespace/name` from a watch cache. A targeted mirror takes the module its status names as a guess, to
    * read that ModuleConfig alongside the fresh Kyma read instead of after it; the fresh read still decides.
@@ -250,7 +251,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     });
     const skrClients = createSkrClients({
       kcp,
-      ...(options.kubeconfigSecretVersion ? { secretVersionOf: options.kubeconfigSecretVersion } : {}),
+      ...(options.kubeconfigSecret ? { knownSecretOf: options.kubeconfigSecret } : {}),
       namespace,
       timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
       logger,

@@ -560,7 +560,16 @@ export function secretSource(
         limit,
         _continue: continueToken,
       });
-      return { items: page.items, metadata: page.metadata };
+      // client-node's typed V1ListMeta names the token `_continue` (`continue` is a reserved word): without this
+      // mapping the relist stopped after its first page, and the cache knew 500 Secrets of a larger namespace.
+      const metadata = page.metadata;
+      return {
+        items: page.items,
+        metadata: {
+          ...(metadata?.resourceVersion ? { resourceVersion: metadata.resourceVersion } : {}),
+          ...(metadata?._continue ? { continue: metadata._continue } : {}),
+        },
+      };
     },
   };
 }

@@ -18,11 +18,12 @@ import {
   type RequestContext,
   type ResponseBody,
   type V1APIResource,
+  type V1Secret,
 } from '@kubernetes/client-node';
 import { DEFAULTS, LABELS, LIMITS, backoffDelay } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 import { getGlobalDispatcher, type Dispatcher } from 'undici';
-import { KubeRequestError, isUnreachable } from './apply.js';
+import { KubeRequestError, isNotFound, isUnreachable } from './apply.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
 import type { ListPage } from './informer.js';
 import { ownCopy, pooledAuthentication } from './pooled-kubeconfig.js';
@@ -446,10 +447,12 @@ export interface SkrClientsOptions {
   /** Largest SKR answer read (default LIMITS.skrResponseBytes): an SKR cannot exhaust the agent's memory. */
   maxResponseBytes?: number;
   /**
-   * `<uid>/<resourceVersion>` of the Kyma's kubeconfig Secret as a watch cache knows it (undefined: unknown).
-   * While it equals the cached client's, the Secret is not read again: no list, no kubeconfig bytes per reconcile.
+   * The Kyma's one kubeconfig Secret as a watch cache knows it (undefined: unknown, or not exactly one). While its
+   * version equals the cached client's, the Secret is not read again: no request, no kubeconfig bytes per
+   * reconcile. When it differs, the Secret is read by name (one object) instead of listed by label: the API
+   * server answers a label-selected list by scanning every Secret of the namespace (decision 016).
    */
-  secretVersionOf?: (kyma: string) => string | undefined;
+  knownSecretOf?: (kyma: string) => KnownSecret | undefined;
   logger?: Logger;
   /** Counts the SKR clients' requests and connections as `skr`. */
   metrics?: KubeRequestMetrics;
@@ -469,6 +472,18 @@ export interface SkrClients {
   close(): Promise<void>;
 }
 
+/** A kubeconfig Secret as a watch cache knows it. */
+export interface KnownSecret {
+  name: string;
+  /** `<uid>/<resourceVersion>`. */
+  version: string;
+}
+
+/** `<uid>/<resourceVersion>` of a Secret: what a cached SKR client was built from. */
+export function secretVersion(secret: V1Secret): string {
+  return `${secret.metadata?.uid ?? ''}/${secret.metadata?.resourceVersion ?? ''}`;
+}
+
 interface CacheEntry {
   key: string;
   skr: SkrClient;
@@ -480,10 +495,23 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
   const building = new Map<string, Promise<SkrClient | undefined>>();
   const { kcp, namespace, logger } = options;
 
-  async function lookup(kyma: string): Promise<SkrClient | undefined> {
-    const known = options.secretVersionOf?.(kyma);
-    const current = entries.get(kyma);
-    if (known !== undefined && current?.key === known) return current.skr;
+  /** The Secret by name, if it is still this Kyma's kubeconfig Secret; undefined when gone or no longer so. */
+  async function readKnown(kyma: string, known: KnownSecret): Promise<V1Secret | undefined> {
+    let secret: V1Secret;
+    try {
+      secret = await kcp.core.readNamespacedSecret({ namespace, name: known.name });
+    } catch (cause) {
+      if (isNotFound(cause)) return undefined;
+      throw new KubeRequestError(`read Secret ${namespace}/${known.name} in ${kcp.name}`, cause);
+    }
+    const isKubeconfig =
+      secret.metadata?.labels?.[LABELS.kymaName] === kyma &&
+      secret.data?.[DEFAULTS.kubeconfigSecretKey] !== undefined;
+    return isKubeconfig ? secret : undefined;
+  }
+
+  /** The Kyma's one kubeconfig Secret by label; undefined when there is none, an error when there are several. */
+  async function listOne(kyma: string): Promise<V1Secret | undefined> {
     const labelSelector = `${LABELS.kymaName}=${kyma}`;
     let list;
     try {
@@ -494,20 +522,29 @@ export function createSkrClients(options: SkrClientsOptions): SkrClients {
       throw new KubeRequestError(`list Secrets ${namespace} -l ${labelSelector} in ${kcp.name}`, cause);
     }
     const secrets = list.items.filter((secret) => secret.data?.[DEFAULTS.kubeconfigSecretKey] !== undefined);
-    if (secrets.length === 0) {
-      await drop(kyma);
-      return undefined;
-    }
     if (secrets.length > 1) {
       const names = secrets.map((s) => s.metadata?.name).join(', ');
       throw new Error(
         `Kyma ${namespace}/${kyma}: ${secrets.length} kubeconfig Secrets (${names}); expected one`,
       );
     }
-    const secret = secrets[0]!;
+    return secrets[0];
+  }
+
+  async function lookup(kyma: string): Promise<SkrClient | undefined> {
+    const known = options.knownSecretOf?.(kyma);
+    const current = entries.get(kyma);
+    if (known !== undefined && current?.key === known.version) return current.skr;
+    // A GET costs the API server one object; the list (a scan of every Secret of the namespace) only when the
+    // watch cache does not know the Kyma's Secret, or the one it knows is gone or relabelled.
+    const secret = (known ? await readKnown(kyma, known) : undefined) ?? (await listOne(kyma));
+    if (!secret) {
+      await drop(kyma);
+      return undefined;
+    }
     const name = secret.metadata?.name ?? '';
     const resourceVersion = secret.metadata?.resourceVersion ?? '';
-    const key = `${secret.metadata?.uid ?? ''}/${resourceVersion}`;
+    const key = secretVersion(secret);
     const cached = entries.get(kyma);
     if (cached?.key === key) return cached.skr;
 

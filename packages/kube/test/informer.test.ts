@@ -2,11 +2,11 @@
 // server restarts, after a 410 Gone, and after its watchdog restarts a silent watch.
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { ResilientInformer, customResourceSource, objectKey } from '../src/informer.js';
+import { ResilientInformer, customResourceSource, objectKey, secretSource } from '../src/informer.js';
 import { pooledKubeConfig } from '../src/pooled-kubeconfig.js';
 import { waitUntil } from '../../../test/support/eventually.js';
 
@@ -126,6 +126,26 @@ describe('ResilientInformer on a real API server', function () {
     expect(informer.byIndex('runtime-id', 'rt-1')).to.deep.equal([]);
     expect(informer.byIndex('runtime-id', 'rt-2').map(objectKey)).to.deep.equal([`${namespace}/second`]);
     expect(informer.byIndex('runtime-id', 'rt-3').map(objectKey)).to.deep.equal([`${namespace}/third`]);
+    await informer.stop();
+  });
+
+  it('pages through every Secret of a label selector (client-node names the continue token `_continue`)', async () => {
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const names = ['kubeconfig-a', 'kubeconfig-b', 'kubeconfig-c', 'kubeconfig-d', 'kubeconfig-e'];
+    for (const name of names) {
+      await core.createNamespacedSecret({
+        namespace,
+        body: { metadata: { name, labels: { [LABELS.kymaName]: name } }, stringData: { config: 'x' } },
+      });
+    }
+    const informer = new ResilientInformer<V1Secret>({
+      kubeConfig,
+      source: secretSource(kubeConfig, { namespace, labelSelector: LABELS.kymaName }),
+      pageSize: 2, // three pages: before the fix only the first was read
+    });
+    informer.start();
+    await informer.waitForSync();
+    expect(informer.keys().sort()).to.deep.equal(names.map((name) => `${namespace}/${name}`));
     await informer.stop();
   });
 

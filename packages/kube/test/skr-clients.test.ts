@@ -23,7 +23,11 @@ import {
   isUnreachable,
   kubeConfigFromYaml,
   listInPages,
+  describeRequest,
+  secretVersion,
   type ClusterClient,
+  type KnownSecret,
+  type KubeRequestMetrics,
 } from '../src/index.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -282,13 +286,13 @@ current-context: x
     });
 
     it('does not read the Secret again while the watch reports the uid/resourceVersion its client was built from', async function () {
-      let known: string | undefined;
-      const skrs = createSkrClients({ kcp, namespace: ns, timeoutMs: 5_000, secretVersionOf: () => known });
+      let known: KnownSecret | undefined;
+      const skrs = createSkrClients({ kcp, namespace: ns, timeoutMs: 5_000, knownSecretOf: () => known });
       try {
         await writeSecret('skr1');
         const first = await skrs.forKyma('k1');
         const secret = await kcp.core.readNamespacedSecret({ namespace: ns, name: secretName });
-        known = `${secret.metadata?.uid ?? ''}/${secret.metadata?.resourceVersion ?? ''}`;
+        known = { name: secretName, version: secretVersion(secret) };
         // Deleted on the server: only a read would notice, so the cached client proves no read happened.
         await kcp.core.deleteNamespacedSecret({ namespace: ns, name: secretName });
         await untilCached(secretName, undefined);
@@ -299,6 +303,69 @@ current-context: x
         expect(skrs.size()).to.equal(0);
       } finally {
         await skrs.close();
+      }
+    });
+
+    it('reads a Secret the watch knows by name, never by a label-selected list (a scan of every Secret of the namespace)', async function () {
+      const sent: string[] = [];
+      const counters: KubeRequestMetrics = {
+        request: (_kind, method, url, contentType) => {
+          const { verb, resource } = describeRequest(method, url, contentType);
+          sent.push(`${verb} ${resource}`);
+        },
+        connection: () => undefined,
+      };
+      const counted = await createClusterClient(env.plane('kcp').kubeConfig(), {
+        name: 'kcp',
+        timeoutMs: 10_000,
+        metrics: { kind: 'kcp', counters },
+      });
+      let known: KnownSecret | undefined;
+      const skrs = createSkrClients({
+        kcp: counted,
+        namespace: ns,
+        timeoutMs: 5_000,
+        knownSecretOf: () => known,
+      });
+      try {
+        await writeSecret('skr1');
+        const written = await kcp.core.readNamespacedSecret({ namespace: ns, name: secretName });
+        known = { name: secretName, version: secretVersion(written) };
+        // First use (a new replica, or one that just took the Kyma over): one GET.
+        const first = await skrs.forKyma('k1');
+        expect(first?.client.server).to.equal(env.plane('skr1').url);
+        expect(sent).to.deep.equal(['get secrets']);
+        // The Secret changes: the watch reports the new version, and the Secret is read by name again.
+        const skr2 = Buffer.from(await readFile(env.plane('skr2').kubeconfigPath, 'utf8')).toString('base64');
+        const patched = await kcp.core.patchNamespacedSecret(
+          { namespace: ns, name: secretName, body: { data: { config: skr2 } } },
+          mergePatch,
+        );
+        known = { name: secretName, version: secretVersion(patched) };
+        const second = await skrs.forKyma('k1');
+        expect(second?.client.server).to.equal(env.plane('skr2').url);
+        expect(await skrs.forKyma('k1')).to.equal(second);
+        expect(sent).to.deep.equal(['get secrets', 'get secrets']);
+
+        // The watch lags: the Secret it names no longer belongs to the Kyma, or is gone. The label decides.
+        await kcp.core.patchNamespacedSecret(
+          { namespace: ns, name: secretName, body: { metadata: { labels: { [LABELS.kymaName]: 'other' } } } },
+          mergePatch,
+        );
+        await writeSecret('skr1', 'kubeconfig-k1-new');
+        known = { name: secretName, version: 'stale/1' };
+        const third = await skrs.forKyma('k1');
+        expect(third?.secret.name).to.equal('kubeconfig-k1-new');
+        expect(third?.client.server).to.equal(env.plane('skr1').url);
+        expect(sent.slice(2)).to.deep.equal(['get secrets', 'list secrets']);
+        await kcp.core.deleteNamespacedSecret({ namespace: ns, name: 'kubeconfig-k1-new' });
+        await untilCached('kubeconfig-k1-new', undefined);
+        known = { name: 'kubeconfig-k1-new', version: 'stale/2' };
+        expect(await skrs.forKyma('k1')).to.equal(undefined);
+        expect(sent.slice(4)).to.deep.equal(['get secrets', 'list secrets']);
+      } finally {
+        await skrs.close();
+        await counted.close();
       }
     });
 
