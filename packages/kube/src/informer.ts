@@ -53,6 +53,9 @@ export interface InformerOptions<T> {
   registry?: Registry;
 }
 
+/** What `kubectl apply` writes: the whole applied object, as JSON. */
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+
 type WatchOutcome = 'closed' | 'timeout' | 'gone' | 'watchdog' | 'resync' | 'stopped';
 
 class WatchFailure extends Error {
@@ -337,8 +340,10 @@ export class ResilientInformer<T extends CachedObject> {
   }
 
   /**
-   * Validates an object from the wire; objects without a name are logged and skipped. managedFields are dropped
-   * before anything is cached: nothing reads them from a cache, and they are often the largest part of metadata.
+   * Validates an object from the wire; objects without a name are logged and skipped. managedFields and kubectl's
+   * last-applied-configuration are dropped before anything is cached: nothing reads them from a cache, and they
+   * are often the largest part of metadata (the annotation is a copy of the whole applied object: for a kubeconfig
+   * Secret applied with kubectl, its data, in every replica's Secret cache; decision 012, "Session 8").
    */
   private accept(raw: unknown): T | undefined {
     const metadata = (raw as CachedObject | null)?.metadata;
@@ -352,6 +357,11 @@ export class ResilientInformer<T extends CachedObject> {
       return undefined;
     }
     delete (metadata as { managedFields?: unknown }).managedFields;
+    const annotations = (metadata as { annotations?: Record<string, string> }).annotations;
+    if (annotations && LAST_APPLIED in annotations) {
+      delete annotations[LAST_APPLIED];
+      if (Object.keys(annotations).length === 0) delete (metadata as { annotations?: unknown }).annotations;
+    }
     return this.transform(raw as T);
   }
 

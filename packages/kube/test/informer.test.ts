@@ -11,6 +11,7 @@ import { pooledKubeConfig } from '../src/pooled-kubeconfig.js';
 import { waitUntil } from '../../../test/support/eventually.js';
 
 const KYMA = { group: GROUP, version: KINDS.kyma.version, plural: KINDS.kyma.plural };
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
 async function counterValue(
   registry: Registry,
@@ -149,8 +150,18 @@ describe('ResilientInformer on a real API server', function () {
     await informer.stop();
   });
 
-  it('caches objects without managedFields, listed or watched, and keeps everything else the server returned', async () => {
-    await create('listed-mf', { [LABELS.runtimeId]: 'rt-mf' });
+  it("caches objects without managedFields and kubectl's last-applied-configuration, listed or watched, and keeps everything else the server returned", async () => {
+    // `kubectl apply` copies the whole object into this annotation: for a kubeconfig Secret, its data.
+    const annotations = { [LAST_APPLIED]: '{"data":{"config":"a kubeconfig"}}', 'example.com/kept': 'yes' };
+    const createAnnotated = (name: string) => {
+      const body = kyma(namespace, name, { [LABELS.runtimeId]: 'rt-mf' });
+      return api.createNamespacedCustomObject({
+        ...KYMA,
+        namespace,
+        body: { ...body, metadata: { ...body.metadata, annotations } },
+      });
+    };
+    await createAnnotated('listed-mf');
     const informer = new ResilientInformer<Kyma>({
       kubeConfig,
       source: customResourceSource<Kyma>(kubeConfig, { ...KYMA, namespace }),
@@ -158,16 +169,20 @@ describe('ResilientInformer on a real API server', function () {
     informer.start();
     try {
       await informer.waitForSync();
-      await create('watched-mf');
+      await createAnnotated('watched-mf');
       await waitUntil('the watch delivers watched-mf', () => !!informer.get(`${namespace}/watched-mf`));
       for (const name of ['listed-mf', 'watched-mf']) {
         const onServer = (await api.getNamespacedCustomObject({ ...KYMA, namespace, name })) as Kyma & {
-          metadata: { managedFields?: unknown[] };
+          metadata: { managedFields?: unknown[]; annotations?: Record<string, string> };
         };
         expect(onServer.metadata.managedFields, 'the server keeps them').to.have.length.greaterThan(0);
+        expect(onServer.metadata.annotations).to.have.property(LAST_APPLIED);
         const cached = informer.get(`${namespace}/${name}`);
         const { managedFields: _dropped, ...metadata } = onServer.metadata;
-        expect(cached).to.deep.equal({ ...onServer, metadata });
+        expect(cached).to.deep.equal({
+          ...onServer,
+          metadata: { ...metadata, annotations: { 'example.com/kept': 'yes' } },
+        });
       }
     } finally {
       await informer.stop();
