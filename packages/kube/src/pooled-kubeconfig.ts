@@ -3,12 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { AgentOptions } from 'node:https';
 import { TLSSocket } from 'node:tls';
-import {
-  HttpMethod,
-  RequestContext,
-  type KubeConfig,
-  type SecurityAuthentication,
-} from '@kubernetes/client-node';
+import { HttpMethod, RequestContext, KubeConfig, type SecurityAuthentication } from '@kubernetes/client-node';
 import { Agent, buildConnector } from 'undici';
 
 /** A KubeConfig whose requests and watches share one connection pool. */
@@ -213,7 +208,8 @@ export interface PooledAuthentication extends Omit<PooledKubeConfig, 'kubeConfig
  * (client certificate, token, basic auth; no exec or auth-provider plugin, which may refresh a token) gets its
  * headers computed once: client-node would decode the CA, certificate and key from base64 and build (and drop) an
  * undici Agent on every request, and the KubeConfig, with the kubeconfig text its fields were cut from, would
- * live as long as the client (decision 012, "Session 8"). Other users keep client-node's per-request path.
+ * live as long as the client (decision 012, "Session 8"). Other users, and a KubeConfig whose own
+ * `applySecurityAuthentication` overrides client-node's, keep the per-request path.
  */
 export async function pooledAuthentication(
   source: KubeConfig,
@@ -223,10 +219,14 @@ export async function pooledAuthentication(
   const pool = await connectionPool(source, probe, options);
   const user = source.getCurrentUser();
   const pluginless = !user?.exec && !user?.authProvider;
+  // A KubeConfig that brings its own per-request authentication (a subclass overriding it) keeps it.
+  const clientNodesOwn =
+    source.applySecurityAuthentication === KubeConfig.prototype.applySecurityAuthentication;
   return {
-    auth: pluginless
-      ? fixedAuthentication(probe.getHeaders(), pool.dispatcher)
-      : withPool(source, pool.dispatcher).kubeConfig,
+    auth:
+      pluginless && clientNodesOwn
+        ? fixedAuthentication(probe.getHeaders(), pool.dispatcher)
+        : withPool(source, pool.dispatcher).kubeConfig,
     ...counters(pool),
   };
 }
