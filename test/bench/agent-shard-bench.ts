@@ -92,6 +92,7 @@ async function freePort(): Promise<number> {
 
 /** Every sample of a replica's /metrics as `name{labels}` → value. */
 async function scrapeAll(port: number): Promise<Map<string, number>> {
+  // Bounded: a replica whose event loop is stuck must not stall the bench.
   const text = await (
     await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })
   ).text();
@@ -129,27 +130,18 @@ function requestsPerReconcile(
     .join(', ');
 }
 
+/** The sum of every sample of `name` on a replica's /metrics. */
 async function metric(port: number, name: string): Promise<number> {
-  // Bounded: a replica whose event loop is stuck must not stall the bench.
-  const text = await (
-    await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })
-  ).text();
-  return text
-    .split('\n')
-    .filter((line) => line.startsWith(name))
-    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+  let sum = 0;
+  for (const [key, value] of await scrapeAll(port)) if (key.startsWith(name)) sum += value;
+  return sum;
 }
 
 /** Every sample of `name` on a replica's /metrics, by its label set (`{cluster="kcp",verb="get",…}`). */
 async function metricSamples(port: number, name: string): Promise<Map<string, number>> {
-  const text = await (
-    await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })
-  ).text();
   const samples = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`)) continue;
-    const labels = line.slice(name.length, line.lastIndexOf(' '));
-    samples.set(labels, Number(line.slice(line.lastIndexOf(' ') + 1)));
+  for (const [key, value] of await scrapeAll(port)) {
+    if (key.startsWith(`${name}{`)) samples.set(key.slice(name.length), value);
   }
   return samples;
 }
