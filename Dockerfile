@@ -19,8 +19,8 @@ COPY packages/testenv/package.json packages/testenv/
 COPY webhook/package.json webhook/
 COPY agent/package.json agent/
 COPY certs/package.json certs/
-# No install scripts: the only ones fetch a second Node binary (devDependency `node`) and esbuild's, neither
-# of which the compiler needs.
+# No install scripts: the only ones fetch a second Node binary (devDependency `node`) and check esbuild's
+# (its platform package is installed either way; the agent's bundle step below runs it).
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.base.json ./
 COPY packages ./packages
@@ -28,6 +28,7 @@ COPY webhook ./webhook
 COPY agent ./agent
 COPY certs ./certs
 RUN node node_modules/typescript/bin/tsc -b packages/api packages/pki packages/telemetry packages/kube webhook agent certs \
+ && npm run --workspace agent bundle \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && rm -rf node_modules/@skr-watcher/testenv node_modules/.package-lock.json
 
@@ -58,5 +59,6 @@ COPY --from=build /usr/bin/chrt /usr/bin/chrt
 ENV NODE_ENV=production
 USER 65532:65532
 # The image's entrypoint is node; pick the binary with the first argument:
-#   agent/dist/main.js run ...   webhook/dist/main.js   certs/dist/main.js ...
+#   agent/dist/bundle/main.js run ...   webhook/dist/main.js   certs/dist/main.js ...
+# (agent/dist/main.js runs the same agent from the module tree; the bundle is one file, decision 017.)
 CMD ["agent/dist/main.js", "--help"]
