@@ -289,6 +289,7 @@ export function createController(options: ControllerOptions): Controller {
       watchers: () => whenSynced(watchers, () => watchers.list()),
       moduleConfigs: (kyma) =>
         whenSynced(moduleConfigs, () => moduleConfigs.byIndex(MODULE_CONFIG_KYMA_INDEX, kyma)),
+      kyma: (kymaKey) => kymas.get(kymaKey),
     },
     get synced() {
       return informers.every((informer) => informer.hasSynced);

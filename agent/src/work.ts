@@ -56,6 +56,8 @@ export async function startWork(
       moduleReleaseMetas: () => controller?.caches.moduleReleaseMetas(),
       watchers: () => controller?.caches.watchers(),
       moduleConfigs: (kyma) => controller?.caches.moduleConfigs(kyma),
+      // The owned Kymas: a pass takes its Kyma from here at a version it knows, instead of a GET (decision 016).
+      kyma: (kymaKey) => controller?.caches.kyma?.(kymaKey),
     },
     requeue: config.requeue,
     ...(config.registration
@@ -85,6 +87,7 @@ export async function startWork(
             { outcome: 'not-a-module' as const, reads: 0 },
             false,
           ),
+        acquired: (key) => unguarded.acquired(key),
         close: () => unguarded.close(),
       }
     : unguarded;
@@ -113,7 +116,11 @@ export async function startWork(
     const started = controller;
     sharding?.attach(
       (key, event) => routeCallback(started, reconciler, logger, key, event),
-      (key) => started.enqueueAcquired(key),
+      (key) => {
+        // Another replica may have written it since our Kyma watch last held it: its first pass reads it fresh.
+        reconciler.acquired(key);
+        started.enqueueAcquired(key);
+      },
     );
     await controller.start();
     if (config.listener) {

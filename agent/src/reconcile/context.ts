@@ -1,5 +1,5 @@
 // What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
-import { GROUP, KINDS, type Kyma, type RequeueIntervals } from '@skr-watcher/api';
+import { GROUP, KINDS, isRecord, type Kyma, type RequeueIntervals } from '@skr-watcher/api';
 import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { EventRecorder } from './events.js';
@@ -45,6 +45,11 @@ export interface WatchCaches {
   watchers(): readonly unknown[] | undefined;
   /** ModuleConfigs labelled with the Kyma's name. */
   moduleConfigs(kyma: string): readonly unknown[] | undefined;
+  /**
+   * The KCP Kyma `namespace/name` as the controller's Kyma watch holds it (sharded: only the Kymas this replica
+   * owns); undefined when the watch does not hold it (yet). A pass uses it only at a version it knows (index.ts).
+   */
+  kyma?(kymaKey: string): unknown;
 }
 
 export interface SyncResourcePolicy {
@@ -77,6 +82,13 @@ export function eventTarget(ctx: ReconcileContext, kyma: Kyma) {
 
 export function apiVersionOf(kind: KindName): string {
   return `${GROUP}/${KINDS[kind].version}`;
+}
+
+/** metadata.resourceVersion of an object as the API server sent it. */
+export function resourceVersionOf(object: unknown): string | undefined {
+  if (!isRecord(object) || !isRecord(object['metadata'])) return undefined;
+  const version = object['metadata']['resourceVersion'];
+  return typeof version === 'string' ? version : undefined;
 }
 
 /** Splits a work-queue key "namespace/name". */

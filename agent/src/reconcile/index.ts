@@ -72,6 +72,7 @@ import {
 import {
   parseKymaKey,
   refOf,
+  resourceVersionOf,
   type ReconcileContext,
   type SyncResourcePolicy,
   type WatchCaches,
@@ -160,6 +161,11 @@ export interface Reconciler {
    * (briefly) for the announced write to be stored. Never runs at the same time as a reconcile of that Kyma.
    */
   mirrorModuleCr(kymaKey: string, change: ModuleCrChange): Promise<ModuleMirrorResult>;
+  /**
+   * This replica just took the Kyma over (sharding): its next pass reads it from the API server, since another
+   * replica may have written it after this replica's Kyma watch last showed it.
+   */
+  acquired(kymaKey: string): void;
   /** Closes the pooled connections to KCP and every SKR. */
   close(): Promise<void>;
 }
@@ -294,6 +300,29 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   // A failed construction surfaces on the next reconcile; keep it from being an unhandled rejection meanwhile.
   ready.catch(() => undefined);
 
+  // Per Kyma (namespace/name), the resourceVersion this reconciler last read from the API server or wrote: a pass
+  // takes the Kyma from the controller's watch cache only when the cache holds exactly that version, so it never
+  // decides from a copy older than its own last write (decision 016, session 9). Only where the pass reads: a
+  // missing or other entry costs one GET. An entry goes when the Kyma is gone, deleted, acquired, or a pass fails.
+  const known = new Map<string, string>();
+
+  /** The KCP Kyma a pass works from: the watch cache's copy at the known version, else read from etcd. */
+  async function kymaForPass(ctx: ReconcileContext, kymaKey: string): Promise<Kyma | undefined> {
+    const cached = options.caches?.kyma?.(kymaKey);
+    const version = known.get(kymaKey);
+    if (cached !== undefined && version !== undefined && resourceVersionOf(cached) === version) {
+      const kyma = parseKyma(cached, `Kyma ${kymaKey}`);
+      // Deletion decides what goes and drops the finalizer: it reads fresh, whatever the cache shows.
+      if (!kyma.metadata.deletionTimestamp) return kyma;
+    }
+    const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
+    const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
+    if (raw === undefined) return undefined;
+    const kyma = parseKyma(raw, `Kyma ${kymaKey}`);
+    if (kyma.metadata.resourceVersion) known.set(kymaKey, kyma.metadata.resourceVersion);
+    return kyma;
+  }
+
   /** `seen` learns the Kyma's runtime-id as soon as it is read, so a failure's log line can name it. */
   async function reconcileOnce(
     key: string,
@@ -301,26 +330,36 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   ): Promise<{ result: ReconcileResult; label: string }> {
     const { ctx } = await ready;
     const { namespace: kymaNamespace, name } = parseKymaKey(key, namespace);
-    const raw = await getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name));
-    if (raw === undefined) {
-      await ctx.skrClients.evict(name);
-      return { result: {}, label: 'absent' };
+    const kymaKey = `${kymaNamespace}/${name}`;
+    try {
+      const kyma = await kymaForPass(ctx, kymaKey);
+      if (kyma === undefined) {
+        known.delete(kymaKey);
+        await ctx.skrClients.evict(name);
+        return { result: {}, label: 'absent' };
+      }
+      seen.runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
+      if (isPaused(kyma)) {
+        logger.debug({ kyma: key }, 'reconciliation paused by label');
+        return { result: {}, label: 'paused' };
+      }
+      if (kyma.metadata.deletionTimestamp) {
+        known.delete(kymaKey);
+        // Mirrors that read the Kyma before its deletionTimestamp finish first, so none writes a ModuleConfig after
+        // the deletion removed it; those queued from now on read the timestamp and write nothing.
+        await lanes.drain(kymaKey);
+        const outcome = await deleteKyma(ctx, kyma);
+        return { result: requeue(outcome.requeueAfterMs), label: 'deleting' };
+      }
+      const outcome = await reconcileLiveKyma(ctx, kyma);
+      if (outcome.resourceVersion) known.set(kymaKey, outcome.resourceVersion);
+      else known.delete(kymaKey);
+      return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
+    } catch (error) {
+      // A write may have landed without its answer: the next pass reads the Kyma fresh.
+      known.delete(kymaKey);
+      throw error;
     }
-    const kyma = parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
-    seen.runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
-    if (isPaused(kyma)) {
-      logger.debug({ kyma: key }, 'reconciliation paused by label');
-      return { result: {}, label: 'paused' };
-    }
-    if (kyma.metadata.deletionTimestamp) {
-      // Mirrors that read the Kyma before its deletionTimestamp finish first, so none writes a ModuleConfig after
-      // the deletion removed it; those queued from now on read the timestamp and write nothing.
-      await lanes.drain(`${kymaNamespace}/${name}`);
-      const outcome = await deleteKyma(ctx, kyma);
-      return { result: requeue(outcome.requeueAfterMs), label: 'deleting' };
-    }
-    const outcome = await reconcileLiveKyma(ctx, kyma);
-    return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
   }
 
   return {
@@ -391,6 +430,14 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         );
         return result;
       });
+    },
+    acquired(kymaKey) {
+      try {
+        const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
+        known.delete(`${kymaNamespace}/${name}`);
+      } catch {
+        // Not a Kyma key: nothing is known of it.
+      }
     },
     async close() {
       const { kcp, skrClients } = await ready.catch(() => ({ kcp: undefined, skrClients: undefined }));

@@ -15,7 +15,7 @@ import { listWatchers } from '../registration/index.js';
 import { mandatoryModules, readCatalog, syncModuleCatalog } from './catalog.js';
 import { eventTarget, refOfKyma, type ReconcileContext } from './context.js';
 import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
-import { addFinalizer } from './finalizers.js';
+import { addFinalizerAt } from './finalizers.js';
 import { moduleConfigsOf } from './module-config.js';
 import { reconcileModules, wantedModules } from './modules.js';
 import { ensureSkrKyma, skrKymaRef, watchedLabels } from './skr-kyma.js';
@@ -34,6 +34,11 @@ import { reconcileSyncResource, syncResourcesOf, type SyncResourceOutcome } from
 export interface KymaOutcome {
   state: ResourceState | undefined;
   requeueAfterMs: number | undefined;
+  /**
+   * The KCP Kyma's resourceVersion as this pass left it: the answer of its last write of the Kyma, or the version it
+   * read when it wrote nothing; undefined when not known (a finalizer conflict made it read the Kyma again).
+   */
+  resourceVersion: string | undefined;
 }
 
 export function isPaused(kyma: Kyma): boolean {
@@ -87,7 +92,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   const kymaNamespace = kyma.metadata.namespace ?? ctx.namespace;
   const log = ctx.logger.child({ kyma: `${kymaNamespace}/${kymaName}` });
   const kymaRef = refOfKyma(ctx, kyma);
-  await addFinalizer(ctx, kymaRef, kyma.metadata);
+  let resourceVersion = await addFinalizerAt(ctx, kymaRef, kyma.metadata);
 
   const failSkr = async (failure: SkrFailure): Promise<never> => {
     const status = kymaStatus(ctx, kyma, 'Error', kyma.status?.modules ?? [], [
@@ -194,7 +199,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     ],
     skrKyma.spec.channel ?? kyma.spec.channel ?? DEFAULTS.channel,
   );
-  await writeStatuses(ctx, kyma, skrKyma, status, skr);
+  resourceVersion = await writeStatuses(ctx, kyma, skrKyma, status, skr, resourceVersion);
   if (kymaStatusChanged(kyma.status, status)) {
     log.info({ state, modules: modules.length }, 'Kyma status changed');
     if (state === 'Error') {
@@ -207,25 +212,36 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   }
   const requeueAfterMs = ctx.requeue[state === 'Deleting' ? 'Processing' : state];
   // A webhook probe that is out is looked at again when its answer is due.
-  return { state, requeueAfterMs: Math.min(requeueAfterMs, webhook?.requeueAfterMs ?? Infinity) };
+  return {
+    state,
+    requeueAfterMs: Math.min(requeueAfterMs, webhook?.requeueAfterMs ?? Infinity),
+    resourceVersion,
+  };
 }
 
-/** The same status on the KCP Kyma and, best effort, the SKR Kyma; each only when a reader would see a change. */
+/**
+ * The same status on the KCP Kyma and, best effort, the SKR Kyma; each only when a reader would see a change.
+ * Answers the KCP Kyma's resourceVersion after its status write, `before` when it needed none.
+ */
 async function writeStatuses(
   ctx: ReconcileContext,
   kyma: Kyma,
   skrKyma: Kyma,
   status: KymaStatus,
   skr: Parameters<typeof writeKymaStatus>[0],
-): Promise<void> {
-  if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status);
-  if (!kymaStatusChanged(skrKyma.status, status)) return;
+  before: string | undefined,
+): Promise<string | undefined> {
+  const written = kymaStatusChanged(kyma.status, status)
+    ? await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status)
+    : before;
+  if (!kymaStatusChanged(skrKyma.status, status)) return written;
   try {
     await writeKymaStatus(skr, skrKymaRef(kyma), status);
   } catch (error) {
     if (isUnreachable(error)) throw error;
     ctx.logger.warn({ kyma: kyma.metadata.name, err: error }, 'could not write the SKR Kyma status');
   }
+  return written;
 }
 
 function messageOf(error: unknown): string {

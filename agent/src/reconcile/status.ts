@@ -14,7 +14,7 @@ import {
   type ResourceState,
 } from '@skr-watcher/api';
 import { applyCustomStatus, type ClusterClient, type CustomObjectRef } from '@skr-watcher/kube';
-import { apiVersionOf, type ReconcileContext } from './context.js';
+import { apiVersionOf, resourceVersionOf, type ReconcileContext } from './context.js';
 
 /** Severity order: Error > Warning > Processing > Ready (Deleting is reported on its own). */
 const SEVERITY: Record<ModuleState, number> = {
@@ -133,12 +133,13 @@ export function kymaStatusChanged(current: KymaStatus | undefined, next: KymaSta
   return !isDeepStrictEqual(comparable(current), comparable(next));
 }
 
+/** Applies the status; answers the resourceVersion the write left the Kyma at (undefined if the answer has none). */
 export async function writeKymaStatus(
   cluster: ClusterClient,
   ref: CustomObjectRef,
   status: KymaStatus,
-): Promise<void> {
-  await applyCustomStatus(
+): Promise<string | undefined> {
+  const written = await applyCustomStatus(
     cluster.custom,
     ref,
     {
@@ -149,6 +150,7 @@ export async function writeKymaStatus(
     },
     { fieldManager: FIELD_MANAGER, force: true },
   );
+  return resourceVersionOf(written);
 }
 
 /** A one-line summary of failures for condition messages and Events. */
