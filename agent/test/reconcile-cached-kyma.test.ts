@@ -60,7 +60,12 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
    * A KCP namespace with the sample catalog and one Kyma on the SKR, without modules or channel; its SKR Kyma lives
    * in a namespace of its own, so the tests share the SKR without touching each other's objects.
    */
-  async function kymaOnSkr(): Promise<{ namespace: string; name: string; key: string; skrNamespace: string }> {
+  async function kymaOnSkr(): Promise<{
+    namespace: string;
+    name: string;
+    key: string;
+    skrNamespace: string;
+  }> {
     round += 1;
     const namespace = `cached-${process.pid}-${round}`;
     const name = `kyma-${round}`;
