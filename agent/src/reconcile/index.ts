@@ -32,9 +32,11 @@
  *   (`SKRCleanupSkipped` Event). The SKR's namespace (kyma-system) stays.
  * - Lists (Secrets, ModuleConfigs, SyncResources) are read from the API server's watch cache, like an informer;
  *   an object created a moment before a reconcile may be missed by that pass, and its watch event triggers the
- *   next one. Whatever decides a write is read fresh (docs/decisions/006-server-side-apply.md).
+ *   next one. Whatever decides a write is read fresh (docs/decisions/006-server-side-apply.md); the KCP Kyma comes
+ *   from the caller's watch cache only at the version this reconciler last read fresh or wrote (decision 016).
  * - State kept between calls, none of which decides what a reconcile writes: the SKR client cache (keyed by the
- *   kubeconfig Secret's uid and resourceVersion, each client with its circuit breaker) and the lanes that run one
+ *   kubeconfig Secret's uid and resourceVersion, each client with its circuit breaker), the Kyma versions known
+ *   (which only choose between the watch cache and a GET), and the lanes that run one
  *   Kyma's reconciles one at a time, and the writes of one ModuleConfig (targeted mirror or full reconcile) one at
  *   a time.
  */
