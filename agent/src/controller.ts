@@ -1,9 +1,8 @@
 // The agent's trigger side: KCP watches and listener events become Kyma keys in one work queue,
 // whose workers run the reconciler. Triggers only enqueue; all convergence happens in reconcile(key).
-import { ApiException, CustomObjectsApi, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import {
   backoffDelay,
-  DEFAULTS,
   GROUP,
   KINDS,
   LABELS,
@@ -18,14 +17,17 @@ import {
   ResilientInformer,
   WorkQueue,
   customResourceSource,
+  metadataOnly,
   objectKey,
   secretSource,
   secretVersion,
   type CachedObject,
   type Clock,
   type KnownSecret,
+  type PartialObjectMetadata,
   type RunPhase,
 } from '@skr-watcher/kube';
+import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { isOwnMirror, type WatchCaches } from './reconcile/index.js';
 
@@ -82,6 +84,8 @@ const SYNC_KYMA_INDEX = 'spec.kyma';
 const SECRET_KYMA_INDEX = 'kyma-name';
 const MODULE_CONFIG_KYMA_INDEX = 'kyma-name';
 const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
+/** A kubeconfig Secret is never of the type that requires `tls.crt` and `tls.key`: the webhook certificate's type. */
+const NOT_A_TLS_SECRET = 'type!=kubernetes.io/tls';
 
 // Finalizers are left out: adding ours is the reconciler's own write, within a pass that carries on.
 function sameLabelsAndAnnotations(a: CachedObject & { metadata?: Kyma['metadata'] }, b: typeof a): boolean {
@@ -242,30 +246,38 @@ export function createController(options: ControllerOptions): Controller {
     onDelete: (config) => enqueueKymaOf('moduleconfig', kymaNameOf(config)),
   });
 
-  // kubeconfig Secrets: the reconciler rebuilds its SKR client when the data changes. The cache keeps
-  // no key material: metadata to map a Secret to its Kyma, and the names of its keys, because the Kyma's webhook
-  // certificate Secret carries the same label and only a kubeconfig Secret has the key `config`.
-  const secrets = new ResilientInformer<V1Secret>({
+  // kubeconfig Secrets: the reconciler rebuilds its SKR client when the Secret changes. The API server sends their
+  // metadata only (decision 012, "Session 9"): the label maps a Secret to its Kyma, uid and resourceVersion tell the
+  // reconciler when to read it by name. The Kyma's webhook certificate Secret carries the same label; every agent
+  // wrote it as type kubernetes.io/tls (left out by the server) and named it `<kyma>-webhook-tls` (see kubeconfigSecret).
+  const secrets = new ResilientInformer<PartialObjectMetadata>({
     ...informerDefaults,
-    source: secretSource(kcp, { namespace, labelSelector: KYMA_NAME_LABEL_SELECTOR }),
-    transform: (secret) => ({
-      metadata: secret.metadata,
-      data: Object.fromEntries(Object.keys(secret.data ?? {}).map((key) => [key, ''])),
-    }),
+    source: metadataOnly(
+      kcp,
+      secretSource(kcp, {
+        namespace,
+        labelSelector: KYMA_NAME_LABEL_SELECTOR,
+        fieldSelector: NOT_A_TLS_SECRET,
+      }),
+    ),
   });
-  const secretKymaName = (secret: V1Secret) => secret.metadata?.labels?.[LABELS.kymaName];
+  const secretKymaName = (secret: PartialObjectMetadata) => secret.metadata?.labels?.[LABELS.kymaName];
   secrets.addIndex(SECRET_KYMA_INDEX, (secret) => {
     const kyma = secretKymaName(secret);
     return kyma ? [kyma] : [];
   });
+  // Only Kymas in this replica's cache (its own, when sharded) are woken; a Kyma added later is enqueued by its add.
+  const enqueueCachedKymaOf = (secret: PartialObjectMetadata) => {
+    const kyma = secretKymaName(secret);
+    if (kyma && kymas.get(`${namespace}/${kyma}`)) enqueueKymaOf('secret', kyma);
+  };
   secrets.addHandler({
-    onAdd: (secret) => enqueueKymaOf('secret', secretKymaName(secret)),
+    onAdd: enqueueCachedKymaOf,
     onUpdate: (previous, secret) => {
-      if (previous.metadata?.resourceVersion !== secret.metadata?.resourceVersion) {
-        enqueueKymaOf('secret', secretKymaName(secret));
-      }
+      if (previous.metadata?.resourceVersion !== secret.metadata?.resourceVersion)
+        enqueueCachedKymaOf(secret);
     },
-    onDelete: (secret) => enqueueKymaOf('secret', secretKymaName(secret)),
+    onDelete: enqueueCachedKymaOf,
   });
 
   const informers: ResilientInformer<CachedObject>[] = [
@@ -335,9 +347,11 @@ export function createController(options: ControllerOptions): Controller {
     kubeconfigSecret(kyma) {
       // Only once synced: before that a missing Secret is not proof of anything, and the reconciler reads it.
       if (!secrets.hasSynced) return undefined;
+      // The cache holds no data to look for the key `config`: a webhook certificate Secret of another type was
+      // never listed, and one made by hand as Opaque is known by its name.
       const found = secrets
         .byIndex(SECRET_KYMA_INDEX, kyma)
-        .filter((secret) => secret.data?.[DEFAULTS.kubeconfigSecretKey] !== undefined);
+        .filter((secret) => secret.metadata?.name !== webhookTlsSecretName(kyma));
       const secret = found.length === 1 ? found[0] : undefined;
       return secret?.metadata?.name
         ? { name: secret.metadata.name, version: secretVersion(secret) }

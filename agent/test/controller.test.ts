@@ -260,29 +260,58 @@ describe('controller triggers on a real KCP', function () {
     expect(unlabelled).to.deep.equal([]);
   });
 
-  it("knows a kubeconfig Secret's version while the Kyma's webhook certificate Secret carries the same label", async () => {
-    const labels = { [LABELS.kymaName]: 'delta' };
-    // The certificate first: one watch delivers both in order.
-    await core.createNamespacedSecret({
-      namespace,
-      body: {
-        metadata: { name: 'delta-webhook-tls', namespace, labels },
-        stringData: { 'tls.crt': 'not read', 'tls.key': 'not read' },
-      },
+  // The cache holds Secret metadata only: a certificate Secret is told apart by its type (the server leaves it out)
+  // or, made by hand as Opaque, by the name `<kyma>-webhook-tls`.
+  for (const certificate of [
+    { kyma: 'delta', name: 'delta-webhook-tls', type: 'Opaque', as: 'named `<kyma>-webhook-tls`' },
+    {
+      kyma: 'epsilon',
+      name: 'epsilon-serving-cert',
+      type: 'kubernetes.io/tls',
+      as: 'of type tls (cert-manager)',
+    },
+  ]) {
+    it(`knows a kubeconfig Secret's version while a certificate Secret ${certificate.as} carries the same label`, async () => {
+      const { kyma } = certificate;
+      const labels = { [LABELS.kymaName]: kyma };
+      // The certificate first: one watch delivers both in order.
+      await core.createNamespacedSecret({
+        namespace,
+        body: {
+          metadata: { name: certificate.name, namespace, labels },
+          type: certificate.type,
+          stringData: { 'tls.crt': 'not read', 'tls.key': 'not read' },
+        },
+      });
+      const kubeconfig = await core.createNamespacedSecret({
+        namespace,
+        body: {
+          metadata: { name: `kubeconfig-${kyma}`, namespace, labels },
+          stringData: { config: 'apiVersion: v1\nkind: Config\n' },
+        },
+      });
+      // Without the kubeconfig Secret cached, or with the certificate counted as a second one, it stays undefined.
+      await waitUntil(`a version for ${kyma}`, () => controller.kubeconfigSecret(kyma) !== undefined);
+      expect(controller.kubeconfigSecret(kyma)).to.deep.equal({
+        name: `kubeconfig-${kyma}`,
+        version: `${kubeconfig.metadata?.uid}/${kubeconfig.metadata?.resourceVersion}`,
+      });
     });
-    const kubeconfig = await core.createNamespacedSecret({
-      namespace,
-      body: {
-        metadata: { name: 'kubeconfig-delta', namespace, labels },
-        stringData: { config: 'apiVersion: v1\nkind: Config\n' },
-      },
-    });
-    // Without the kubeconfig Secret cached, the answer is undefined (or, mistaken, the certificate's version).
-    await waitUntil('a version for delta', () => controller.kubeconfigSecret('delta') !== undefined);
-    expect(controller.kubeconfigSecret('delta')).to.deep.equal({
-      name: 'kubeconfig-delta',
-      version: `${kubeconfig.metadata?.uid}/${kubeconfig.metadata?.resourceVersion}`,
-    });
+  }
+
+  it('wakes no Kyma it does not cache for a Secret labelled with its name', async () => {
+    const keys = await keysAfterIgnored(
+      () =>
+        core.createNamespacedSecret({
+          namespace,
+          body: {
+            metadata: { name: 'kubeconfig-elsewhere', namespace, labels: { [LABELS.kymaName]: 'elsewhere' } },
+            stringData: { config: 'apiVersion: v1\nkind: Config\n' },
+          },
+        }),
+      'secret',
+    );
+    expect(keys).to.deep.equal([]);
   });
 
   it('maps a ModuleConfig edited or deleted by hand to its Kyma', async () => {

@@ -14,6 +14,7 @@ import {
   ResilientInformer,
   abortableBy,
   customResourceSource,
+  metadataOnly,
   objectKey,
   type RunPhase,
 } from '@skr-watcher/kube';
@@ -138,14 +139,18 @@ export function createAssignment(options: AssignmentOptions): Assignment {
 
   const kymas = new ResilientInformer<KymaOwnership>({
     kubeConfig: options.kubeConfig,
-    source: customResourceSource<KymaOwnership>(options.kubeConfig, {
-      group: GROUP,
-      version: KINDS.kyma.version,
-      plural: KINDS.kyma.plural,
-      namespace,
-    }),
+    // Thousands of Kymas on every replica: the API server sends their metadata only (no spec, no status).
+    source: metadataOnly<KymaOwnership>(
+      options.kubeConfig,
+      customResourceSource(options.kubeConfig, {
+        group: GROUP,
+        version: KINDS.kyma.version,
+        plural: KINDS.kyma.plural,
+        namespace,
+      }),
+    ),
     resyncMs: options.resyncMs,
-    // Thousands of Kymas on every replica: keep the three fields assignment reads, drop spec and status.
+    // Of the metadata, keep the three fields assignment reads.
     transform: (kyma) => {
       const labels = kyma.metadata.labels ?? {};
       const kept: Record<string, string> = {};

@@ -1,9 +1,20 @@
 // A list+watch cache that keeps running: restarts with backoff after errors and closed watches,
 // relists on 410 Gone, restarts a watch that goes silent, and relists periodically.
 // resourceVersions are opaque strings: they are passed back to the server and compared only for equality.
-import { CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  HttpMethod,
+  RequestContext,
+  Watch,
+  type KubeConfig,
+  type V1ObjectMeta,
+  type V1Secret,
+} from '@kubernetes/client-node';
 import { backoffDelay } from '@skr-watcher/api';
 import { Counter, Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { fetch } from 'undici';
+import { PARTIAL_OBJECT_METADATA } from './skr-clients.js';
 import { unrefClock, type Clock, type TimerHandle } from './workqueue.js';
 
 /** The least an object must carry to be cached. */
@@ -16,6 +27,13 @@ export interface ListPage<T> {
   metadata?: { resourceVersion?: string; continue?: string };
 }
 
+/** An object as a metadata-only list or watch delivers it: no spec, data or status. */
+export interface PartialObjectMetadata extends CachedObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: V1ObjectMeta;
+}
+
 /** Where an informer lists and watches. */
 export interface InformerSource<T> {
   /** Names the resource in logs and in the `resource` metric label, e.g. `kymas`. */
@@ -23,6 +41,9 @@ export interface InformerSource<T> {
   /** API path of the collection, e.g. `/apis/operator.kyma-project.io/v1beta2/namespaces/kcp-system/kymas`. */
   path: string;
   labelSelector?: string;
+  fieldSelector?: string;
+  /** The list answers and the watch asks for PartialObjectMetadata (see `metadataOnly`). */
+  metadataOnly?: boolean;
   /** Lists one page; `continueToken` comes from the previous page. */
   list(page: { limit: number; continueToken?: string }): Promise<ListPage<T>>;
 }
@@ -447,10 +468,14 @@ export class ResilientInformer<T extends CachedObject> {
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: true,
         labelSelector: this.source.labelSelector,
+        fieldSelector: this.source.fieldSelector,
         // The server closes the watch after 5 to 10 min so connections move between replicas.
         timeoutSeconds: 300 + Math.floor(Math.random() * 300),
       };
-      new Watch(this.kubeConfig).watch(this.source.path, query, onEvent, onDone).then(
+      const watch = new Watch(
+        this.source.metadataOnly ? accepting(this.kubeConfig, PARTIAL_OBJECT_METADATA) : this.kubeConfig,
+      );
+      watch.watch(this.source.path, query, onEvent, onDone).then(
         (abort) => {
           controller = abort;
           if (finished) abort.abort();
@@ -552,21 +577,23 @@ export function customResourceSource<T extends CachedObject>(
   };
 }
 
-/** Lists and watches Secrets of one namespace that match a label selector. */
+/** Lists and watches Secrets of one namespace that match a label selector (and a field selector, e.g. on `type`). */
 export function secretSource(
   kubeConfig: KubeConfig,
-  target: { namespace: string; labelSelector?: string },
+  target: { namespace: string; labelSelector?: string; fieldSelector?: string },
 ): InformerSource<V1Secret> {
   const api = kubeConfig.makeApiClient(CoreV1Api);
-  const { namespace, labelSelector } = target;
+  const { namespace, labelSelector, fieldSelector } = target;
   return {
     resource: 'secrets',
     path: `/api/v1/namespaces/${namespace}/secrets`,
     labelSelector,
+    fieldSelector,
     list: async ({ limit, continueToken }) => {
       const page = await api.listNamespacedSecret({
         namespace,
         labelSelector,
+        fieldSelector,
         limit,
         _continue: continueToken,
       });
@@ -582,4 +609,66 @@ export function secretSource(
       };
     },
   };
+}
+
+/**
+ * Accept of a metadata-only list and of a metadata-only watch's events (client-go's metadata informers ask the same):
+ * the API server encodes and sends metadata only, so no spec, status or Secret data travels or is parsed. No plain
+ * JSON fallback: a server that cannot convert answers 406, and the informer fails rather than caching whole objects.
+ */
+const METADATA_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+
+/**
+ * `source`'s collection (path and selectors), listed and watched as PartialObjectMetadata: for caches that read
+ * names, labels and resourceVersions only (decision 012, "Session 9"). `T` is what the caller reads of it.
+ */
+export function metadataOnly<T extends CachedObject = PartialObjectMetadata>(
+  kubeConfig: KubeConfig,
+  source: Pick<InformerSource<unknown>, 'resource' | 'path' | 'labelSelector' | 'fieldSelector'>,
+): InformerSource<T> {
+  const { resource, path, labelSelector, fieldSelector } = source;
+  return {
+    resource,
+    path,
+    labelSelector,
+    fieldSelector,
+    metadataOnly: true,
+    list: async ({ limit, continueToken }) => {
+      const cluster = kubeConfig.getCurrentCluster();
+      if (!cluster) throw new Error(`list ${resource}: the kubeconfig has no current cluster`);
+      const url = new URL(cluster.server + path);
+      const query = { labelSelector, fieldSelector, limit, continue: continueToken };
+      for (const [key, value] of Object.entries(query)) {
+        if (value !== undefined) url.searchParams.set(key, String(value));
+      }
+      // As client-node's Watch sends a request: the KubeConfig's authentication and dispatcher (pooled or not).
+      const request = new RequestContext(url.toString(), HttpMethod.GET);
+      await kubeConfig.applySecurityAuthentication(request);
+      request.setHeaderParam('Accept', METADATA_LIST_ACCEPT);
+      const response = await fetch(url, {
+        headers: request.getHeaders(),
+        dispatcher: request.getDispatcher(),
+      });
+      const body = await response.text();
+      if (response.status !== 200) {
+        throw new WatchFailure(`HTTP ${response.status}: ${body.slice(0, 512)}`, response.status);
+      }
+      const page = JSON.parse(body) as { items?: T[] | null; metadata?: ListPage<T>['metadata'] } | null;
+      // An empty PartialObjectMetadataList says `"items": null` (Go's nil slice), where a typed list says `[]`.
+      return { ...page, items: page?.items ?? [] };
+    },
+  };
+}
+
+/**
+ * `kubeConfig` as client-node's Watch uses it (current cluster, request authentication), with `accept` set on every
+ * request it authenticates. A view: the KubeConfig itself, and any authentication hook set on it, stay as they are.
+ */
+function accepting(kubeConfig: KubeConfig, accept: string): KubeConfig {
+  const view = Object.create(kubeConfig) as KubeConfig;
+  view.applySecurityAuthentication = async (context) => {
+    await kubeConfig.applySecurityAuthentication(context);
+    context.setHeaderParam('Accept', accept);
+  };
+  return view;
 }

@@ -6,7 +6,15 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Secret } from '@ku
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
-import { ResilientInformer, customResourceSource, objectKey, secretSource } from '../src/informer.js';
+import {
+  ResilientInformer,
+  customResourceSource,
+  metadataOnly,
+  objectKey,
+  secretSource,
+  type InformerSource,
+  type PartialObjectMetadata,
+} from '../src/informer.js';
 import { pooledKubeConfig } from '../src/pooled-kubeconfig.js';
 import { waitUntil } from '../../../test/support/eventually.js';
 
@@ -150,6 +158,56 @@ describe('ResilientInformer on a real API server', function () {
     await informer.stop();
   });
 
+  it('lists (page by page) and watches metadata only: no Secret data reaches the process', async () => {
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const labels = { 'informer-test': 'metadata' };
+    // 64 kB of data each: what a full list or watch event would carry.
+    const secret = (name: string, fill: string) => ({
+      metadata: { name, labels },
+      stringData: { config: fill.repeat(65_536) },
+    });
+    for (const name of ['meta-a', 'meta-b', 'meta-c']) {
+      await core.createNamespacedSecret({ namespace, body: secret(name, 'x') });
+    }
+    const informer = new ResilientInformer<PartialObjectMetadata>({
+      kubeConfig,
+      source: metadataOnly(
+        kubeConfig,
+        secretSource(kubeConfig, { namespace, labelSelector: 'informer-test' }),
+      ),
+      pageSize: 2,
+    });
+    const seen: string[] = [];
+    informer.addHandler({
+      onAdd: (s) => seen.push(`add ${s.metadata?.name}`),
+      onUpdate: (previous, s) => {
+        if (previous.metadata?.resourceVersion !== s.metadata?.resourceVersion)
+          seen.push(`update ${s.metadata?.name}`);
+      },
+      onDelete: (s) => seen.push(`delete ${s.metadata?.name}`),
+    });
+    informer.start();
+    try {
+      await informer.waitForSync();
+      expect(informer.keys().sort()).to.deep.equal(
+        ['meta-a', 'meta-b', 'meta-c'].map((n) => `${namespace}/${n}`),
+      );
+      await core.createNamespacedSecret({ namespace, body: secret('meta-d', 'y') });
+      await core.replaceNamespacedSecret({ namespace, name: 'meta-a', body: secret('meta-a', 'z') });
+      await core.deleteNamespacedSecret({ namespace, name: 'meta-b' });
+      await waitUntil('the three changes arrive', () => seen.includes('delete meta-b'));
+      expect(seen.slice(3)).to.deep.equal(['add meta-d', 'update meta-a', 'delete meta-b']);
+      for (const cached of informer.list()) {
+        // The API server's conversion names the kind; a Secret sent whole and trimmed here would say `Secret`.
+        expect(cached.kind, cached.metadata?.name).to.equal('PartialObjectMetadata');
+        expect(cached).to.not.have.property('data');
+        expect(JSON.stringify(cached).length).to.be.below(2_048);
+      }
+    } finally {
+      await informer.stop();
+    }
+  });
+
   it("caches objects without managedFields and kubectl's last-applied-configuration, listed or watched, and keeps everything else the server returned", async () => {
     // `kubectl apply` copies the whole object into this annotation: for a kubeconfig Secret, its data.
     const annotations = { [LAST_APPLIED]: '{"data":{"config":"a kubeconfig"}}', 'example.com/kept': 'yes' };
@@ -211,65 +269,76 @@ describe('ResilientInformer on a real API server', function () {
     await informer.stop();
   });
 
-  it('relists after 410 Gone and then sees what changed and keeps watching', async () => {
-    const registry = createRegistry();
-    const selected = { 'informer-test': 'gone' };
-    const informer = new ResilientInformer<Kyma>({
-      kubeConfig,
-      source: customResourceSource<Kyma>(kubeConfig, {
-        ...KYMA,
-        namespace,
-        labelSelector: 'informer-test=gone',
-      }),
-      registry,
-      backoffMaxMs: 2_000,
-    });
-    await create('gone-1', selected);
-    informer.start();
-    await informer.waitForSync();
-    const relistsBefore = await counterValue(registry, 'informer_relists_total', { resource: 'kymas' });
-    // Writes the informer does not select move the revision past the informer's resourceVersion.
-    for (let i = 0; i < 5; i++) await create(`unselected-${i}`);
-    await env.plane('kcp').stopApiServer();
-    await compactEtcd(env);
-    await env.plane('kcp').startApiServer();
-    await waitUntil(
-      'a 410 makes the informer relist',
-      async () =>
-        (await counterValue(registry, 'informer_relists_total', { resource: 'kymas' })) > relistsBefore,
-    );
-    expect(
-      await counterValue(registry, 'informer_watch_restarts_total', { resource: 'kymas', reason: 'gone' }),
-    ).to.be.greaterThan(0);
-    expect(informer.keys()).to.deep.equal([`${namespace}/gone-1`]);
-    await create('gone-2', selected);
-    await waitUntil('the watch after the relist delivers', () => !!informer.get(`${namespace}/gone-2`));
-    await informer.stop();
-  });
+  /** Kymas of a label selector, as whole objects or as metadata only. */
+  const kymaSource = (labelSelector: string, metadata: boolean): InformerSource<Kyma> => {
+    const source = customResourceSource<Kyma>(kubeConfig, { ...KYMA, namespace, labelSelector });
+    return metadata ? metadataOnly<Kyma>(kubeConfig, source) : source;
+  };
+  for (const [variant, metadata] of [
+    ['', false],
+    [' (metadata only)', true],
+  ] as const) {
+    const tag = metadata ? 'meta' : 'full';
 
-  it('restarts a watch that stays silent longer than the watchdog allows, and still delivers', async () => {
-    const registry = createRegistry();
-    const informer = new ResilientInformer<Kyma>({
-      kubeConfig,
-      source: customResourceSource<Kyma>(kubeConfig, {
-        ...KYMA,
-        namespace,
-        labelSelector: 'informer-test=silent',
-      }),
-      registry,
-      watchdogMs: 1_000,
+    it(`relists after 410 Gone and then sees what changed and keeps watching${variant}`, async () => {
+      const registry = createRegistry();
+      const selected = { 'informer-test': `gone-${tag}` };
+      const informer = new ResilientInformer<Kyma>({
+        kubeConfig,
+        source: kymaSource(`informer-test=gone-${tag}`, metadata),
+        registry,
+        backoffMaxMs: 2_000,
+      });
+      await create(`gone-1-${tag}`, selected);
+      informer.start();
+      await informer.waitForSync();
+      const relistsBefore = await counterValue(registry, 'informer_relists_total', { resource: 'kymas' });
+      // Writes the informer does not select move the revision past the informer's resourceVersion.
+      for (let i = 0; i < 5; i++) await create(`unselected-${i}-${tag}`);
+      await env.plane('kcp').stopApiServer();
+      await compactEtcd(env);
+      await env.plane('kcp').startApiServer();
+      await waitUntil(
+        'a 410 makes the informer relist',
+        async () =>
+          (await counterValue(registry, 'informer_relists_total', { resource: 'kymas' })) > relistsBefore,
+      );
+      expect(
+        await counterValue(registry, 'informer_watch_restarts_total', { resource: 'kymas', reason: 'gone' }),
+      ).to.be.greaterThan(0);
+      expect(informer.keys()).to.deep.equal([`${namespace}/gone-1-${tag}`]);
+      await create(`gone-2-${tag}`, selected);
+      await waitUntil(
+        'the watch after the relist delivers',
+        () => !!informer.get(`${namespace}/gone-2-${tag}`),
+      );
+      if (metadata) expect(informer.get(`${namespace}/gone-2-${tag}`)).to.not.have.property('spec');
+      await informer.stop();
     });
-    informer.start();
-    await informer.waitForSync();
-    await waitUntil(
-      'the watchdog fires on the quiet watch',
-      async () =>
-        (await counterValue(registry, 'informer_watch_restarts_total', { reason: 'watchdog' })) >= 2,
-    );
-    await create('silent-1', { 'informer-test': 'silent' });
-    await waitUntil('the watch after the watchdog delivers', () => !!informer.get(`${namespace}/silent-1`));
-    await informer.stop();
-  });
+
+    it(`restarts a watch that stays silent longer than the watchdog allows, and still delivers${variant}`, async () => {
+      const registry = createRegistry();
+      const informer = new ResilientInformer<Kyma>({
+        kubeConfig,
+        source: kymaSource(`informer-test=silent-${tag}`, metadata),
+        registry,
+        watchdogMs: 1_000,
+      });
+      informer.start();
+      await informer.waitForSync();
+      await waitUntil(
+        'the watchdog fires on the quiet watch',
+        async () =>
+          (await counterValue(registry, 'informer_watch_restarts_total', { reason: 'watchdog' })) >= 2,
+      );
+      await create(`silent-1-${tag}`, { 'informer-test': `silent-${tag}` });
+      await waitUntil(
+        'the watch after the watchdog delivers',
+        () => !!informer.get(`${namespace}/silent-1-${tag}`),
+      );
+      await informer.stop();
+    });
+  }
 
   it('relists periodically and reports every object to onUpdate', async () => {
     const informer = new ResilientInformer<Kyma>({
