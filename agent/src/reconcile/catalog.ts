@@ -19,6 +19,8 @@ import {
   applyCustomObject,
   deleteCustomObjectIfExists,
   isUnreachable,
+  listedMetadata,
+  metadataOnlyList,
   parsedOnce,
   withContext,
   type ClusterClient,
@@ -37,25 +39,36 @@ export interface Catalog {
 
 type CatalogKind = 'moduleTemplate' | 'moduleReleaseMeta';
 
-async function listKind(
-  cluster: ClusterClient,
-  kind: CatalogKind,
-  namespace: string,
-  labelSelector?: string,
-) {
+async function listKind(cluster: ClusterClient, kind: CatalogKind, namespace: string) {
   const { group, version, plural } = refOf(kind, namespace, '');
   const answer = await withContext(`list ${plural} in ${cluster.name} ${namespace}`, () =>
-    cluster.custom.listNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace,
-      // The watch cache, as an informer would read it: a copy that lags by a moment is caught up next pass.
-      resourceVersion: '0',
-      ...(labelSelector ? { labelSelector } : {}),
-    }),
+    cluster.custom.listNamespacedCustomObject({ group, version, plural, namespace, resourceVersion: '0' }),
   );
   return listItems(answer, `${plural} list`);
+}
+
+/**
+ * The copies the agent made in an SKR, metadata only: a copy is decided on by its name and digest annotation, while
+ * a real ModuleTemplate's spec (descriptor, default CR) is kilobytes the API server would encode and the agent
+ * parse on every pass.
+ */
+async function listCopies(skr: ClusterClient, kind: CatalogKind, namespace: string) {
+  const { group, version, plural } = refOf(kind, namespace, '');
+  const answer = await withContext(`list ${plural} in ${skr.name} ${namespace}`, () =>
+    skr.custom.listNamespacedCustomObject(
+      {
+        group,
+        version,
+        plural,
+        namespace,
+        labelSelector: `${LABELS.managedBy}=${MANAGED_BY}`,
+        // The watch cache, as an informer would read it: a copy that lags by a moment is caught up next pass.
+        resourceVersion: '0',
+      },
+      metadataOnlyList,
+    ),
+  );
+  return listedMetadata(answer, `${plural} list`);
 }
 
 /**
@@ -127,11 +140,8 @@ async function syncKind(
   namespace: string,
 ): Promise<{ name: string; message: string }[]> {
   const present = new Map<string, string | undefined>();
-  for (const item of await listKind(skr, kind, namespace, `${LABELS.managedBy}=${MANAGED_BY}`)) {
-    const metadata = (item as { metadata?: { name?: string; annotations?: Record<string, string> } })
-      .metadata;
-    if (metadata?.name) present.set(metadata.name, metadata.annotations?.[CATALOG_DIGEST_ANNOTATION]);
-  }
+  for (const copy of await listCopies(skr, kind, namespace))
+    present.set(copy.name, copy.annotations?.[CATALOG_DIGEST_ANNOTATION]);
   const failures: { name: string; message: string }[] = [];
   const attempt = async (name: string, write: () => Promise<unknown>) => {
     try {

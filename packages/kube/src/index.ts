@@ -9,3 +9,4 @@ export * from './pki-secrets.js';
 export * from './request-metrics.js';
 export * from './applied-versions.js';
 export * from './parsed-once.js';
+export * from './metadata-list.js';
