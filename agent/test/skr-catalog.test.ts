@@ -1,0 +1,186 @@
+// The module catalog copies in an SKR (decision 016, session 9): every pass lists the copies the agent made and
+// decides on their names and digest annotations only, so it lists them as metadata; a real ModuleTemplate's spec
+// (descriptor, default CR) is several kB that the API server would encode and the agent parse on every pass.
+// Drift is still repaired from the metadata: a deleted copy or one whose digest differs is applied again, a copy no
+// longer in the catalog is deleted, an object the agent did not copy is left alone. Real API server; the client's
+// response bound shows what was read, the request counters what was sent.
+import { expect } from 'chai';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { GROUP, KINDS, LABELS, MANAGED_BY, parseKyma, type Kyma } from '@skr-watcher/api';
+import {
+  createClusterClient,
+  isResponseTooLarge,
+  kubeRequestMetrics,
+  type ClusterClient,
+} from '@skr-watcher/kube';
+import { startEnvironment, type Environment } from '@skr-watcher/testenv';
+import { createRegistry, type Registry } from '@skr-watcher/telemetry';
+import { CATALOG_DIGEST_ANNOTATION, syncModuleCatalog } from '../src/reconcile/catalog.js';
+import { ensureSkrCrds } from '../src/reconcile/crds.js';
+import { realisticCatalog } from './support/module-catalog.js';
+import { refTo } from './support/planes.js';
+
+/**
+ * Above the metadata of the copies of three modules (six templates and three metas with their managedFields, under
+ * 12 kB), below their templates in full (about 8 kB each).
+ */
+const METADATA_BOUND_BYTES = 16 * 1024;
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+describe('SKR module catalog copies (metadata-only lists)', function () {
+  this.timeout(120_000);
+  let env: Environment;
+  let api: CustomObjectsApi;
+  let counter = 0;
+  let namespace: string;
+  let registry: Registry;
+  let skr: ClusterClient;
+
+  const kyma: Kyma = parseKyma(
+    {
+      apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+      kind: KINDS.kyma.kind,
+      metadata: { name: 'kyma-catalog', namespace: 'kcp-system' },
+      spec: { channel: 'regular' },
+    },
+    'test Kyma',
+  );
+
+  const requests = async () =>
+    ((await registry.getSingleMetric('skr_agent_kube_requests_total')?.get())?.values ?? [])
+      .map((v) => [v.labels['verb'], v.labels['resource'], v.value])
+      .sort();
+  const copies = async (kind: 'moduleTemplate' | 'moduleReleaseMeta') => {
+    const { group, version, plural } = refTo(kind, namespace, '');
+    const list = (await api.listNamespacedCustomObject({ group, version, plural, namespace })) as {
+      items: { metadata: { name: string; annotations?: Record<string, string> } }[];
+    };
+    return new Map(list.items.map((item) => [item.metadata.name, item.metadata.annotations]));
+  };
+
+  before(async () => {
+    env = await startEnvironment({ planes: ['skr'] });
+    api = env.plane('skr').kubeConfig().makeApiClient(CustomObjectsApi);
+    const first = await createClusterClient(env.plane('skr').kubeConfig(), { name: 'skr' });
+    try {
+      await ensureSkrCrds(first);
+    } finally {
+      await first.close();
+    }
+  });
+  after(async () => env?.stop());
+
+  beforeEach(async () => {
+    counter += 1;
+    namespace = `catalog-${counter}`;
+    await env
+      .plane('skr')
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: namespace } } });
+    registry = createRegistry();
+    // A new client, as for a Kyma just taken over; a full list of the copies fails with ResponseTooLargeError.
+    skr = await createClusterClient(env.plane('skr').kubeConfig(), {
+      name: 'skr',
+      maxResponseBytes: METADATA_BOUND_BYTES,
+      metrics: { kind: 'skr', counters: kubeRequestMetrics(registry) },
+    });
+  });
+  afterEach(async () => skr?.close());
+
+  it('copies a catalog into an empty SKR namespace, then passes over it with two metadata lists', async () => {
+    const catalog = realisticCatalog('kcp-system', 3);
+    const first = await syncModuleCatalog(kyma, skr, namespace, catalog);
+    expect(first).to.include({ ok: true, reason: 'Synchronized' });
+    expect((await copies('moduleTemplate')).size).to.equal(6);
+    expect((await copies('moduleReleaseMeta')).size).to.equal(3);
+
+    // The bound only means something if the copies in full do not pass under it.
+    const { group, version, plural } = refTo('moduleTemplate', namespace, '');
+    const full = await skr.custom
+      .listNamespacedCustomObject({ group, version, plural, namespace, resourceVersion: '0' })
+      .catch((e: unknown) => e);
+    expect(isResponseTooLarge(full), 'full list of the template copies').to.equal(true);
+
+    registry.resetMetrics();
+    // The watch cache may lag the writes by a moment: a pass that saw an older list would rewrite what it missed.
+    for (let attempt = 0; ; attempt++) {
+      expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
+      const sent = await requests();
+      if (sent.length === 2 || attempt > 20) {
+        expect(sent).to.deep.equal([
+          ['list', 'modulereleasemetas', 1],
+          ['list', 'moduletemplates', 1],
+        ]);
+        break;
+      }
+      registry.resetMetrics();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  });
+
+  it('puts back a deleted or re-stamped copy, deletes one no longer offered, leaves alone what it did not copy', async () => {
+    const catalog = realisticCatalog('kcp-system', 3);
+    expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
+    const [deleted, edited] = catalog.templates.map((template) => template.metadata.name);
+    const meta = catalog.metas[0]!.metadata.name;
+    const ours = await copies('moduleTemplate');
+    await api.deleteNamespacedCustomObject(refTo('moduleTemplate', namespace, deleted!));
+    await api.patchNamespacedCustomObject(
+      {
+        ...refTo('moduleTemplate', namespace, edited!),
+        body: { metadata: { annotations: { [CATALOG_DIGEST_ANNOTATION]: 'edited' } }, spec: { version: '9.9.9' } },
+      },
+      mergePatch,
+    );
+    await api.patchNamespacedCustomObject(
+      {
+        ...refTo('moduleReleaseMeta', namespace, meta),
+        body: { metadata: { annotations: { [CATALOG_DIGEST_ANNOTATION]: null } } },
+      },
+      mergePatch,
+    );
+    // A copy of a module no longer offered, and someone else's template in the same namespace.
+    const { group, version, plural } = refTo('moduleTemplate', namespace, '');
+    const stale = { ...catalog.templates[0]!, metadata: { name: 'retired-1.0.0', namespace } };
+    await api.createNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace,
+      body: { ...stale, metadata: { ...stale.metadata, labels: { [LABELS.managedBy]: MANAGED_BY } } },
+    });
+    await api.createNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace,
+      body: { ...stale, metadata: { name: 'users-own-1.0.0', namespace } },
+    });
+
+    // Until the watch cache has seen every change above, a pass may repair only some of them.
+    for (let attempt = 0; ; attempt++) {
+      expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
+      const now = await copies('moduleTemplate');
+      const metas = await copies('moduleReleaseMeta');
+      const repaired =
+        now.get(deleted!)?.[CATALOG_DIGEST_ANNOTATION] === ours.get(deleted!)?.[CATALOG_DIGEST_ANNOTATION] &&
+        now.get(edited!)?.[CATALOG_DIGEST_ANNOTATION] === ours.get(edited!)?.[CATALOG_DIGEST_ANNOTATION] &&
+        metas.get(meta)?.[CATALOG_DIGEST_ANNOTATION] !== undefined &&
+        !now.has('retired-1.0.0');
+      if (repaired || attempt > 20) {
+        expect([...now.keys()].sort()).to.deep.equal(
+          [...ours.keys(), 'users-own-1.0.0'].sort(),
+          'our copies back, the retired one gone, the user’s kept',
+        );
+        expect(repaired, 'every copy stamped with its digest again').to.equal(true);
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const editedNow = (await api.getNamespacedCustomObject(refTo('moduleTemplate', namespace, edited!))) as {
+      spec: { version: string };
+    };
+    expect(editedNow.spec.version).to.equal('1.1.0');
+  });
+});
