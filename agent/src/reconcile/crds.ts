@@ -3,10 +3,11 @@
 // managed-by skr-watcher) whose digest differs is replaced, so an SKR set up by an older agent gains the fields
 // added since (otherwise the API server would prune them, e.g. `managed: false`). A CRD someone else installed
 // (upstream lifecycle-manager, a platform's own tooling) is left alone. A client whose CRDs were checked is
-// remembered until it is rebuilt: a new agent version checks every SKR once. The check reads each CRD's metadata
-// only (labels, annotations, resourceVersion decide it): a full CRD is tens of kB of schema and managedFields that
-// the API server encodes and the agent parses into client-node's model, on every new SKR client, i.e. for every
-// Kyma a replica takes over (decisions 012, 016).
+// remembered until it is rebuilt: a new agent version checks every SKR once. The check reads metadata only (labels,
+// annotations, resourceVersion decide it): a full CRD is tens of kB of schema and managedFields that the API server
+// encodes and the agent parses into client-node's model, on every new SKR client, i.e. for every Kyma a replica
+// takes over (decisions 012, 016). One list, from the watch cache, finds the CRDs this project installed; only a CRD
+// it lacks (missing, someone else's, or not in the cache yet) is read by name.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -17,6 +18,8 @@ import {
   PARTIAL_OBJECT_METADATA,
   getOrUndefined,
   isConflict,
+  listedMetadata,
+  metadataOnlyList,
   withContext,
   type ClusterClient,
 } from '@skr-watcher/kube';
@@ -52,21 +55,34 @@ export function forgetCrdCheck(skr: ClusterClient): void {
   verified.delete(skr);
 }
 
+/** What the check decides on: a CRD's labels, annotations and resourceVersion. */
+interface CrdMetadata {
+  labels?: Record<string, string> | undefined;
+  annotations?: Record<string, string> | undefined;
+  resourceVersion?: string | undefined;
+}
+
 /** Makes sure the SKR serves the project's CRDs in this version. */
 export async function ensureSkrCrds(skr: ClusterClient, crdDir: string = DEFAULT_CRD_DIR): Promise<CrdCheck> {
   const check: CrdCheck = { installed: [], updated: [] };
   if (verified.has(skr)) return check;
+  const ours = await crdsInstalledByUs(skr);
   for (const { name, file } of SKR_CRDS) {
-    const present = await getOrUndefined(`read CRD ${name} in ${skr.name}`, () =>
-      skr.apiextensions.readCustomResourceDefinition({ name }, metadataOnly),
-    );
-    if (present && !installedByUs(present)) continue;
-    const wanted = await crdManifest(join(crdDir, file), name);
-    if (present?.metadata?.annotations?.[CRD_DIGEST_ANNOTATION] === digestOf(wanted)) continue;
+    const present: CrdMetadata | undefined =
+      ours.get(name) ??
+      (
+        await getOrUndefined(`read CRD ${name} in ${skr.name}`, () =>
+          skr.apiextensions.readCustomResourceDefinition({ name }, metadataOnly),
+        )
+      )?.metadata;
+    if (present && present.labels?.[LABELS.managedBy] !== MANAGED_BY) continue;
+    const path = join(crdDir, file);
+    if (present?.annotations?.[CRD_DIGEST_ANNOTATION] === (await crdManifest(path)).digest) continue;
+    const wanted = await crdBody(path, name);
     if (present) {
-      // A replace, not an apply: the older copy may carry fields this version dropped. Changed meanwhile: the
-      // conflict fails this pass and the next one compares again.
-      wanted.metadata = { ...wanted.metadata, resourceVersion: present.metadata?.resourceVersion };
+      // A replace, not an apply: the older copy may carry fields this version dropped. Changed meanwhile (or the
+      // watch cache lagged): the conflict fails this pass and the next one compares again.
+      wanted.metadata = { ...wanted.metadata, resourceVersion: present.resourceVersion };
       await withContext(`update CRD ${name} in ${skr.name}`, () =>
         skr.apiextensions.replaceCustomResourceDefinition({ name, body: wanted }),
       );
@@ -85,21 +101,43 @@ export async function ensureSkrCrds(skr: ClusterClient, crdDir: string = DEFAULT
   return check;
 }
 
-function installedByUs(crd: V1CustomResourceDefinition): boolean {
-  return crd.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY;
+/**
+ * The CRDs labelled managed-by skr-watcher, by name: one list from the watch cache (which scans the SKR's CRDs, in
+ * memory, for the label) instead of a GET from etcd per CRD, each decoding a whole CRD to send its metadata.
+ */
+async function crdsInstalledByUs(skr: ClusterClient): Promise<Map<string, CrdMetadata>> {
+  const answer = await withContext(`list CRDs in ${skr.name}`, () =>
+    skr.apiextensions.listCustomResourceDefinition(
+      { labelSelector: `${LABELS.managedBy}=${MANAGED_BY}`, resourceVersion: '0' },
+      metadataOnlyList,
+    ),
+  );
+  return new Map(listedMetadata(answer, 'CRD list').map((crd) => [crd.name, crd]));
 }
 
-function digestOf(crd: V1CustomResourceDefinition): string | undefined {
-  return crd.metadata?.annotations?.[CRD_DIGEST_ANNOTATION];
+/** A CRD manifest's text and digest, read once per process: the files ship with the agent and change with it. */
+const manifests = new Map<string, Promise<{ text: string; digest: string }>>();
+
+function crdManifest(path: string): Promise<{ text: string; digest: string }> {
+  let manifest = manifests.get(path);
+  if (!manifest) {
+    manifest = readFile(path, 'utf8').then((text) => ({
+      text,
+      digest: createHash('sha256').update(text).digest('hex').slice(0, 16),
+    }));
+    // A failed read is tried again by the next check.
+    manifest.catch(() => manifests.delete(path));
+    manifests.set(path, manifest);
+  }
+  return manifest;
 }
 
-/** The CRD of `path`, stamped with the digest of the file. */
-async function crdManifest(path: string, name: string): Promise<V1CustomResourceDefinition> {
-  const text = await readFile(path, 'utf8');
+/** The CRD of `path` to write, stamped with the digest of the file (a fresh object: the caller sets its version). */
+async function crdBody(path: string, name: string): Promise<V1CustomResourceDefinition> {
+  const { text, digest } = await crdManifest(path);
   // loadYaml maps `x-kubernetes-*` keys to client-node's model; a plain YAML parse would lose them on the wire.
   const body = loadYaml<V1CustomResourceDefinition>(text);
   if (body?.metadata?.name !== name) throw new Error(`${path} does not define CRD ${name}`);
-  const digest = createHash('sha256').update(text).digest('hex').slice(0, 16);
   body.metadata.annotations = { ...body.metadata.annotations, [CRD_DIGEST_ANNOTATION]: digest };
   return body;
 }
