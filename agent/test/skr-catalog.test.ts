@@ -129,7 +129,10 @@ describe('SKR module catalog copies (metadata-only lists)', function () {
     await api.patchNamespacedCustomObject(
       {
         ...refTo('moduleTemplate', namespace, edited!),
-        body: { metadata: { annotations: { [CATALOG_DIGEST_ANNOTATION]: 'edited' } }, spec: { version: '9.9.9' } },
+        body: {
+          metadata: { annotations: { [CATALOG_DIGEST_ANNOTATION]: 'edited' } },
+          spec: { version: '9.9.9' },
+        },
       },
       mergePatch,
     );

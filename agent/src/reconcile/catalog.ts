@@ -114,21 +114,37 @@ export function visibleCatalog(kyma: Kyma, catalog: Catalog): Catalog {
   return { templates, metas };
 }
 
-function copyOf(kind: CatalogKind, source: ModuleTemplate | ModuleReleaseMeta, namespace: string) {
-  const digest = createHash('sha256').update(JSON.stringify(source.spec)).digest('hex').slice(0, 16);
+/**
+ * The digest of a catalog object's spec, computed once per object: the controller's watch caches hand every pass the
+ * same parsed object until it changes (parsedOnce), and a real template's spec is kilobytes to serialise and hash.
+ */
+const specDigests = new WeakMap<ModuleTemplate | ModuleReleaseMeta, string>();
+
+function digestOf(source: ModuleTemplate | ModuleReleaseMeta): string {
+  let digest = specDigests.get(source);
+  if (digest === undefined) {
+    digest = createHash('sha256').update(JSON.stringify(source.spec)).digest('hex').slice(0, 16);
+    specDigests.set(source, digest);
+  }
+  return digest;
+}
+
+function copyOf(
+  kind: CatalogKind,
+  source: ModuleTemplate | ModuleReleaseMeta,
+  namespace: string,
+  digest: string,
+) {
   return {
-    digest,
-    body: {
-      apiVersion: apiVersionOf(kind),
-      kind: KINDS[kind].kind,
-      metadata: {
-        name: source.metadata.name,
-        namespace,
-        labels: { ...source.metadata.labels, [LABELS.managedBy]: MANAGED_BY },
-        annotations: { ...source.metadata.annotations, [CATALOG_DIGEST_ANNOTATION]: digest },
-      },
-      spec: source.spec,
+    apiVersion: apiVersionOf(kind),
+    kind: KINDS[kind].kind,
+    metadata: {
+      name: source.metadata.name,
+      namespace,
+      labels: { ...source.metadata.labels, [LABELS.managedBy]: MANAGED_BY },
+      annotations: { ...source.metadata.annotations, [CATALOG_DIGEST_ANNOTATION]: digest },
     },
+    spec: source.spec,
   };
 }
 
@@ -152,13 +168,15 @@ async function syncKind(
     }
   };
   for (const source of wanted) {
-    const { digest, body } = copyOf(kind, source, namespace);
+    const digest = digestOf(source);
     if (present.get(source.metadata.name) === digest) continue;
     await attempt(source.metadata.name, () =>
-      applyCustomObject(skr.custom, refOf(kind, namespace, source.metadata.name), body, {
-        fieldManager: FIELD_MANAGER,
-        force: true,
-      }),
+      applyCustomObject(
+        skr.custom,
+        refOf(kind, namespace, source.metadata.name),
+        copyOf(kind, source, namespace, digest),
+        { fieldManager: FIELD_MANAGER, force: true },
+      ),
     );
   }
   const wantedNames = new Set(wanted.map((source) => source.metadata.name));

@@ -76,7 +76,8 @@ export function realisticModuleTemplate(namespace: string, module: string, versi
         component: {
           name: component,
           version,
-          provider: '{"name":"kyma-project.io","labels":[{"name":"kyma-project.io/built-by","value":"modulectl"}]}',
+          provider:
+            '{"name":"kyma-project.io","labels":[{"name":"kyma-project.io/built-by","value":"modulectl"}]}',
           labels: [{ name: 'kyma-project.io/module-type', value: 'kyma-module', version: 'v1' }],
           repositoryContexts: [
             {

@@ -5,7 +5,8 @@ import { setHeaderOptions } from '@kubernetes/client-node';
 import { isRecord, objectMetaSchema, parseShape, ShapeError, type ObjectMeta } from '@skr-watcher/api';
 
 /** Accept header of a metadata-only list: each item a PartialObjectMetadata. */
-export const PARTIAL_OBJECT_METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+export const PARTIAL_OBJECT_METADATA_LIST =
+  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 
 /** Request options of a metadata-only list ('append' keeps the client's deadline middleware). */
 export const metadataOnlyList = setHeaderOptions('Accept', PARTIAL_OBJECT_METADATA_LIST);
