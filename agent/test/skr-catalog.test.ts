@@ -16,8 +16,7 @@ import {
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { CATALOG_DIGEST_ANNOTATION, syncModuleCatalog } from '../src/reconcile/catalog.js';
-import { ensureSkrCrds } from '../src/reconcile/crds.js';
-import { realisticCatalog } from './support/module-catalog.js';
+import { realisticCatalog } from '../../test/support/module-catalog.js';
 import { refTo } from './support/planes.js';
 
 /**
@@ -60,13 +59,8 @@ describe('SKR module catalog copies (metadata-only lists)', function () {
 
   before(async () => {
     env = await startEnvironment({ planes: ['skr'] });
+    // The environment serves the project's CRDs, the catalog's among them.
     api = env.plane('skr').kubeConfig().makeApiClient(CustomObjectsApi);
-    const first = await createClusterClient(env.plane('skr').kubeConfig(), { name: 'skr' });
-    try {
-      await ensureSkrCrds(first);
-    } finally {
-      await first.close();
-    }
   });
   after(async () => env?.stop());
 

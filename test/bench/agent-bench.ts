@@ -4,11 +4,14 @@
 // this machine; every Kyma still gets its own SKR client and connection pool in the agent, as with N SKRs).
 //
 //   npm run bench:agent-single -- [--kymas 1000] [--skrs 2] [--workers 8] [--resync 60s] [--source] [--paused]
-//                                 [--register] [--profile-resync DIR] [--steady 30]
+//                                 [--register] [--profile-resync DIR] [--steady 30] [--catalog 0]
 //                                 [--node-flags '--max-semi-space-size=4'] [--heap-snapshot] [--malloc-stats]
+//                                 [--agent PATH]
 //
 // The agent runs from agent/dist (npm run build first) so its memory is that of the shipped binary;
-// --source runs agent/src through tsx instead (adds the TypeScript loader's own memory).
+// --source runs agent/src through tsx instead (adds the TypeScript loader's own memory); --agent runs another
+// tree's built main.js (A/B). --catalog N offers N modules in KCP (a ModuleReleaseMeta and two ModuleTemplates of
+// about 8 kB each, shaped as modulectl writes them), so every Kyma's pass keeps 3N catalog copies in its SKR.
 //
 // Prints: time until every Kyma is Ready after start, time of one full resync (every Kyma reconciled again),
 // and where the agent's memory goes over time: RSS split into V8 heap (committed and used), external and
@@ -38,6 +41,7 @@ import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { createCa, issueLeaf, webhookDnsNames } from '@skr-watcher/pki';
 import { freePort, startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
+import { realisticCatalog } from '../support/module-catalog.js';
 import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
 import {
   cpuSeconds,
@@ -48,12 +52,14 @@ import {
 import { startCpuProfile, summariseCpuProfile } from '../support/cpu-profile.js';
 
 const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
-const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);
   return at >= 0 && process.argv[at + 1] ? (process.argv[at + 1] as string) : fallback;
 }
+
+const BUILT = flag('agent', fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url)));
+const CATALOG_MODULES = Number(flag('catalog', '0'));
 
 const KYMAS = Number(flag('kymas', '1000'));
 const WORKERS = flag('workers', '8');
@@ -141,8 +147,22 @@ async function main(): Promise<void> {
       ...(REGISTER ? { runtimeId: (i: number) => `runtime-${SKRS[i % SKRS.length]}` } : {}),
     });
     if (REGISTER) await registrationSetup(env, core);
+    const catalog = realisticCatalog(NAMESPACE, CATALOG_MODULES);
+    for (const [kind, objects] of [
+      ['moduleReleaseMeta', catalog.metas],
+      ['moduleTemplate', catalog.templates],
+    ] as const) {
+      for (const body of objects)
+        await api.createNamespacedCustomObject({
+          group: GROUP,
+          version: KINDS[kind].version,
+          plural: KINDS[kind].plural,
+          namespace: NAMESPACE,
+          body,
+        });
+    }
     console.log(
-      `setup: ${KYMAS} Kymas and kubeconfig Secrets over ${SKRS.length} SKR API servers in ${Date.now() - t0} ms`,
+      `setup: ${KYMAS} Kymas and kubeconfig Secrets over ${SKRS.length} SKR API servers, ${CATALOG_MODULES} catalog modules, in ${Date.now() - t0} ms`,
     );
 
     const snapshotDir = HEAP_SNAPSHOT ? mkdtempSync(join(tmpdir(), 'agent-heap-')) : undefined;
