@@ -14,6 +14,7 @@ import {
 import { backoffDelay } from '@skr-watcher/api';
 import { Counter, Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { fetch } from 'undici';
+import { PARTIAL_OBJECT_METADATA_LIST } from './metadata-list.js';
 import { PARTIAL_OBJECT_METADATA } from './skr-clients.js';
 import { unrefClock, type Clock, type TimerHandle } from './workqueue.js';
 
@@ -612,15 +613,10 @@ export function secretSource(
 }
 
 /**
- * Accept of a metadata-only list and of a metadata-only watch's events (client-go's metadata informers ask the same):
- * the API server encodes and sends metadata only, so no spec, status or Secret data travels or is parsed. No plain
- * JSON fallback: a server that cannot convert answers 406, and the informer fails rather than caching whole objects.
- */
-const METADATA_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
-
-/**
  * `source`'s collection (path and selectors), listed and watched as PartialObjectMetadata: for caches that read
- * names, labels and resourceVersions only (decision 012, "Session 9"). `T` is what the caller reads of it.
+ * names, labels and resourceVersions only (decision 012, "Session 9"); client-go's metadata informers ask the same.
+ * No spec, status or Secret data travels or is parsed. No plain JSON fallback: a server that cannot convert answers
+ * 406, and the informer fails rather than caching whole objects. `T` is what the caller reads of it.
  */
 export function metadataOnly<T extends CachedObject = PartialObjectMetadata>(
   kubeConfig: KubeConfig,
@@ -644,7 +640,7 @@ export function metadataOnly<T extends CachedObject = PartialObjectMetadata>(
       // As client-node's Watch sends a request: the KubeConfig's authentication and dispatcher (pooled or not).
       const request = new RequestContext(url.toString(), HttpMethod.GET);
       await kubeConfig.applySecurityAuthentication(request);
-      request.setHeaderParam('Accept', METADATA_LIST_ACCEPT);
+      request.setHeaderParam('Accept', PARTIAL_OBJECT_METADATA_LIST);
       const response = await fetch(url, {
         headers: request.getHeaders(),
         dispatcher: request.getDispatcher(),
