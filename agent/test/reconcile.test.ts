@@ -659,6 +659,32 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(await reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
   });
 
+  it('deletion removes a ModuleConfig that the watch cache has not delivered yet, and its Module CR', async function () {
+    await reconciler.close();
+    reconciler = createReconciler({
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
+      namespace: ns,
+      // A cache that lags behind the last pass's writes: it holds none of the Kyma's ModuleConfigs yet.
+      caches: {
+        moduleTemplates: () => undefined,
+        moduleReleaseMetas: () => undefined,
+        watchers: () => undefined,
+        moduleConfigs: () => [],
+      },
+    });
+    await createKyma(ns, 'kyma-l', 'skr1', [{ name: 'sample' }]);
+    await reconciler.reconcile(`${ns}/kyma-l`);
+    expect(await moduleConfig(ns, 'kyma-l', 'sample')).to.not.equal(undefined);
+
+    await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-l'));
+    expect(await reconciler.reconcile(`${ns}/kyma-l`)).to.deep.equal({});
+    expect(await kcpKyma(ns, 'kyma-l')).to.equal(undefined);
+    expect(await moduleConfig(ns, 'kyma-l', 'sample')).to.equal(undefined);
+    expect(await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()))).to.equal(
+      undefined,
+    );
+  });
+
   it('deletion with an unreachable SKR retries until deletionTimeoutMs, then records an Event and lets the Kyma go', async function () {
     let now = Date.now();
     await reconciler.close();

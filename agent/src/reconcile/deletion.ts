@@ -37,8 +37,8 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
   if (kymaStatusChanged(kyma.status, deleting)) await writeKymaStatus(ctx.kcp, kymaRef, deleting);
 
   // Gather every Module CR identity before the ModuleConfigs that record them are gone; the user keeps the
-  // Module CRs of unmanaged modules.
-  const configs = await moduleConfigsOf(ctx, kymaName);
+  // Module CRs of unmanaged modules. Listed from etcd: a watch cache may not yet hold one the last pass wrote.
+  const configs = await moduleConfigsOf(ctx, kymaName, 'consistent');
   const moduleCrs = new Map<string, ObjectRef>();
   for (const config of configs.values()) addRef(moduleCrs, recordedModuleCr(undefined, config));
   for (const module of kyma.status?.modules ?? []) {

@@ -43,15 +43,18 @@ export function moduleConfigName(kyma: string, module: string): string {
  * milliseconds per reconcile. The answer may be slightly stale, so it is only used to find ModuleConfigs of
  * modules that are no longer wanted (deleting one twice is harmless); decisions about a wanted module read its
  * ModuleConfig fresh (`readModuleConfig`). The controller's watch cache, when there is one, has the same freshness.
+ * `consistent`: every ModuleConfig written so far, listed from etcd (no cache): the deletion of a Kyma must not
+ * miss one written a moment before.
  */
 export async function moduleConfigsOf(
   ctx: ReconcileContext,
   kyma: string,
+  read: 'cached' | 'consistent' = 'cached',
 ): Promise<Map<string, ModuleConfig>> {
   const { group, version, plural } = refOf('moduleConfig', ctx.namespace, '');
   const labelSelector = `${LABELS.kymaName}=${kyma}`;
   const items =
-    ctx.caches?.moduleConfigs(kyma) ??
+    (read === 'cached' ? ctx.caches?.moduleConfigs(kyma) : undefined) ??
     listItems(
       await withContext(`list ModuleConfigs ${ctx.namespace} -l ${labelSelector}`, () =>
         ctx.kcp.custom.listNamespacedCustomObject({
@@ -60,7 +63,7 @@ export async function moduleConfigsOf(
           plural,
           namespace: ctx.namespace,
           labelSelector,
-          resourceVersion: '0',
+          ...(read === 'cached' ? { resourceVersion: '0' } : {}),
         }),
       ),
       'ModuleConfig list',
