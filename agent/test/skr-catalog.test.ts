@@ -1,8 +1,9 @@
 // The module catalog copies in an SKR (decision 016, session 9): every pass lists the copies the agent made and
 // decides on their names and digest annotations only, so it lists them as metadata; a real ModuleTemplate's spec
 // (descriptor, default CR) is several kB that the API server would encode and the agent parse on every pass.
-// Drift is still repaired from the metadata: a deleted copy or one whose digest differs is applied again, a copy no
-// longer in the catalog is deleted, an object the agent did not copy is left alone. Real API server; the client's
+// Drift is still repaired from the metadata: a deleted copy or one whose digest differs is applied again, one whose
+// spec another manager edited (managedFields) is replaced, a copy no longer in the catalog is deleted, an object
+// the agent did not copy is left alone. Real API server; the client's
 // response bound shows what was read, the request counters what was sent.
 import { expect } from 'chai';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -57,6 +58,23 @@ describe('SKR module catalog copies (metadata-only lists)', function () {
     return new Map(list.items.map((item) => [item.metadata.name, item.metadata.annotations]));
   };
 
+  /** Passes until one sends nothing but the two metadata lists (the watch cache has caught up with the writes). */
+  const untilAPassOnlyLists = async (catalog: ReturnType<typeof realisticCatalog>) => {
+    for (let attempt = 0; ; attempt++) {
+      registry.resetMetrics();
+      expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
+      const sent = await requests();
+      if (sent.length === 2 || attempt > 20) {
+        expect(sent).to.deep.equal([
+          ['list', 'modulereleasemetas', 1],
+          ['list', 'moduletemplates', 1],
+        ]);
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  };
+
   before(async () => {
     env = await startEnvironment({ planes: ['skr'] });
     // The environment serves the project's CRDs, the catalog's among them.
@@ -96,21 +114,8 @@ describe('SKR module catalog copies (metadata-only lists)', function () {
       .catch((e: unknown) => e);
     expect(isResponseTooLarge(full), 'full list of the template copies').to.equal(true);
 
-    registry.resetMetrics();
     // The watch cache may lag the writes by a moment: a pass that saw an older list would rewrite what it missed.
-    for (let attempt = 0; ; attempt++) {
-      expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
-      const sent = await requests();
-      if (sent.length === 2 || attempt > 20) {
-        expect(sent).to.deep.equal([
-          ['list', 'modulereleasemetas', 1],
-          ['list', 'moduletemplates', 1],
-        ]);
-        break;
-      }
-      registry.resetMetrics();
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await untilAPassOnlyLists(catalog);
   });
 
   it('puts back a deleted or re-stamped copy, deletes one no longer offered, leaves alone what it did not copy', async () => {
@@ -179,5 +184,56 @@ describe('SKR module catalog copies (metadata-only lists)', function () {
       spec: { version: string };
     };
     expect(editedNow.spec.version).to.equal('1.1.0');
+  });
+
+  it('replaces a copy whose spec was edited with its digest annotation left as it was, fields the edit added included', async () => {
+    const catalog = realisticCatalog('kcp-system', 2);
+    expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
+    const edited = catalog.templates[1]!.metadata.name;
+    const before = (await copies('moduleTemplate')).get(edited);
+    // kubectl edit: a changed field and an added one; the annotations stay as the agent wrote them.
+    await api.patchNamespacedCustomObject(
+      {
+        ...refTo('moduleTemplate', namespace, edited),
+        body: { spec: { version: '9.9.9', requiresDowntime: true } },
+        fieldManager: 'kubectl-edit',
+      },
+      mergePatch,
+    );
+    expect((await copies('moduleTemplate')).get(edited)).to.deep.equal(before);
+
+    const read = async () =>
+      (await api.getNamespacedCustomObject(refTo('moduleTemplate', namespace, edited))) as {
+        spec: { version: string; requiresDowntime?: boolean };
+      };
+    // Until the watch cache has the edit, a pass finds nothing to do.
+    for (let attempt = 0; ; attempt++) {
+      expect(await syncModuleCatalog(kyma, skr, namespace, catalog)).to.include({ ok: true });
+      const now = await read();
+      if (now.spec.version === catalog.templates[1]!.spec.version || attempt > 20) {
+        expect(now.spec).to.deep.equal(catalog.templates[1]!.spec);
+        expect(now.spec.requiresDowntime, 'the field the edit added').to.equal(undefined);
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+
+    // Another manager applies (server-side) a value the agent sets as well: both own the field, the value is
+    // right. One replace clears the ownership; after that a pass writes nothing.
+    await api.patchNamespacedCustomObject(
+      {
+        ...refTo('moduleTemplate', namespace, edited),
+        body: {
+          apiVersion: `${GROUP}/${KINDS.moduleTemplate.version}`,
+          kind: KINDS.moduleTemplate.kind,
+          metadata: { name: edited, namespace },
+          spec: { version: catalog.templates[1]!.spec.version },
+        },
+        fieldManager: 'someone-else',
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+    );
+    // Repaired for good: once the cache has the replacement, a pass writes nothing.
+    await untilAPassOnlyLists(catalog);
   });
 });

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import {
   FIELD_MANAGER,
+  isRecord,
   KINDS,
   LABELS,
   listItems,
@@ -47,10 +48,31 @@ async function listKind(cluster: ClusterClient, kind: CatalogKind, namespace: st
   return listItems(answer, `${plural} list`);
 }
 
+/** A copy as a pass decides on it: from its metadata only. */
+interface PresentCopy {
+  digest: string | undefined;
+  resourceVersion: string | undefined;
+  /** Another field manager owns spec fields: someone edited the spec, whatever the digest annotation says. */
+  specEdited: boolean;
+}
+
 /**
- * The copies the agent made in an SKR, metadata only: a copy is decided on by its name and digest annotation, while
- * a real ModuleTemplate's spec (descriptor, default CR) is kilobytes the API server would encode and the agent
- * parse on every pass.
+ * Whether a manager other than the agent owns fields under `spec`: a copy is only ever written by the agent, so such
+ * an entry is an edit (`kubectl edit`, a patch) that may have left the digest annotation as it was.
+ */
+function specEditedByOthers(managedFields: unknown): boolean {
+  if (!Array.isArray(managedFields)) return false;
+  return managedFields.some((entry: unknown) => {
+    if (!isRecord(entry) || entry['manager'] === FIELD_MANAGER) return false;
+    const fields = entry['fieldsV1'];
+    return isRecord(fields) && 'f:spec' in fields;
+  });
+}
+
+/**
+ * The copies the agent made in an SKR, metadata only: a copy is decided on by its name, digest annotation and who
+ * owns its spec fields (managedFields), while a real ModuleTemplate's spec (descriptor, default CR) is kilobytes the
+ * API server would encode and the agent parse on every pass.
  */
 async function listCopies(skr: ClusterClient, kind: CatalogKind, namespace: string) {
   const { group, version, plural } = refOf(kind, namespace, '');
@@ -68,7 +90,18 @@ async function listCopies(skr: ClusterClient, kind: CatalogKind, namespace: stri
       metadataOnlyList,
     ),
   );
-  return listedMetadata(answer, `${plural} list`);
+  const metadata = listedMetadata(answer, `${plural} list`);
+  // listedMetadata validated every item and keeps their order; managedFields are read from the answer itself.
+  const items = (answer as { items: { metadata: { managedFields?: unknown } }[] | null }).items ?? [];
+  const present = new Map<string, PresentCopy>();
+  metadata.forEach((meta, i) =>
+    present.set(meta.name, {
+      digest: meta.annotations?.[CATALOG_DIGEST_ANNOTATION],
+      resourceVersion: meta.resourceVersion,
+      specEdited: specEditedByOthers(items[i]?.metadata.managedFields),
+    }),
+  );
+  return present;
 }
 
 /**
@@ -155,9 +188,7 @@ async function syncKind(
   wanted: (ModuleTemplate | ModuleReleaseMeta)[],
   namespace: string,
 ): Promise<{ name: string; message: string }[]> {
-  const present = new Map<string, string | undefined>();
-  for (const copy of await listCopies(skr, kind, namespace))
-    present.set(copy.name, copy.annotations?.[CATALOG_DIGEST_ANNOTATION]);
+  const present = await listCopies(skr, kind, namespace);
   const failures: { name: string; message: string }[] = [];
   const attempt = async (name: string, write: () => Promise<unknown>) => {
     try {
@@ -169,14 +200,32 @@ async function syncKind(
   };
   for (const source of wanted) {
     const digest = digestOf(source);
-    if (present.get(source.metadata.name) === digest) continue;
+    const copy = present.get(source.metadata.name);
+    const ref = refOf(kind, namespace, source.metadata.name);
+    if (copy?.specEdited) {
+      // An apply would take back the fields the agent sets and leave the ones the edit added (owned by the editor):
+      // the copy is replaced whole, at the version listed (a conflict is retried next pass). Its managedFields are
+      // reset too (`[{}]` clears them): an editor that set a field to the value the agent sets keeps owning it
+      // through a replace, and the next pass would replace again.
+      const body = copyOf(kind, source, namespace, digest);
+      const metadata = { ...body.metadata, resourceVersion: copy.resourceVersion, managedFields: [{}] };
+      await attempt(source.metadata.name, () =>
+        withContext(`replace ${KINDS[kind].kind} ${namespace}/${ref.name} in ${skr.name}`, () =>
+          skr.custom.replaceNamespacedCustomObject({
+            ...ref,
+            body: { ...body, metadata },
+            fieldManager: FIELD_MANAGER,
+          }),
+        ),
+      );
+      continue;
+    }
+    if (copy?.digest === digest) continue;
     await attempt(source.metadata.name, () =>
-      applyCustomObject(
-        skr.custom,
-        refOf(kind, namespace, source.metadata.name),
-        copyOf(kind, source, namespace, digest),
-        { fieldManager: FIELD_MANAGER, force: true },
-      ),
+      applyCustomObject(skr.custom, ref, copyOf(kind, source, namespace, digest), {
+        fieldManager: FIELD_MANAGER,
+        force: true,
+      }),
     );
   }
   const wantedNames = new Set(wanted.map((source) => source.metadata.name));
