@@ -116,6 +116,17 @@ describe('SKR module catalog copies (metadata-only lists)', function () {
 
     // The watch cache may lag the writes by a moment: a pass that saw an older list would rewrite what it missed.
     await untilAPassOnlyLists(catalog);
+    // What the two lists brought, as the client counts it: the metadata of nine copies, under the bound.
+    const received = (
+      (await registry.getSingleMetric('skr_agent_kube_response_bytes_total')?.get())?.values ?? []
+    )
+      .map((v) => [v.labels['verb'], v.labels['resource'], v.value])
+      .sort();
+    expect(received.map(([verb, resource]) => `${verb} ${resource}`)).to.deep.equal([
+      'list modulereleasemetas',
+      'list moduletemplates',
+    ]);
+    for (const [, , bytes] of received) expect(bytes).to.be.within(1_000, METADATA_BOUND_BYTES);
   });
 
   it('puts back a deleted or re-stamped copy, deletes one no longer offered, leaves alone what it did not copy', async () => {

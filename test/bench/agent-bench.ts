@@ -480,6 +480,11 @@ function reconcileCost(run: {
     .sort((a, b) => a.cluster.localeCompare(b.cluster) || b.value - a.value);
   const byCluster = (cluster: string) =>
     requests.filter((r) => r.cluster === cluster).reduce((sum, r) => sum + r.value, 0);
+  const received = delta('skr_agent_kube_response_bytes_total{');
+  const kB = (cluster: string) =>
+    per(
+      received.filter(({ key }) => label(key, 'cluster') === cluster).reduce((sum, r) => sum + r.value, 0),
+    ) / 1024;
   const tls = delta('skr_agent_kube_tls_connections_total{').map(({ key, value }) => ({
     cluster: label(key, 'cluster'),
     resumed: label(key, 'resumed') === 'true',
@@ -494,6 +499,7 @@ function reconcileCost(run: {
     `  CPU raw over the resync: ${cpu.map((c) => `${c.name} ${c.raw.toFixed(2)} s (idle ${c.idle.toFixed(2)})`).join(', ')}`,
     `  requests per reconcile: kcp ${per(byCluster('kcp')).toFixed(2)}, skr ${per(byCluster('skr')).toFixed(2)}`,
     ...requests.map((r) => `    ${r.cluster} ${r.what}: ${per(r.value).toFixed(2)}`),
+    `  answers read per reconcile (watches not included): kcp ${kB('kcp').toFixed(1)} kB, skr ${kB('skr').toFixed(1)} kB`,
     `  TLS handshakes per reconcile: ${['kcp', 'skr']
       .map(
         (cluster) =>

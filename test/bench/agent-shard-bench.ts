@@ -130,6 +130,28 @@ function requestsPerReconcile(
     .join(', ');
 }
 
+/** Bytes of the answers all replicas read whole between two looks (not watches), per reconcile, by cluster kind. */
+function answersPerReconcile(
+  before: Map<string, number>[],
+  after: Map<string, number>[],
+  reconciles: number,
+) {
+  const total = new Map<string, number>([
+    ['kcp', 0],
+    ['skr', 0],
+  ]);
+  after.forEach((samplesNow, i) => {
+    for (const [key, value] of samplesNow) {
+      if (!key.startsWith('skr_agent_kube_response_bytes_total{')) continue;
+      const cluster = /cluster="([^"]*)"/.exec(key)?.[1] ?? '';
+      total.set(cluster, (total.get(cluster) ?? 0) + value - (before[i]?.get(key) ?? 0));
+    }
+  });
+  return [...total]
+    .map(([cluster, bytes]) => `${cluster} ${(bytes / reconciles / 1024).toFixed(1)} kB`)
+    .join(', ');
+}
+
 /** The sum of every sample of `name` on a replica's /metrics. */
 async function metric(port: number, name: string): Promise<number> {
   let sum = 0;
@@ -400,6 +422,9 @@ async function main(): Promise<void> {
         );
         console.log(
           `  requests per reconcile (all replicas): ${requestsPerReconcile(requestsAtStart, requestsNow, KYMAS)}`,
+        );
+        console.log(
+          `  answers read per reconcile (watches not included): ${answersPerReconcile(requestsAtStart, requestsNow, KYMAS)}`,
         );
         break;
       }

@@ -1,5 +1,5 @@
-// What the agent asks of its clusters, by cluster kind, verb and resource, and what its connections cost (TLS
-// handshakes, and how many of them resumed a session): the figures an SRE needs to see what one reconcile costs
+// What the agent asks of its clusters, by cluster kind, verb and resource, how many bytes the answers bring, and
+// what its connections cost (TLS handshakes, and how many of them resumed a session): the figures an SRE needs to see what one reconcile costs
 // the API servers (decision 016), and that bench:agent-single prints per reconcile.
 import { Counter, registeredMetric, type Registry } from '@skr-watcher/telemetry';
 
@@ -11,6 +11,14 @@ export interface KubeRequestMetrics {
   request(kind: ClusterKind, method: string, url: string, contentType: string | undefined): void;
   /** One TLS connection established; `resumed` when it resumed an earlier session (no certificate exchange). */
   connection(kind: ClusterKind, resumed: boolean): void;
+  /** The body of one answer read whole (not watches), `bytes` long as sent (undecoded). */
+  responseBody?(
+    kind: ClusterKind,
+    method: string,
+    url: string,
+    contentType: string | undefined,
+    bytes: number,
+  ): void;
 }
 
 /** The request and connection counters in `registry` (one set per registry, shared by every client). */
@@ -38,6 +46,17 @@ export function kubeRequestMetrics(registry: Registry): KubeRequestMetrics {
         registers,
       }),
   );
+  const responseBytes = registeredMetric(
+    registry,
+    'skr_agent_kube_response_bytes_total',
+    () =>
+      new Counter({
+        name: 'skr_agent_kube_response_bytes_total',
+        help: 'Bytes of the answers read whole from the API servers (watch streams not included), by cluster kind, verb and resource as for skr_agent_kube_requests_total.',
+        labelNames: ['cluster', 'verb', 'resource'],
+        registers,
+      }),
+  );
   return {
     request(kind, method, url, contentType) {
       const { verb, resource } = describeRequest(method, url, contentType);
@@ -45,6 +64,10 @@ export function kubeRequestMetrics(registry: Registry): KubeRequestMetrics {
     },
     connection(kind, resumed) {
       connections.inc({ cluster: kind, resumed: String(resumed) });
+    },
+    responseBody(kind, method, url, contentType, bytes) {
+      const { verb, resource } = describeRequest(method, url, contentType);
+      responseBytes.inc({ cluster: kind, verb, resource }, bytes);
     },
   };
 }

@@ -274,14 +274,23 @@ function timeBound(inner: HttpLibrary, ms: number): HttpLibrary {
   return { send: (request) => new Observable(send(request)) };
 }
 
-/** Counts every request sent on the wire (below the retries, so each retry counts: it costs the API server). */
+/**
+ * Counts every request sent on the wire (below the retries, so each retry counts: it costs the API server) and the
+ * bytes of its answer, which the library below has read whole.
+ */
 function counted(inner: HttpLibrary, kind: ClusterKind, counters: KubeRequestMetrics): HttpLibrary {
-  return {
-    send(request) {
-      counters.request(kind, request.getHttpMethod(), request.getUrl(), request.getHeaders()['Content-Type']);
-      return inner.send(request);
-    },
-  };
+  async function send(request: RequestContext): Promise<ResponseContext> {
+    const method = request.getHttpMethod();
+    const url = request.getUrl();
+    const contentType = request.getHeaders()['Content-Type'];
+    counters.request(kind, method, url, contentType);
+    const response = await inner.send(request).toPromise();
+    if (counters.responseBody) {
+      counters.responseBody(kind, method, url, contentType, (await response.body.binary()).length);
+    }
+    return response;
+  }
+  return { send: (request) => new Observable(send(request)) };
 }
 
 const TOO_MANY_REQUESTS_ATTEMPTS = 5;
