@@ -29,6 +29,7 @@ import {
 } from '@skr-watcher/kube';
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { createDependentCache, type DependentScope } from './dependents.js';
 import { isOwnMirror, type WatchCaches } from './reconcile/index.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
@@ -46,6 +47,8 @@ export interface ControllerOptions {
   resyncMs?: number;
   /** Watch only the Kymas this selects (sharding: the ones this replica owns, decision 012). */
   kymaLabelSelector?: string;
+  /** Watch only the ModuleConfigs and SyncResources of these buckets (sharding: this replica's, decision 012). */
+  dependents?: DependentScope;
   /** Restart a watch that delivered nothing for this long. Default 120 s. */
   watchdogMs?: number;
   clock?: Clock;
@@ -73,16 +76,19 @@ export interface Controller {
   cachedKyma(kymaKey: string): Kyma | undefined;
   /** The Kyma's one kubeconfig Secret in the watch cache (name, `<uid>/<resourceVersion>`); undefined unless exactly one. */
   kubeconfigSecret(kyma: string): KnownSecret | undefined;
-  /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache. */
-  syncResourceNames(kyma: string): string[];
+  /** Names of the SyncResources whose spec.kyma is `kyma`, from the watch cache; undefined while it does not cover the Kyma. */
+  syncResourceNames(kyma: string): string[] | undefined;
+  /** What the ModuleConfig and SyncResource caches hold: objects and the label selectors of their watches. */
+  dependentsHeld(): Record<
+    'moduleConfigs' | 'syncResources',
+    { objects: number; selectors: (string | undefined)[] }
+  >;
   /** The catalog, Watchers and each Kyma's ModuleConfigs, for the reconciler to read instead of listing them. */
   readonly caches: WatchCaches;
 }
 
 const RUNTIME_ID_INDEX = 'runtime-id';
-const SYNC_KYMA_INDEX = 'spec.kyma';
 const SECRET_KYMA_INDEX = 'kyma-name';
-const MODULE_CONFIG_KYMA_INDEX = 'kyma-name';
 const KYMA_NAME_LABEL_SELECTOR = LABELS.kymaName;
 /** A kubeconfig Secret is never of the type that requires `tls.crt` and `tls.key`: the webhook certificate's type. */
 const NOT_A_TLS_SECRET = 'type!=kubernetes.io/tls';
@@ -222,28 +228,41 @@ export function createController(options: ControllerOptions): Controller {
 
   const kymaNameOf = (object: SyncResource | ModuleConfig) =>
     object.spec?.kyma || object.metadata?.labels?.[LABELS.kymaName];
-  const syncResources = custom<SyncResource>(KINDS.syncResource);
+  // Sharded, the dependents watches hold Kymas this replica is about to get or give away: only its cached ones wake.
+  const enqueueDependentKymaOf = (source: string, kymaName: string | undefined) => {
+    if (!options.dependents || (kymaName && kymas.get(`${namespace}/${kymaName}`)))
+      enqueueKymaOf(source, kymaName);
+  };
+  const dependentDefaults = {
+    kcp,
+    namespace,
+    logger,
+    ...(options.dependents ? { scope: options.dependents } : {}),
+  };
   // The reconciler asks which SyncResources belong to a Kyma; the cache answers without a list call.
-  syncResources.addIndex(SYNC_KYMA_INDEX, (sync) => {
-    const kyma = kymaNameOf(sync);
-    return kyma ? [kyma] : [];
+  const syncResources = createDependentCache<SyncResource>({
+    ...dependentDefaults,
+    kind: KINDS.syncResource,
+    watch: (labelSelector) => custom<SyncResource>(KINDS.syncResource, labelSelector),
+    kymaOf: kymaNameOf,
+    handlers: onSpecChange<SyncResource>((s) => enqueueDependentKymaOf('syncresource', kymaNameOf(s))),
   });
-  syncResources.addHandler(onSpecChange<SyncResource>((s) => enqueueKymaOf('syncresource', kymaNameOf(s))));
   // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write, and an update
   // whose spec hashes to the agent's annotation is our own write too (a reconcile would find nothing to do).
-  const moduleConfigs = custom<ModuleConfig>(KINDS.moduleConfig);
-  // By label, as the reconciler's list selected them.
-  moduleConfigs.addIndex(MODULE_CONFIG_KYMA_INDEX, (config) => {
-    const kyma = config.metadata?.labels?.[LABELS.kymaName];
-    return kyma ? [kyma] : [];
-  });
-  moduleConfigs.addHandler({
-    onUpdate: (previous, config) => {
-      if (previous.metadata?.generation !== config.metadata?.generation && !isOwnMirror(config)) {
-        enqueueKymaOf('moduleconfig', kymaNameOf(config));
-      }
+  const moduleConfigs = createDependentCache<ModuleConfig>({
+    ...dependentDefaults,
+    kind: KINDS.moduleConfig,
+    watch: (labelSelector) => custom<ModuleConfig>(KINDS.moduleConfig, labelSelector),
+    // By label, as the reconciler's list selected them.
+    kymaOf: (config) => config.metadata?.labels?.[LABELS.kymaName],
+    handlers: {
+      onUpdate: (previous, config) => {
+        if (previous.metadata?.generation !== config.metadata?.generation && !isOwnMirror(config)) {
+          enqueueDependentKymaOf('moduleconfig', kymaNameOf(config));
+        }
+      },
+      onDelete: (config) => enqueueDependentKymaOf('moduleconfig', kymaNameOf(config)),
     },
-    onDelete: (config) => enqueueKymaOf('moduleconfig', kymaNameOf(config)),
   });
 
   // kubeconfig Secrets: the reconciler rebuilds its SKR client when the Secret changes. The API server sends their
@@ -285,10 +304,9 @@ export function createController(options: ControllerOptions): Controller {
     watchers,
     templates,
     releaseMetas,
-    syncResources,
-    moduleConfigs,
     secrets,
   ] as ResilientInformer<CachedObject>[];
+  const dependents = [syncResources, moduleConfigs];
   let warnedAmbiguous = new Set<string>();
 
   const whenSynced = <T>(informer: ResilientInformer<T & CachedObject>, read: () => T[]) =>
@@ -299,17 +317,16 @@ export function createController(options: ControllerOptions): Controller {
       moduleTemplates: () => whenSynced(templates, () => templates.list()),
       moduleReleaseMetas: () => whenSynced(releaseMetas, () => releaseMetas.list()),
       watchers: () => whenSynced(watchers, () => watchers.list()),
-      moduleConfigs: (kyma) =>
-        whenSynced(moduleConfigs, () => moduleConfigs.byIndex(MODULE_CONFIG_KYMA_INDEX, kyma)),
+      moduleConfigs: (kyma) => moduleConfigs.ofKyma(kyma),
       kyma: (kymaKey) => kymas.get(kymaKey),
     },
     get synced() {
-      return informers.every((informer) => informer.hasSynced);
+      return [...informers, ...dependents].every((informer) => informer.hasSynced);
     },
     async start() {
       await ensureReadable(kcp, namespace, logger);
-      for (const informer of informers) informer.start();
-      await Promise.all(informers.map((informer) => informer.waitForSync()));
+      for (const informer of [...informers, ...dependents]) informer.start();
+      await Promise.all([...informers, ...dependents].map((informer) => informer.waitForSync()));
       logger?.info(
         { kymas: kymas.keys().length, workers: options.workers ?? 4 },
         'caches synced; starting workers',
@@ -317,7 +334,7 @@ export function createController(options: ControllerOptions): Controller {
       queue.start();
     },
     async stop() {
-      await Promise.all(informers.map((informer) => informer.stop()));
+      await Promise.all([...informers, ...dependents].map((informer) => informer.stop()));
       await queue.stop();
       warnedAmbiguous = new Set();
     },
@@ -358,9 +375,8 @@ export function createController(options: ControllerOptions): Controller {
         : undefined;
     },
     syncResourceNames: (kyma) =>
-      syncResources
-        .byIndex(SYNC_KYMA_INDEX, kyma)
-        .flatMap((sync) => (sync.metadata?.name ? [sync.metadata.name] : [])),
+      syncResources.ofKyma(kyma)?.flatMap((sync) => (sync.metadata?.name ? [sync.metadata.name] : [])),
+    dependentsHeld: () => ({ moduleConfigs: moduleConfigs.held(), syncResources: syncResources.held() }),
   };
 }
 

@@ -44,8 +44,9 @@ export async function startWork(
     logger,
     registry,
     syncResourcePolicy: config.syncResourcePolicy,
-    // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources.
-    syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma) ?? [],
+    // Reconciles only run once the controller exists; its cache knows each Kyma's SyncResources (when sharded, of the
+    // buckets it watches; for another the reconciler lists them).
+    syncResourceNames: (_namespace, kyma) => controller?.syncResourceNames(kyma),
     // The Secret watch knows each kubeconfig Secret and its version: the reconciler reads it (by name) only when it changed.
     kubeconfigSecret: (kyma) => controller?.kubeconfigSecret(kyma),
     // A targeted mirror reads the ModuleConfig of the module the cached Kyma names alongside the fresh Kyma read.
@@ -111,7 +112,7 @@ export async function startWork(
       resyncMs: config.resyncMs,
       logger,
       registry,
-      ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector } : {}),
+      ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector, dependents: sharding.dependents } : {}),
     });
     const started = controller;
     sharding?.attach(

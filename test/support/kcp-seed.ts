@@ -50,6 +50,8 @@ export async function seedKyma(
   namespace: string,
   name: string,
   kubeconfig: string,
+  /** Merged into the Kyma's spec (e.g. `sync`), and its runtime-id when it should differ from the name. */
+  more: { spec?: Record<string, unknown>; runtimeId?: string } = {},
 ): Promise<void> {
   await kcp.makeApiClient(CoreV1Api).createNamespacedSecret({
     namespace,
@@ -66,8 +68,8 @@ export async function seedKyma(
     body: {
       apiVersion: `${GROUP}/${KINDS.kyma.version}`,
       kind: 'Kyma',
-      metadata: { name, namespace, labels: { [LABELS.runtimeId]: name } },
-      spec: { channel: 'regular', modules: [{ name: 'sample' }] },
+      metadata: { name, namespace, labels: { [LABELS.runtimeId]: more.runtimeId ?? name } },
+      spec: { channel: 'regular', modules: [{ name: 'sample' }], ...more.spec },
     },
   });
 }

@@ -1,10 +1,13 @@
 // What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
 import { GROUP, KINDS, isRecord, type Kyma, type RequeueIntervals } from '@skr-watcher/api';
-import type { ClusterClient, CustomObjectRef, SkrClients } from '@skr-watcher/kube';
+import { withContext, type ClusterClient, type CustomObjectRef, type SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { EventRecorder } from './events.js';
 import type { MirroredObject } from './mirror-lanes.js';
 import type { RegistrationSettings } from './skr-webhook.js';
+
+/** Names from a cache; undefined when the cache does not cover the Kyma (a sharded replica's other buckets). */
+export type SyncResourceNames = string[] | undefined;
 
 export interface ReconcileContext {
   kcp: ClusterClient;
@@ -20,8 +23,8 @@ export interface ReconcileContext {
   requeue: RequeueIntervals;
   /** The kinds and namespaces SyncResource items may touch in an SKR (SYNC_RESOURCE_ALLOWED by default). */
   syncResourcePolicy: SyncResourcePolicy;
-  /** Names of the SyncResources of a Kyma from the caller's cache; a watch-cache list when undefined. */
-  syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
+  /** Names of the SyncResources of a Kyma from the caller's cache; a watch-cache list when it (or its answer) is undefined. */
+  syncResourceNames?: (namespace: string, kyma: string) => SyncResourceNames | Promise<SyncResourceNames>;
   /**
    * Runs `work` in the mirror lane of one Module CR of the Kyma `kymaKey` (namespace/name): every read of the Module
    * CR that decides a write of its ModuleConfig, and that write, happen inside it (mirror-lanes.ts).
@@ -64,6 +67,29 @@ type KindName = keyof typeof KINDS;
 export function refOf(kind: KindName, namespace: string, name: string): CustomObjectRef {
   const { plural, version } = KINDS[kind];
   return { group: GROUP, version, plural, namespace, name };
+}
+
+/**
+ * The objects of one kind in the KCP namespace that `labelSelector` selects: from the API server's watch cache
+ * (`cached`, resourceVersion 0) or from etcd (`consistent`).
+ */
+export function listKcp(
+  ctx: ReconcileContext,
+  kind: 'moduleConfig' | 'syncResource',
+  labelSelector: string,
+  read: 'cached' | 'consistent' = 'cached',
+): Promise<unknown> {
+  const { group, version, plural } = refOf(kind, ctx.namespace, '');
+  return withContext(`list ${KINDS[kind].kind}s ${ctx.namespace} -l ${labelSelector}`, () =>
+    ctx.kcp.custom.listNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ctx.namespace,
+      labelSelector,
+      ...(read === 'cached' ? { resourceVersion: '0' } : {}),
+    }),
+  );
 }
 
 /** Address of a KCP Kyma. */

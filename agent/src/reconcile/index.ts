@@ -78,6 +78,7 @@ import {
   type ReconcileContext,
   type SyncResourcePolicy,
   type WatchCaches,
+  type SyncResourceNames,
 } from './context.js';
 import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
@@ -136,9 +137,9 @@ export interface ReconcilerOptions {
    * Names of the SyncResources whose spec.kyma is `kyma`, e.g. from an informer's index. Without it every
    * reconcile lists all SyncResources of the namespace (from the API server's watch cache), which grows with
    * their number. Staleness is fine: each named SyncResource is read fresh, and a missing name is picked up
-   * on the next pass.
+   * on the next pass. An undefined answer (a sharded replica's cache does not cover the Kyma) lists them too.
    */
-  syncResourceNames?: (namespace: string, kyma: string) => string[] | Promise<string[]>;
+  syncResourceNames?: (namespace: string, kyma: string) => SyncResourceNames | Promise<SyncResourceNames>;
   /** A Kyma's kubeconfig Secret (name, `<uid>/<resourceVersion>`) from a watch cache: unchanged, it is not read again. */
   kubeconfigSecret?: (kyma: string) => KnownSecret | undefined;
   /**

@@ -21,9 +21,9 @@ import {
   deleteCustomObjectIfExists,
   getCustomObject,
   parsedOnce,
-  withContext,
 } from '@skr-watcher/kube';
-import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
+import { bucketOf } from '../sharding/ring.js';
+import { apiVersionOf, listKcp, refOf, type ReconcileContext } from './context.js';
 
 const MAX_NAME = 253;
 
@@ -51,23 +51,9 @@ export async function moduleConfigsOf(
   kyma: string,
   read: 'cached' | 'consistent' = 'cached',
 ): Promise<Map<string, ModuleConfig>> {
-  const { group, version, plural } = refOf('moduleConfig', ctx.namespace, '');
-  const labelSelector = `${LABELS.kymaName}=${kyma}`;
   const items =
     (read === 'cached' ? ctx.caches?.moduleConfigs(kyma) : undefined) ??
-    listItems(
-      await withContext(`list ModuleConfigs ${ctx.namespace} -l ${labelSelector}`, () =>
-        ctx.kcp.custom.listNamespacedCustomObject({
-          group,
-          version,
-          plural,
-          namespace: ctx.namespace,
-          labelSelector,
-          ...(read === 'cached' ? { resourceVersion: '0' } : {}),
-        }),
-      ),
-      'ModuleConfig list',
-    );
+    listItems(await listKcp(ctx, 'moduleConfig', `${LABELS.kymaName}=${kyma}`, read), 'ModuleConfig list');
   const byModule = new Map<string, ModuleConfig>();
   for (const item of items) {
     const config = parsedOnce(item, (object) => parseModuleConfig(object, 'ModuleConfig'));
@@ -148,7 +134,14 @@ export async function mirrorModuleCr(
   const ref = refOf('moduleConfig', ctx.namespace, name);
   const resource = mirroredResource(moduleCr);
   const sourceResourceVersion = moduleCr.metadata?.resourceVersion ?? '';
-  const labels = { [LABELS.kymaName]: kyma, [LABELS.moduleName]: module, [LABELS.managedBy]: MANAGED_BY };
+  // The bucket label lets a sharded replica watch only its Kymas' ModuleConfigs; one without it (an older agent's
+  // write) gets it on the next pass.
+  const labels = {
+    [LABELS.kymaName]: kyma,
+    [LABELS.moduleName]: module,
+    [LABELS.managedBy]: MANAGED_BY,
+    [LABELS.shardBucket]: String(bucketOf(kyma)),
+  };
   const spec = { kyma, module, resource };
   const annotations = { [ANNOTATIONS.mirroredSpecHash]: mirroredSpecHash(spec) };
   const specChanged =

@@ -26,11 +26,11 @@ import {
   isUnreachable,
   mirrorable,
   readObject,
-  withContext,
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { apiVersionOf, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
+import { bucketOf } from '../sharding/ring.js';
+import { apiVersionOf, listKcp, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
 import { addFinalizer, dropFinalizer } from './finalizers.js';
 import { worstState } from './status.js';
 
@@ -51,9 +51,8 @@ export interface SyncResourceOutcome {
  * creation is itself a trigger (the runtime watches SyncResources), so the next pass sees it.
  */
 export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Promise<RawSyncResource[]> {
-  const names = ctx.syncResourceNames
-    ? await ctx.syncResourceNames(ctx.namespace, kyma)
-    : await listSyncResourceNames(ctx, kyma);
+  const names =
+    (await ctx.syncResourceNames?.(ctx.namespace, kyma)) ?? (await listSyncResourceNames(ctx, kyma));
   const fresh = await Promise.all(
     names.map((name) => getCustomObject(ctx.kcp.custom, refOf('syncResource', ctx.namespace, name))),
   );
@@ -62,19 +61,15 @@ export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Prom
     .filter((sync): sync is RawSyncResource => sync?.spec.kyma === kyma);
 }
 
+/**
+ * Those labelled with the Kyma's bucket and those not labelled (yet): where the agent shards, two lists of a few
+ * objects instead of one of every SyncResource of the namespace (decision 012, "Session 10").
+ */
 async function listSyncResourceNames(ctx: ReconcileContext, kyma: string): Promise<string[]> {
-  const { group, version, plural } = refOf('syncResource', ctx.namespace, '');
-  const answer = await withContext(`list SyncResources ${ctx.namespace}`, () =>
-    ctx.kcp.custom.listNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ctx.namespace,
-      resourceVersion: '0',
-    }),
-  );
+  const selectors = [`${LABELS.shardBucket}=${bucketOf(kyma)}`, `!${LABELS.shardBucket}`];
+  const answers = await Promise.all(selectors.map((selector) => listKcp(ctx, 'syncResource', selector)));
   const names: string[] = [];
-  for (const item of listItems(answer, 'SyncResource list')) {
+  for (const item of answers.flatMap((answer) => listItems(answer, 'SyncResource list'))) {
     const parsed = parseOrWarn(ctx, item);
     if (parsed?.spec.kyma === kyma) names.push(parsed.metadata.name);
   }

@@ -19,9 +19,9 @@ import {
   type RunPhase,
 } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
-import type { Member, Membership, Renewal } from './membership.js';
+import { PLACEMENT, type Member, type Membership, type Renewal } from './membership.js';
 import { createPacer, type PacerOptions } from './pacing.js';
-import { createHashRing, type HashRing } from './ring.js';
+import { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
 
 /** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
 interface KymaOwnership {
@@ -57,6 +57,16 @@ export interface Assignment {
   guard<T>(kymaKey: string, work: () => Promise<T>, paced: boolean, phase?: RunPhase): Promise<T | undefined>;
   /** The replica named on the Kyma, if any. */
   ownerOf(kymaKey: string): string | undefined;
+  /**
+   * The buckets whose dependents this replica must see: the ring's buckets for it and those of the Kymas it still
+   * owns (a Kyma being handed over is reconciled until the label moves). While a member places by runtime-id: the
+   * buckets of the Kymas the ring or the label gives it.
+   */
+  neededBuckets(): Set<number>;
+  /** True when this replica is the one to label an unlabelled dependent of `bucket` (the ring's owner of it). */
+  labelsBucket(bucket: number): boolean;
+  /** Called (synchronously, often in bursts) when neededBuckets or labelsBucket may answer differently. */
+  onScopeChange(listener: () => void): void;
   /** The Kyma labelled with this runtime-id, owned by anyone (the listener's view on every replica). */
   resolveKyma(runtimeId: string): { namespace: string; name: string } | undefined;
   ownedKeys(): string[];
@@ -83,10 +93,15 @@ export interface Assignment {
 const RUNTIME_ID_INDEX = 'runtime-id';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-/** The ring places a Kyma by its runtime-id (a forwarder needs nothing else), by its key when it has none. */
-export function shardKeyOf(kyma: {
-  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
-}) {
+type Placed = { metadata: { name: string; namespace?: string; labels?: Record<string, string> } };
+
+/** The ring places a Kyma by its bucket (a function of its name), so its dependents can be selected by bucket. */
+export function shardKeyOf(kyma: Placed) {
+  return bucketKey(bucketOf(kyma.metadata.name));
+}
+
+/** Placement before session 10, kept while a member of that version runs: by runtime-id, else the key. */
+export function runtimeIdShardKeyOf(kyma: Placed) {
   return kyma.metadata.labels?.[LABELS.runtimeId] || objectKey(kyma);
 }
 
@@ -106,7 +121,7 @@ interface Run {
 }
 
 /** Runs tasks with at most `limit` in flight. */
-function limiter(limit: number) {
+export function limiter(limit: number) {
   let active = 0;
   const waiting: (() => void)[] = [];
   return async <T>(task: () => Promise<T>): Promise<T> => {
@@ -173,6 +188,20 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   });
 
   let ring: HashRing = createHashRing([me]);
+  /** False while a live member does not place by bucket (a rolling update from an older version). */
+  let byBucket = true;
+  const placeOf = (kyma: Placed) => (byBucket ? shardKeyOf(kyma) : runtimeIdShardKeyOf(kyma));
+  const scopeListeners: (() => void)[] = [];
+  const scopeChanged = () => scopeListeners.forEach((listener) => listener());
+  let ringBuckets: { ring: HashRing; buckets: number[] } | undefined;
+  const bucketsOfRing = () => {
+    if (ringBuckets?.ring !== ring) {
+      const buckets: number[] = [];
+      for (let b = 0; b < SHARDING.buckets; b++) if (ring.ownerOf(bucketKey(b)) === me) buckets.push(b);
+      ringBuckets = { ring, buckets };
+    }
+    return ringBuckets.buckets;
+  };
   /** Keys this replica is handing over: never started again, whatever the (possibly stale) label says. */
   const releasing = new Set<string>();
   /** Relabels in flight, so a pass does not write the same Kyma twice. */
@@ -296,7 +325,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       const key = objectKey(kyma);
       if (writing.has(key)) continue;
       const owner = labelOf(kyma);
-      const target = ring.ownerOf(shardKeyOf(kyma));
+      const target = ring.ownerOf(placeOf(kyma));
       if (owner === me) {
         if (target !== me && target !== undefined) handOver(kyma, target);
         else if (releasing.delete(key)) options.onAcquired(key); // the ring moved it back before we let go
@@ -315,6 +344,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   kymas.addHandler({
     onAdd: (kyma) => {
       if (labelOf(kyma) === me) options.onAcquired(objectKey(kyma));
+      if (labelOf(kyma) === me || !byBucket) scopeChanged();
       schedulePass();
     },
     onUpdate: (previous, kyma) => {
@@ -324,9 +354,15 @@ export function createAssignment(options: AssignmentOptions): Assignment {
         withdraw(key, 'its owner label names another replica');
       } else if (labelOf(previous) !== me) options.onAcquired(key);
       // Other changes (our status writes) need no pass; the sweep retries writes that met a conflict.
-      if (labelOf(previous) !== labelOf(kyma)) schedulePass();
+      if (labelOf(previous) !== labelOf(kyma)) {
+        if (labelOf(previous) === me || labelOf(kyma) === me) scopeChanged();
+        schedulePass();
+      }
     },
-    onDelete: (kyma) => releasing.delete(objectKey(kyma)),
+    onDelete: (kyma) => {
+      releasing.delete(objectKey(kyma));
+      if (labelOf(kyma) === me || !byBucket) scopeChanged();
+    },
   });
 
   return {
@@ -339,6 +375,12 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     },
     setMembers(members) {
       ring = createHashRing(members.map((m) => m.identity));
+      const wasByBucket = byBucket;
+      byBucket = members.every((m) => m.placement === PLACEMENT);
+      if (byBucket !== wasByBucket) {
+        logger?.info({ placement: byBucket ? 'buckets' : 'runtime-id' }, 'ring placement changed');
+      }
+      scopeChanged();
       schedulePass();
     },
     async guard(kymaKey, work, paced, phase) {
@@ -362,6 +404,17 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       }
     },
     ownerOf: (kymaKey) => labelOf(kymas.get(kymaKey)),
+    neededBuckets() {
+      const needed = new Set<number>(byBucket ? bucketsOfRing() : []);
+      for (const kyma of kymas.list()) {
+        if (labelOf(kyma) === me || (!byBucket && ring.ownerOf(placeOf(kyma)) === me)) {
+          needed.add(bucketOf(kyma.metadata.name));
+        }
+      }
+      return needed;
+    },
+    labelsBucket: (bucket) => ring.ownerOf(bucketKey(bucket)) === me,
+    onScopeChange: (listener) => scopeListeners.push(listener),
     resolveKyma(runtimeId) {
       const matches = kymas.byIndex(RUNTIME_ID_INDEX, runtimeId).map(objectKey).sort();
       const first = matches[0];
@@ -400,7 +453,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       await Promise.all(
         mine.map((kyma) =>
           relabel(async () => {
-            const to = others.ownerOf(shardKeyOf(kyma));
+            const to = others.ownerOf(placeOf(kyma));
             if (!to) return;
             await settledRuns(objectKey(kyma));
             await writeOwner(kymas.get(objectKey(kyma)) ?? kyma, to);

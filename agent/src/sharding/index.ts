@@ -5,12 +5,13 @@ import type { RunPhase } from '@skr-watcher/kube';
 import { LABELS } from '@skr-watcher/api';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import type { AgentConfig, ShardingConfig } from '../config.js';
+import type { DependentScope } from '../dependents.js';
 import type { AcceptedEvent, TlsMaterial } from '../listener/index.js';
 import { createAssignment, type Assignment } from './assignment.js';
 import { createForwarder, startPeerServer, type Forwarder, type PeerServer } from './forward.js';
 import { createMembership } from './membership.js';
 
-export { createHashRing, type HashRing } from './ring.js';
+export { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
 export {
   createMembership,
   defaultShardIdentity,
@@ -19,7 +20,13 @@ export {
   type Membership,
   type Renewal,
 } from './membership.js';
-export { createAssignment, shardKeyOf, WorkWithdrawnError, type Assignment } from './assignment.js';
+export {
+  createAssignment,
+  runtimeIdShardKeyOf,
+  shardKeyOf,
+  WorkWithdrawnError,
+  type Assignment,
+} from './assignment.js';
 export { createPacer, type Pacer } from './pacing.js';
 export {
   createForwarder,
@@ -36,6 +43,8 @@ export interface Sharding {
   readonly identity: string;
   /** The controller's Kyma watch: only the Kymas this replica owns. */
   readonly kymaLabelSelector: string;
+  /** The controller's ModuleConfig and SyncResource watches: the buckets of the Kymas this replica has or gets. */
+  readonly dependents: DependentScope;
   /**
    * Connects the running work: forwarded callbacks go to `route`; Kymas this replica just acquired (claimed from a
    * gone replica, handed to it, or back after a suspension) to `acquired`, which runs them ahead of routine work.
@@ -145,6 +154,11 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
   return {
     identity: me,
     kymaLabelSelector: `${LABELS.shardOwner}=${me}`,
+    dependents: {
+      buckets: () => owned.neededBuckets(),
+      labelsBucket: (bucket) => owned.labelsBucket(bucket),
+      onChange: (listener) => owned.onScopeChange(listener),
+    },
     attach(nextRoute, nextAcquired) {
       route = nextRoute;
       acquired = nextAcquired;

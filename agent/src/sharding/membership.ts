@@ -24,6 +24,8 @@ export interface Member {
   identity: string;
   /** host:port of its peer endpoint (forwarded callbacks); absent when it serves none. */
   peerAddress?: string;
+  /** `buckets` when it places Kymas by bucket (ANNOTATIONS.shardPlacement); absent on older replicas. */
+  placement?: string;
 }
 
 export interface MembershipOptions {
@@ -91,11 +93,14 @@ interface Observed {
   /** Our clock when the record last changed: expiry is judged from this, never from the holder's clock. */
   observedAt: number;
   peerAddress?: string;
+  placement?: string;
   leaseName: string;
   resourceVersion: string;
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** What this version says on its Lease: it places Kymas by bucket (decision 012, "Session 10"). */
+export const PLACEMENT = 'buckets';
 /** A look timed for a peer's expiry fires this much after it, so that a timer a millisecond early still finds it expired. */
 const EXPIRY_SLACK_MS = 10;
 
@@ -250,7 +255,10 @@ export function createMembership(options: MembershipOptions): Membership {
     name: leaseName,
     namespace,
     labels: { [LABELS.shardRing]: ring, [LABELS.shardOwner]: identity },
-    ...(options.peerAddress ? { annotations: { [ANNOTATIONS.peerAddress]: options.peerAddress } } : {}),
+    annotations: {
+      [ANNOTATIONS.shardPlacement]: PLACEMENT,
+      ...(options.peerAddress ? { [ANNOTATIONS.peerAddress]: options.peerAddress } : {}),
+    },
   });
 
   const writeOwnLease = async () => {
@@ -330,6 +338,7 @@ export function createMembership(options: MembershipOptions): Membership {
             ? previous.observedAt
             : clock.now(),
         peerAddress: lease.metadata?.annotations?.[ANNOTATIONS.peerAddress],
+        placement: lease.metadata?.annotations?.[ANNOTATIONS.shardPlacement],
         leaseName: lease.metadata?.name ?? '',
         resourceVersion: lease.metadata?.resourceVersion ?? '',
       };
@@ -406,7 +415,7 @@ export function createMembership(options: MembershipOptions): Membership {
     await collectGarbage(seen);
     const members = currentMembers();
     membersGauge?.set(members.length);
-    const text = members.map((m) => `${m.identity}@${m.peerAddress ?? ''}`).join(',');
+    const text = members.map((m) => `${m.identity}@${m.peerAddress ?? ''}/${m.placement ?? ''}`).join(',');
     if (text !== lastMembers) {
       lastMembers = text;
       logger?.info({ members: members.map((m) => m.identity) }, 'shard members changed');
@@ -416,11 +425,19 @@ export function createMembership(options: MembershipOptions): Membership {
 
   const currentMembers = (): Member[] => {
     const members: Member[] = [
-      { identity, ...(options.peerAddress ? { peerAddress: options.peerAddress } : {}) },
+      {
+        identity,
+        placement: PLACEMENT,
+        ...(options.peerAddress ? { peerAddress: options.peerAddress } : {}),
+      },
     ];
     for (const [who, record] of observed) {
       if (live(record))
-        members.push({ identity: who, ...(record.peerAddress ? { peerAddress: record.peerAddress } : {}) });
+        members.push({
+          identity: who,
+          ...(record.peerAddress ? { peerAddress: record.peerAddress } : {}),
+          ...(record.placement ? { placement: record.placement } : {}),
+        });
     }
     return members.sort((a, b) => (a.identity < b.identity ? -1 : 1));
   };

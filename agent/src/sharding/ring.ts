@@ -9,6 +9,16 @@ function hash32(text: string): number {
   return createHash('md5').update(text).digest().readUInt32BE(0);
 }
 
+/** The shard bucket of a Kyma: a function of its name only, so each dependent (which names its Kyma) knows it. */
+export function bucketOf(kymaName: string, buckets: number = SHARDING.buckets): number {
+  return hash32(kymaName) % buckets;
+}
+
+/** The ring key of a bucket. */
+export function bucketKey(bucket: number): string {
+  return `b${bucket}`;
+}
+
 export interface HashRing {
   readonly members: readonly string[];
   /** The member that should own `key`; undefined on an empty ring. */

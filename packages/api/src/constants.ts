@@ -51,6 +51,11 @@ export const LABELS = {
   shardOwner: 'operator.kyma-project.io/skr-agent-shard',
   /** On a replica's membership Lease: the ring it belongs to, so replicas list exactly their peers. */
   shardRing: 'operator.kyma-project.io/skr-agent-ring',
+  /**
+   * On ModuleConfigs and SyncResources: the shard bucket of their Kyma (decimal, `bucketOf(kyma name)`), so a sharded
+   * replica watches only its buckets' dependents (decision 012, "Session 10").
+   */
+  shardBucket: 'operator.kyma-project.io/skr-agent-bucket',
 } as const;
 
 export const ANNOTATIONS = {
@@ -67,6 +72,11 @@ export const ANNOTATIONS = {
   mirroredSpecHash: 'operator.kyma-project.io/mirrored-spec-hash',
   /** On a replica's membership Lease: host:port where peers forward callbacks for the Kymas it owns. */
   peerAddress: 'operator.kyma-project.io/skr-agent-peer-address',
+  /**
+   * On a replica's membership Lease: how it places Kymas on the ring (`buckets`). Replicas place by bucket only when
+   * every member says so; a member without it (a version before session 10) keeps everyone on runtime-ids.
+   */
+  shardPlacement: 'operator.kyma-project.io/skr-agent-placement',
 } as const;
 
 /** Sharding of Kymas over agent replicas (decision 012). */
@@ -78,6 +88,15 @@ export const SHARDING = {
    * third (100 gave 29–37 %), and a joining fourth takes close to a quarter; building the ring costs a millisecond.
    */
   virtualNodes: 400,
+  /**
+   * The ring places buckets of Kymas (a hash of the Kyma's name), not Kymas, so that a Kyma's dependents can be
+   * selected by a bucket label. 4,096: at 5,000 Kymas joins move and balance as per-Kyma placement did (a third
+   * joining two: 33.2 % moved, largest 35.2 %; per Kyma 33.3 / 35.0 %), and a replica's selector stays ~7 kB.
+   * Changing it re-buckets every Kyma: the label of every dependent is rewritten.
+   */
+  buckets: 4096,
+  /** A replica's dependents watches, grown piecewise by changes of its buckets, are merged into one after this. */
+  bucketConsolidateMs: 30_000,
   /** Handovers and claims written at once; each is one small PATCH to the KCP. */
   relabelConcurrency: 16,
   /**
