@@ -14,7 +14,7 @@ import {
 import { DEFAULTS, GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { pooledKubeConfig } from '@skr-watcher/kube';
 import { createRegistry, silentLogger, type Registry } from '@skr-watcher/telemetry';
-import { startEnvironment, type Environment } from '@skr-watcher/testenv';
+import type { Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
 import { seedKcp } from '../../test/support/kcp-seed.js';
@@ -22,7 +22,7 @@ import { agentConfigFromFlags, type RunFlags } from '../src/config.js';
 import { createEventStream } from '../src/event-stream.js';
 import { createReconciler, type Reconciler, type WatchCaches } from '../src/reconcile/index.js';
 import { startWork } from '../src/work.js';
-import { kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';
+import { kcpAndSkrForSuite, kymaRef, untilInWatchCache } from './support/planes.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -35,25 +35,17 @@ interface KymaJson {
 
 describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
   this.timeout(180_000);
+  const planes = kcpAndSkrForSuite();
+  const { cleanups } = planes;
   let env: Environment;
   let kcp: KubeConfig;
   let skr: KubeConfig;
   let kcpApi: CustomObjectsApi;
   let round = 0;
-  const cleanups: (() => Promise<void>)[] = [];
 
-  before(async () => {
-    env = await startEnvironment({ planes: ['kcp', 'skr1'] });
-    kcp = env.plane('kcp').kubeConfig();
-    skr = env.plane('skr1').kubeConfig();
+  before(() => {
+    ({ env, kcp, skr } = planes);
     kcpApi = kcp.makeApiClient(CustomObjectsApi);
-    await untilCrdsServe([kcp, skr]);
-  });
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-  after(async () => {
-    await env?.stop();
   });
 
   /**

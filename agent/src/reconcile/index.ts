@@ -93,6 +93,7 @@ import {
   type ModuleCrChange,
   type ModuleMirrorResult,
 } from './module-mirror.js';
+import { watchPkiSecrets } from '../registration/index.js';
 import type { RegistrationSettings } from './skr-webhook.js';
 
 export type { WatchCaches } from './context.js';
@@ -248,6 +249,14 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   // the Module CR inside its lane, so a pass that read it before an edit never writes over the targeted mirror.
   // Nothing else of a full reconcile holds a mirror up (decision 010).
   const lanes = new MirrorLanes();
+  // Run by a controller (it hands over its caches), a pass with registration takes the CA, the bundle and its leaf
+  // from watches when it changes nothing; `reconcile --once` reads them (decision 016, session 10).
+  const pki =
+    options.registration && options.caches
+      ? (options.registration.pki ??
+        watchPkiSecrets({ kubeConfig: options.kcp, namespace, logger, registry: options.registry }))
+      : undefined;
+  if (pki && !options.registration?.pki) pki.start();
   // Client construction is async (the pooled dispatcher); the first reconcile awaits it.
   const ready: Promise<{ kcp: ClusterClient; skrClients: SkrClients; ctx: ReconcileContext }> = (async () => {
     const requestMetrics = options.registry ? kubeRequestMetrics(options.registry) : undefined;
@@ -294,7 +303,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       requeue: { ...DEFAULT_REQUEUE_INTERVALS, ...options.requeue },
       syncResourcePolicy: options.syncResourcePolicy ?? SYNC_RESOURCE_ALLOWED,
       inMirrorLane: (kymaKey, object, work) => lanes.run(mirrorLaneKey(kymaKey, object), work),
-      ...(options.registration ? { registration: options.registration } : {}),
+      ...(options.registration ? { registration: { ...options.registration, ...(pki ? { pki } : {}) } } : {}),
       ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
       ...(options.caches ? { caches: options.caches } : {}),
     };
@@ -438,6 +447,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       try {
         const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
         known.delete(`${kymaNamespace}/${name}`);
+        // Its leaf too: the other replica may have re-issued it after this one last read it.
+        pki?.forget(name);
       } catch {
         // Not a Kyma key: nothing is known of it.
       }
@@ -446,6 +457,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       const { kcp, skrClients } = await ready.catch(() => ({ kcp: undefined, skrClients: undefined }));
       await skrClients?.close();
       await kcp?.close();
+      if (!options.registration?.pki) await pki?.stop();
     },
   };
 }

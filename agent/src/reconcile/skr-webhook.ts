@@ -13,6 +13,7 @@ import { mergePatchCustomObject, type ClusterClient } from '@skr-watcher/kube';
 import {
   registerSkrWebhook,
   unregisterSkrWebhook,
+  type PkiCache,
   type RegistrationOptions,
   type WatcherHealth,
 } from '../registration/index.js';
@@ -25,6 +26,8 @@ export interface RegistrationSettings {
   options: RegistrationOptions;
   /** Broken-watcher detection; without it the webhook is installed but never probed. */
   health?: WatcherHealth;
+  /** The KCP PKI Secrets from watches; the reconciler starts them when run by a controller (index.ts). */
+  pki?: PkiCache;
 }
 
 export interface SkrWebhookOutcome {
@@ -58,6 +61,7 @@ export async function reconcileSkrWebhook(
     options: settings.options,
     now,
     watchers,
+    ...(settings.pki ? { pki: settings.pki } : {}),
   });
   if (result.issued) {
     ctx.logger.info(
@@ -117,6 +121,7 @@ export async function removeSkrWebhook(
     skr,
     skrNamespace: settings.options.skrNamespace,
   });
+  settings.pki?.forget(kyma.metadata.name);
   const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
   if (runtimeId) settings.health?.forget(runtimeId);
 }

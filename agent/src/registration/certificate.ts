@@ -1,6 +1,7 @@
 // The SKR webhook's certificate in KCP (`<kyma>-webhook-tls`): issued from the signing CA, renewed with 30 days
-// left, re-issued after a CA rotation or when its names changed. Read fresh on every reconcile.
-import { KcpPkiSecrets, type ClusterClient } from '@skr-watcher/kube';
+// left, re-issued after a CA rotation or when its names changed. Read fresh on every reconcile, or from watches
+// (pki-cache.ts) for a pass that changes nothing.
+import { KcpPkiSecrets, type CaSecret, type ClusterClient } from '@skr-watcher/kube';
 import {
   CA_IN_BUNDLE_SINCE_ANNOTATION,
   decideLeaf,
@@ -12,15 +13,15 @@ import {
   rotationStateFromAnnotations,
   signingCaFor,
   webhookDnsNames,
-  webhookTlsSecretName,
 } from '@skr-watcher/pki';
+import { memoSignedBy, type KnownLeaf, type PkiCache } from './pki-cache.js';
 
 /** The leaf and the CA bundle the SKR is to trust, or why there is none (the SKRWebhook condition's reason). */
 export type SkrCertificate =
   | { ok: true; leaf: { certPem: string; keyPem: string }; bundlePem: string; issued?: string }
   | { ok: false; reason: string; message: string };
 
-export async function ensureSkrCertificate(input: {
+export interface SkrCertificateInput {
   kcp: ClusterClient;
   /** KCP namespace of the CA and certificate Secrets. */
   namespace: string;
@@ -31,13 +32,65 @@ export async function ensureSkrCertificate(input: {
   /** URL-mode webhook address; its IP, if it is one, becomes an IP SAN. */
   urlMode: string | undefined;
   now: Date;
-}): Promise<SkrCertificate> {
-  const { runtimeId, urlMode } = input;
-  const secrets = new KcpPkiSecrets(input.kcp.core, input.namespace);
+  /** The PKI Secrets from watches (pki-cache.ts); without it every pass reads the three Secrets. */
+  cache?: PkiCache;
+}
 
-  const ca = await secrets.readCa();
-  const bundlePem = await secrets.readBundle();
+export async function ensureSkrCertificate(input: SkrCertificateInput): Promise<SkrCertificate> {
+  const secrets = new KcpPkiSecrets(input.kcp.core, input.namespace);
+  const { cache, kymaName } = input;
+  if (cache) {
+    // A pass that changes nothing decides from the watches; one that would issue, or report a problem, reads
+    // everything fresh and decides again (decision 006: what decides a write is read fresh).
+    const fromWatches = await certify(input, {
+      ca: async () => cache.ca() ?? (await secrets.readCa()),
+      bundle: async () => cache.bundle() ?? (await secrets.readBundle()),
+      leaf: async () => cache.leaf(kymaName) ?? (await readLeaf(secrets, input)),
+    });
+    if (fromWatches !== 'decide-fresh') return fromWatches;
+  }
+  return certify(
+    input,
+    { ca: () => secrets.readCa(), bundle: () => secrets.readBundle(), leaf: () => readLeaf(secrets, input) },
+    secrets,
+  );
+}
+
+interface PkiReads {
+  ca(): Promise<CaSecret | undefined>;
+  bundle(): Promise<string | undefined>;
+  leaf(): Promise<KnownLeaf | undefined>;
+}
+
+/** The leaf read from the API server, remembered in the cache at the version read. */
+async function readLeaf(secrets: KcpPkiSecrets, input: SkrCertificateInput): Promise<KnownLeaf | undefined> {
+  const stored = await secrets.readLeaf(input.kymaName);
+  if (!stored) return undefined;
+  const leaf = {
+    resourceVersion: stored.resourceVersion ?? '',
+    certPem: stored.certPem,
+    keyPem: stored.keyPem,
+  };
+  if (stored.resourceVersion) input.cache?.remember(input.kymaName, leaf);
+  return leaf;
+}
+
+/**
+ * Decides on the leaf from `reads` and, with `writer`, issues what is due. Without a writer, anything but a valid leaf
+ * under a usable CA answers 'decide-fresh'.
+ */
+function certify(input: SkrCertificateInput, reads: PkiReads, writer: KcpPkiSecrets): Promise<SkrCertificate>;
+function certify(input: SkrCertificateInput, reads: PkiReads): Promise<SkrCertificate | 'decide-fresh'>;
+async function certify(
+  input: SkrCertificateInput,
+  reads: PkiReads,
+  writer?: KcpPkiSecrets,
+): Promise<SkrCertificate | 'decide-fresh'> {
+  const { runtimeId, urlMode } = input;
+  const ca = await reads.ca();
+  const bundlePem = await reads.bundle();
   if (!ca || !bundlePem) {
+    if (!writer) return 'decide-fresh';
     return {
       ok: false,
       reason: 'NoCertificateAuthority',
@@ -55,11 +108,10 @@ export async function ensureSkrCertificate(input: {
   const ipAddresses = urlMode ? ipAddressesOf(urlMode) : [];
 
   // The SKR's certificate in KCP: issue, renew or re-issue.
-  let leaf = await secrets.readLeaf(input.kymaName);
-  let issued: string | undefined;
+  const leaf = await reads.leaf();
   const decision = leaf
     ? decideOnLeaf(
-        leaf.certPem,
+        leaf,
         // A leaf rotate-ca already moved to the CA it is introducing is fine too: no churn back and forth.
         [signing.certPem, ...(ca.pending ? [ca.pending.certPem] : [])],
         runtimeId,
@@ -69,6 +121,9 @@ export async function ensureSkrCertificate(input: {
         inBundleSince,
       )
     : { action: 'issue', reason: 'no certificate yet' };
+  if (leaf && decision.action === 'none') return { ok: true, leaf, bundlePem };
+  if (!writer) return 'decide-fresh';
+
   const caNotAfter = describeCertificate(signing.certPem).notAfter;
   if (decision.action === 'renew' && leaf && caNotAfter.getTime() - input.now.getTime() <= RENEW_BEFORE_MS) {
     // A new leaf cannot outlive its CA, so it would need renewal again at once: report instead of re-issuing
@@ -79,20 +134,16 @@ export async function ensureSkrCertificate(input: {
       message: `the signing CA expires at ${caNotAfter.toISOString()}, so the SKR certificate (${decision.reason}) cannot be renewed; rotate the CA with skr-certs rotate-ca`,
     };
   }
-  if (decision.action !== 'none') {
-    const fresh = issueLeaf({ ca: signing, runtimeId, dnsNames, ipAddresses, now: input.now });
-    await secrets.writeLeaf(input.kymaName, fresh, bundlePem);
-    leaf = { certPem: fresh.certPem, keyPem: fresh.keyPem, caPem: bundlePem };
-    issued = decision.reason;
-  }
-  if (!leaf)
-    throw new Error(`certificate Secret ${input.namespace}/${webhookTlsSecretName(input.kymaName)} vanished`);
-
-  return { ok: true, leaf, bundlePem, ...(issued ? { issued } : {}) };
+  const fresh = issueLeaf({ ca: signing, runtimeId, dnsNames, ipAddresses, now: input.now });
+  const resourceVersion = await writer.writeLeaf(input.kymaName, fresh, bundlePem);
+  if (resourceVersion)
+    input.cache?.remember(input.kymaName, { resourceVersion, certPem: fresh.certPem, keyPem: fresh.keyPem });
+  else input.cache?.forget(input.kymaName);
+  return { ok: true, leaf: fresh, bundlePem, issued: decision.reason };
 }
 
 function decideOnLeaf(
-  certPem: string,
+  leaf: KnownLeaf,
   acceptedCaPems: string[],
   runtimeId: string,
   dnsNames: string[],
@@ -100,7 +151,8 @@ function decideOnLeaf(
   now: Date,
   inBundleSince: Date | undefined,
 ): { action: string; reason: string } {
-  const info = describeCertificate(certPem);
+  // Parsed and verified once per leaf (and CA) the cache keeps; every time for a leaf read without one.
+  const info = (leaf.info ??= describeCertificate(leaf.certPem));
   const sameNames = (a: string[], b: string[]) => [...a].sort().join(',') === [...b].sort().join(',');
   if (info.commonName !== runtimeId)
     return { action: 'reissue', reason: `runtime-id changed to ${runtimeId}` };
@@ -110,7 +162,9 @@ function decideOnLeaf(
   return decideLeaf(info, {
     now,
     currentCaInBundleSince: inBundleSince,
-    signedByCurrentCa: acceptedCaPems.some((caPem) => isSignedBy(certPem, caPem)),
+    signedByCurrentCa: acceptedCaPems.some((caPem) =>
+      memoSignedBy(leaf, caPem, () => isSignedBy(leaf.certPem, caPem)),
+    ),
   });
 }
 

@@ -2,7 +2,8 @@
  * Automatic webhook registration: on every reconcile of a Kyma the agent makes sure its SKR runs a
  * webhook that calls back to this KCP. Inputs are read fresh each time (level-triggered):
  *   - the SKR's certificate `<kyma>-webhook-tls` in KCP, issued from the signing CA, renewed with 30 days left,
- *     re-issued after a CA rotation or when its names changed;
+ *     re-issued after a CA rotation or when its names changed (run by a controller, a pass that changes nothing
+ *     takes it, the CA and the bundle from watches: pki-cache.ts);
  *   - the SKR Secret `skr-webhook-tls` (`ca.crt`, `tls.crt`, `tls.key`), a copy of it;
  *   - the ValidatingWebhookConfiguration `skr-webhook`: one webhook per Watcher CR, plus the Module CRs of the
  *     modules enabled in that SKR;
@@ -27,11 +28,13 @@ import {
 } from '@skr-watcher/kube';
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { ensureSkrCertificate } from './certificate.js';
+import type { PkiCache } from './pki-cache.js';
 import { inClusterResourcesFor, SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from './skr-resources.js';
 import { listWatchers, resolveModuleResources } from './targets.js';
 import { SKR_WEBHOOK_NAME, webhookConfigurationFor, type WebhookTarget } from './webhook-configuration.js';
 
 export { listWatchers } from './targets.js';
+export { watchPkiSecrets, type PkiCache } from './pki-cache.js';
 export { createWatcherHealth, type WatcherHealth } from './watcher-health.js';
 
 /** Field manager of everything the registration writes in an SKR. */
@@ -76,6 +79,8 @@ export interface RegistrationInput {
   now: Date;
   /** The namespace's live Watchers when the caller has read them already this pass; listed otherwise. */
   watchers?: Watcher[];
+  /** The KCP PKI Secrets from watches (watchPkiSecrets); read fresh on every pass without it. */
+  pki?: PkiCache;
 }
 
 export interface RegistrationResult {
@@ -110,6 +115,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     domain: kyma.metadata.annotations?.[ANNOTATIONS.skrDomain],
     urlMode,
     now: input.now,
+    ...(input.pki ? { cache: input.pki } : {}),
   });
   if (!certificate.ok) return certificate;
   const { leaf, bundlePem, issued } = certificate;

@@ -2,6 +2,7 @@
 // what a fresh control plane or watch cache needs a moment for.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS } from '@skr-watcher/api';
+import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 
 export function custom(kc: KubeConfig): CustomObjectsApi {
   return kc.makeApiClient(CustomObjectsApi);
@@ -55,4 +56,31 @@ export async function untilCrdsServe(planes: KubeConfig[]): Promise<void> {
       );
     }
   }
+}
+
+/** A suite's KCP and one SKR (`skr1`), their CRDs serving; set once the suite's first `before` hook ran. */
+export interface KcpAndSkr {
+  env: Environment;
+  kcp: KubeConfig;
+  skr: KubeConfig;
+  /** Run after each test, last added first. */
+  cleanups: (() => Promise<void>)[];
+}
+
+/** Starts a KCP and an SKR before the calling suite's tests and stops them after; call in `describe`. */
+export function kcpAndSkrForSuite(): KcpAndSkr {
+  const planes = { cleanups: [] as (() => Promise<void>)[] } as KcpAndSkr;
+  before(async () => {
+    planes.env = await startEnvironment({ planes: ['kcp', 'skr1'] });
+    planes.kcp = planes.env.plane('kcp').kubeConfig();
+    planes.skr = planes.env.plane('skr1').kubeConfig();
+    await untilCrdsServe([planes.kcp, planes.skr]);
+  });
+  afterEach(async () => {
+    for (const cleanup of planes.cleanups.splice(0).reverse()) await cleanup();
+  });
+  after(async () => {
+    await planes.env?.stop();
+  });
+  return planes;
 }

@@ -54,6 +54,32 @@ function encode(data: Record<string, string | undefined>): Record<string, string
   return encoded;
 }
 
+/** A leaf as its Secret stores it, and the version it was read at. */
+export interface StoredLeaf {
+  certPem: string;
+  keyPem: string;
+  caPem: string;
+  resourceVersion: string | undefined;
+}
+
+/** The CA Secret's generations and annotations (`skr-watcher-ca`, read or from a watch). */
+export function caOfSecret(secret: V1Secret): CaSecret {
+  const pendingCert = decode(secret, SECRET_KEYS.pendingCert);
+  const pendingKey = decode(secret, SECRET_KEYS.pendingKey);
+  return {
+    current: { certPem: required(secret, SECRET_KEYS.cert), keyPem: required(secret, SECRET_KEYS.key) },
+    pending: pendingCert && pendingKey ? { certPem: pendingCert, keyPem: pendingKey } : undefined,
+    previousCertPem: decode(secret, SECRET_KEYS.previousCert),
+    annotations: secret.metadata?.annotations ?? {},
+    secret,
+  };
+}
+
+/** The trust bundle of `skr-watcher-ca-bundle` (read or from a watch); empty when it has none. */
+export function bundleOfSecret(secret: V1Secret): string {
+  return decode(secret, SECRET_KEYS.bundle) ?? '';
+}
+
 export class KcpPkiSecrets {
   constructor(
     private readonly api: CoreV1Api,
@@ -87,16 +113,7 @@ export class KcpPkiSecrets {
 
   async readCa(): Promise<CaSecret | undefined> {
     const secret = await this.read(CA_SECRET_NAME);
-    if (secret === undefined) return undefined;
-    const pendingCert = decode(secret, SECRET_KEYS.pendingCert);
-    const pendingKey = decode(secret, SECRET_KEYS.pendingKey);
-    return {
-      current: { certPem: required(secret, SECRET_KEYS.cert), keyPem: required(secret, SECRET_KEYS.key) },
-      pending: pendingCert && pendingKey ? { certPem: pendingCert, keyPem: pendingKey } : undefined,
-      previousCertPem: decode(secret, SECRET_KEYS.previousCert),
-      annotations: secret.metadata?.annotations ?? {},
-      secret,
-    };
+    return secret === undefined ? undefined : caOfSecret(secret);
   }
 
   /** Creates the CA Secret; fails when it exists (a CA is replaced by rotation, never overwritten). */
@@ -164,7 +181,7 @@ export class KcpPkiSecrets {
 
   async readBundle(): Promise<string | undefined> {
     const secret = await this.read(CA_BUNDLE_SECRET_NAME);
-    return secret === undefined ? undefined : (decode(secret, SECRET_KEYS.bundle) ?? '');
+    return secret === undefined ? undefined : bundleOfSecret(secret);
   }
 
   async writeBundle(bundlePem: string): Promise<void> {
@@ -198,13 +215,21 @@ export class KcpPkiSecrets {
     }
   }
 
-  /** The certificate, key and bundle of one SKR's `<kyma>-webhook-tls`, or undefined when it has none. */
-  async readLeaf(kymaName: string): Promise<{ certPem: string; keyPem: string; caPem: string } | undefined> {
+  /**
+   * The certificate, key and bundle of one SKR's `<kyma>-webhook-tls` and the Secret's resourceVersion, or undefined
+   * when it has none.
+   */
+  async readLeaf(kymaName: string): Promise<StoredLeaf | undefined> {
     const secret = await this.read(webhookTlsSecretName(kymaName));
     const certPem = secret && decode(secret, SECRET_KEYS.cert);
     const keyPem = secret && decode(secret, SECRET_KEYS.key);
     if (!secret || !certPem || !keyPem) return undefined;
-    return { certPem, keyPem, caPem: decode(secret, SECRET_KEYS.ca) ?? '' };
+    return {
+      certPem,
+      keyPem,
+      caPem: decode(secret, SECRET_KEYS.ca) ?? '',
+      resourceVersion: secret.metadata?.resourceVersion,
+    };
   }
 
   /** Every `<kyma>-webhook-tls` Secret of the namespace that holds a certificate. */
@@ -235,8 +260,8 @@ export class KcpPkiSecrets {
     return leaves.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Writes `<kyma>-webhook-tls`, keeping the labels and annotations of an existing Secret. */
-  writeLeaf(kymaName: string, leaf: CertificateAndKey, bundlePem: string): Promise<void> {
+  /** Writes `<kyma>-webhook-tls`, keeping the labels and annotations of an existing Secret; answers its new resourceVersion. */
+  writeLeaf(kymaName: string, leaf: CertificateAndKey, bundlePem: string): Promise<string | undefined> {
     return this.writeLeafSecret(
       webhookTlsSecretName(kymaName),
       { [LABELS.kymaName]: kymaName },
@@ -246,8 +271,8 @@ export class KcpPkiSecrets {
   }
 
   /** Writes the KCP listener's serving certificate (`skr-agent-listener-tls`), which rotations re-issue too. */
-  writeListenerLeaf(leaf: CertificateAndKey, bundlePem: string): Promise<void> {
-    return this.writeLeafSecret(LISTENER_TLS_SECRET_NAME, {}, leaf, bundlePem);
+  async writeListenerLeaf(leaf: CertificateAndKey, bundlePem: string): Promise<void> {
+    await this.writeLeafSecret(LISTENER_TLS_SECRET_NAME, {}, leaf, bundlePem);
   }
 
   private async writeLeafSecret(
@@ -255,7 +280,7 @@ export class KcpPkiSecrets {
     labels: Record<string, string>,
     leaf: CertificateAndKey,
     bundlePem: string,
-  ): Promise<void> {
+  ): Promise<string | undefined> {
     const data = encode({
       [SECRET_KEYS.ca]: bundlePem,
       [SECRET_KEYS.cert]: leaf.certPem,
@@ -263,8 +288,9 @@ export class KcpPkiSecrets {
     });
     const existing = await this.read(name);
     try {
+      let written: V1Secret;
       if (existing === undefined) {
-        await this.api.createNamespacedSecret({
+        written = await this.api.createNamespacedSecret({
           namespace: this.namespace,
           body: {
             apiVersion: 'v1',
@@ -279,12 +305,13 @@ export class KcpPkiSecrets {
           },
         });
       } else {
-        await this.api.replaceNamespacedSecret({
+        written = await this.api.replaceNamespacedSecret({
           name,
           namespace: this.namespace,
           body: { ...existing, data },
         });
       }
+      return written.metadata?.resourceVersion;
     } catch (error) {
       throw new Error(`write ${this.where(name)}`, { cause: error });
     }
