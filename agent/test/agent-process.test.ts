@@ -9,6 +9,7 @@ import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil as waitWithin } from '../../test/support/eventually.js';
 import { SAMPLE_MODULE_CR, seedKcp } from '../../test/support/kcp-seed.js';
+import { runAgent, type AgentChild } from './support/agent-child.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
@@ -17,12 +18,6 @@ const SAMPLE = SAMPLE_MODULE_CR;
 const waitUntil = (what: string, check: () => Promise<boolean>, timeoutMs: number) =>
   waitWithin(what, check, timeoutMs, 250);
 
-interface AgentProcess {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
 describe('skr-agent process on real planes', function () {
   this.timeout(300_000);
   let env: Environment;
@@ -30,25 +25,12 @@ describe('skr-agent process on real planes', function () {
   const namespace = 'agent-process';
   const agents: ChildProcess[] = [];
 
-  function startAgent(extra: string[] = []): AgentProcess {
-    // node itself (not the tsx wrapper), so that SIGKILL and SIGTERM reach the agent.
-    const child = spawn(
-      process.execPath,
+  function startAgent(extra: string[] = []): AgentChild {
+    const agent = runAgent(
+      env.plane('kcp').kubeconfigPath,
+      namespace,
       [
-        '--import',
-        'tsx',
-        '--conditions=source',
-        MAIN,
-        'run',
-        '--kubeconfig',
-        env.plane('kcp').kubeconfigPath,
-        '--namespace',
-        namespace,
         '--no-listener',
-        '--metrics-address',
-        '127.0.0.1:0',
-        '--events-address',
-        '127.0.0.1:0',
         // No webhook in these SKRs: the short Ready requeue is what notices Module CR edits.
         '--requeue-ready',
         '500ms',
@@ -60,14 +42,11 @@ describe('skr-agent process on real planes', function () {
         '4',
         ...extra,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      // The whole output: tests look for markers in it.
+      Infinity,
     );
-    agents.push(child);
-    let output = '';
-    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    return { child, output: () => output, exited };
+    agents.push(agent.child);
+    return agent;
   }
 
   async function moduleConfigsMatchModuleCrs(): Promise<{ ok: boolean; detail: string }> {

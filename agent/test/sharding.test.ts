@@ -1,27 +1,23 @@
 // Sharding on real planes (decision 012): real skr-agent processes with --shard share the Kymas of one KCP
 // namespace; every reconcile's start and end is journaled with its replica, and across a join, a graceful leave
 // and a SIGKILL no Kyma is ever reconciled by two replicas at once, and every Kyma ends owned by a live replica.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { CoreV1Api, CoordinationV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { overlaps, reconcileIntervals } from '../../test/support/reconcile-journal.js';
+import { shardOwners } from './support/shard-owners.js';
+import { runAgent, type AgentChild } from './support/agent-child.js';
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const KYMAS = 24;
 
-interface Replica {
+interface Replica extends AgentChild {
   identity: string;
-  child: ChildProcess;
   journal: string;
-  output: () => string;
-  exited: Promise<number | null>;
   /** hrtime (ns) once the process is known dead: its open reconciles ended by then at the latest. */
   deadAt?: bigint;
 }
@@ -36,71 +32,37 @@ describe('skr-agent --shard on real planes', function () {
 
   function startReplica(identity: string): Replica {
     const journal = join(dir, `${identity}.journal`);
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        '--conditions=source',
-        MAIN,
-        'run',
-        '--kubeconfig',
-        env.plane('kcp').kubeconfigPath,
-        '--namespace',
-        namespace,
-        '--no-listener',
-        '--metrics-address',
-        '127.0.0.1:0',
-        '--events-address',
-        '127.0.0.1:0',
-        '--shard',
-        '--shard-identity',
-        identity,
-        // Short Leases so that expiry after SIGKILL is part of the test, not a wait of 15 s.
-        '--lease-duration',
-        '4s',
-        '--renew-deadline',
-        '3s',
-        '--retry-period',
-        '500ms',
-        // Reconciles run back to back, so a handover without the handshake would overlap.
-        '--requeue-ready',
-        '300ms',
-        '--requeue-processing',
-        '300ms',
-        '--requeue-warning',
-        '300ms',
-        '--workers',
-        '4',
-        '--reconcile-journal',
-        journal,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let output = '';
-    child.stdout?.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)));
-    child.stderr?.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)));
-    const replica: Replica = {
+    const started = runAgent(env.plane('kcp').kubeconfigPath, namespace, [
+      '--no-listener',
+      '--shard',
+      '--shard-identity',
       identity,
-      child,
+      // Short Leases so that expiry after SIGKILL is part of the test, not a wait of 15 s.
+      '--lease-duration',
+      '4s',
+      '--renew-deadline',
+      '3s',
+      '--retry-period',
+      '500ms',
+      // Reconciles run back to back, so a handover without the handshake would overlap.
+      '--requeue-ready',
+      '300ms',
+      '--requeue-processing',
+      '300ms',
+      '--requeue-warning',
+      '300ms',
+      '--workers',
+      '4',
+      '--reconcile-journal',
       journal,
-      output: () => output,
-      exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))),
-    };
+    ]);
+    const replica: Replica = { identity, journal, ...started };
     void replica.exited.then(() => (replica.deadAt = process.hrtime.bigint()));
     replicas.push(replica);
     return replica;
   }
 
-  const owners = async (): Promise<Map<string, string | undefined>> => {
-    const list = (await kcp.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
-      group: GROUP,
-      version: KINDS.kyma.version,
-      plural: KINDS.kyma.plural,
-      namespace,
-    })) as { items: Kyma[] };
-    return new Map(list.items.map((k) => [k.metadata.name, k.metadata.labels?.[LABELS.shardOwner]]));
-  };
+  const owners = () => shardOwners(kcp, namespace);
   const allOwnedBy = async (live: string[]) => {
     const current = await owners();
     return current.size === KYMAS && [...current.values()].every((owner) => !!owner && live.includes(owner));

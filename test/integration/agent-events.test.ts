@@ -2,26 +2,24 @@
 // edit in SKR 1 reaches its ModuleConfig only through a callback with SKR 1's identity, and SKR 2's
 // ModuleConfig is untouched; identities without a Kyma are refused; a CA bundle changed on disk is
 // picked up without a restart.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import {
-  createTestCa,
-  issueListenerServingCert,
-  issueTestLeaf,
-  type TestCa,
-} from '../../agent/test/support/listener-certs.js';
+  listenerFlags,
+  QUIET_REQUEUE_FLAGS,
+  runAgent,
+  type AgentChild,
+} from '../../agent/test/support/agent-child.js';
+import { createTestCa, issueTestLeaf, type TestCa } from '../../agent/test/support/listener-certs.js';
 import { sendCallback, tlsAgent, v2Body } from '../../agent/test/support/listener-client.js';
 import { waitUntil } from '../support/eventually.js';
 import { SAMPLE_MODULE_CR, seedKcp } from '../support/kcp-seed.js';
 
-const MAIN = fileURLToPath(new URL('../../agent/src/main.ts', import.meta.url));
 const SKRS = ['skr1', 'skr2'] as const;
 const SAMPLE = SAMPLE_MODULE_CR;
 
@@ -32,8 +30,7 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
   let kcp: KubeConfig;
   let dir: string;
   let ca: TestCa;
-  let agent: ChildProcess | undefined;
-  let output = '';
+  let agent: AgentChild | undefined;
   let listenerPort = 0;
   let metricsPort = 0;
 
@@ -59,55 +56,20 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
 
     dir = await mkdtemp(join(tmpdir(), 'agent-events-'));
     ca = createTestCa('kcp-test-ca');
-    const serving = issueListenerServingCert(ca);
-    await writeFile(join(dir, 'tls.crt'), serving.certPem);
-    await writeFile(join(dir, 'tls.key'), serving.keyPem, { mode: 0o600 });
-    await writeFile(join(dir, 'ca.crt'), ca.certPem);
     listenerPort = await freePort();
     metricsPort = await freePort();
-    agent = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        '--conditions=source',
-        MAIN,
-        'run',
-        '--kubeconfig',
-        env.plane('kcp').kubeconfigPath,
-        '--namespace',
-        namespace,
-        '--listen-address',
-        `127.0.0.1:${listenerPort}`,
-        '--tls-cert',
-        join(dir, 'tls.crt'),
-        '--tls-key',
-        join(dir, 'tls.key'),
-        '--ca-bundle',
-        join(dir, 'ca.crt'),
-        '--metrics-address',
-        `127.0.0.1:${metricsPort}`,
-        '--events-address',
-        '127.0.0.1:0',
-        '--requeue-ready',
-        '1h',
-        '--requeue-processing',
-        '1h',
-        '--requeue-warning',
-        '1h',
-        '--resync-interval',
-        '1h',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    agent.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    agent.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    agent = runAgent(env.plane('kcp').kubeconfigPath, namespace, [
+      ...(await listenerFlags(dir, ca, listenerPort)),
+      '--metrics-address',
+      `127.0.0.1:${metricsPort}`,
+      ...QUIET_REQUEUE_FLAGS,
+    ]);
     await waitUntil(
       'the agent is ready',
       async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200,
       60_000,
     ).catch((error: unknown) => {
-      throw new Error(`agent output:\n${output.slice(-4000)}`, { cause: error });
+      throw new Error(`agent output:\n${agent?.output().slice(-4000)}`, { cause: error });
     });
     await waitUntil(
       'both ModuleConfigs are mirrored',
@@ -117,10 +79,9 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
   });
 
   after(async () => {
-    if (agent && agent.exitCode === null) {
-      const exited = new Promise((resolve) => agent?.once('exit', resolve));
-      agent.kill('SIGTERM');
-      await exited;
+    if (agent && agent.child.exitCode === null) {
+      agent.child.kill('SIGTERM');
+      await agent.exited;
     }
     await env?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -199,6 +160,6 @@ describe('skr-agent: callbacks through the mTLS listener wake exactly their Kyma
         )) === 200,
       30_000,
     );
-    expect(output).to.include('listener TLS material reloaded');
+    expect(agent?.output()).to.include('listener TLS material reloaded');
   });
 });

@@ -22,14 +22,31 @@ const SAMPLES = fileURLToPath(new URL('../../manifests/samples/', import.meta.ur
 export async function seedKcp(env: Environment, namespace: string, skrs: readonly string[]): Promise<void> {
   const kcp = env.plane('kcp').kubeConfig();
   const core = kcp.makeApiClient(CoreV1Api);
-  const api = kcp.makeApiClient(CustomObjectsApi);
   await core.createNamespace({ body: { metadata: { name: namespace } } });
+  await seedSampleCatalog(kcp, namespace);
+  for (const skr of skrs) {
+    await seedKyma(kcp, namespace, skr, await readFile(env.plane(skr).kubeconfigPath, 'utf8'));
+  }
+}
+
+/**
+ * The sample module's ModuleTemplate and ModuleReleaseMeta in a KCP namespace. `moduleCrPerKyma`: the template's
+ * Module CR has no namespace, so each Kyma's lands in its own SKR namespace (`spec.sync.namespace`).
+ */
+export async function seedSampleCatalog(
+  kcp: KubeConfig,
+  namespace: string,
+  options: { moduleCrPerKyma?: boolean } = {},
+): Promise<void> {
+  const api = kcp.makeApiClient(CustomObjectsApi);
   for (const file of ['moduletemplate-sample-1.0.0.yaml', 'modulereleasemeta-sample.yaml']) {
     const body = parseYaml(await readFile(join(SAMPLES, file), 'utf8')) as {
       kind: string;
       metadata: { namespace: string };
+      spec: { data?: { metadata?: { namespace?: string } } };
     };
     body.metadata.namespace = namespace;
+    if (options.moduleCrPerKyma) delete body.spec.data?.metadata?.namespace;
     const kind = body.kind === 'ModuleTemplate' ? KINDS.moduleTemplate : KINDS.moduleReleaseMeta;
     await api.createNamespacedCustomObject({
       group: GROUP,
@@ -38,9 +55,6 @@ export async function seedKcp(env: Environment, namespace: string, skrs: readonl
       namespace,
       body,
     });
-  }
-  for (const skr of skrs) {
-    await seedKyma(kcp, namespace, skr, await readFile(env.plane(skr).kubeconfigPath, 'utf8'));
   }
 }
 
