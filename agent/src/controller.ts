@@ -12,6 +12,7 @@ import {
   type ModuleTemplate,
   type SyncResource,
   type Watcher,
+  type Clock,
 } from '@skr-watcher/api';
 import {
   ResilientInformer,
@@ -22,7 +23,6 @@ import {
   secretSource,
   secretVersion,
   type CachedObject,
-  type Clock,
   type KnownSecret,
   type PartialObjectMetadata,
   type RunPhase,

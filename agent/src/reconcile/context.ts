@@ -2,12 +2,27 @@
 import { GROUP, KINDS, isRecord, type Kyma, type RequeueIntervals } from '@skr-watcher/api';
 import { withContext, type ClusterClient, type CustomObjectRef, type SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
+import type { PkiCache, RegistrationOptions, WatcherHealth } from '../registration/index.js';
 import type { EventRecorder } from './events.js';
-import type { MirroredObject } from './mirror-lanes.js';
-import type { RegistrationSettings } from './skr-webhook.js';
 
 /** Names from a cache; undefined when the cache does not cover the Kyma (a sharded replica's other buckets). */
 export type SyncResourceNames = string[] | undefined;
+
+/** A Module CR of a Kyma as a lane names it; the version is left out (one object, whichever version it is read in). */
+export interface MirroredObject {
+  group: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+export interface RegistrationSettings {
+  options: RegistrationOptions;
+  /** Broken-watcher detection; without it the webhook is installed but never probed. */
+  health?: WatcherHealth;
+  /** The KCP PKI Secrets from watches; the reconciler starts them when run by a controller (index.ts). */
+  pki?: PkiCache;
+}
 
 export interface ReconcileContext {
   kcp: ClusterClient;

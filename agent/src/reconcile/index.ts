@@ -76,6 +76,7 @@ import {
   refOf,
   resourceVersionOf,
   type ReconcileContext,
+  type RegistrationSettings,
   type SyncResourcePolicy,
   type WatchCaches,
   type SyncResourceNames,
@@ -84,24 +85,16 @@ import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
-import { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
-import {
-  epochMs,
-  mirrorChangedModuleCr,
-  moduleOfChange,
-  type MirrorSteps,
-  type ModuleCrChange,
-  type ModuleMirrorResult,
-} from './module-mirror.js';
+import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
+import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
 import { watchPkiSecrets } from '../registration/index.js';
-import type { RegistrationSettings } from './skr-webhook.js';
 
-export type { WatchCaches } from './context.js';
+export type { RegistrationSettings, WatchCaches } from './context.js';
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';
-export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './module-mirror.js';
+export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './mirror-lanes.js';
 export { CONDITIONS } from './status.js';
-export { SKR_WEBHOOK_CONDITION, type RegistrationSettings } from './skr-webhook.js';
+export { SKR_WEBHOOK_CONDITION } from './skr-webhook.js';
 
 export interface ReconcilerOptions {
   /** KCP access (@kubernetes/client-node). */

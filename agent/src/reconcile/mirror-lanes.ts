@@ -5,7 +5,32 @@
 // of one object that wait coalesce: under a flood of callbacks a lane holds at most one waiting targeted mirror,
 // and that one waits for the newest write announced (it reads the object when it runs anyway).
 import type { ChangeFingerprint } from '@skr-watcher/api';
-import type { ModuleCrChange, ModuleMirrorResult } from './module-mirror.js';
+import type { MirroredObject } from './context.js';
+
+/** The SKR object a callback named, and what its webhook said about the write. */
+export interface ModuleCrChange {
+  gvk: { group: string; version: string; kind: string };
+  namespace: string;
+  name: string;
+  fingerprint: ChangeFingerprint;
+  /** When the listener accepted the callback (epoch ms), for the debug log of where the time went. */
+  receivedAtMs?: number;
+}
+
+/**
+ * mirrored / unchanged: the ModuleConfig shows the Module CR as read (written now, or already);
+ * not-a-module: no module of the Kyma has this object (a Kyma edit, an unmanaged module, or not yet reconciled
+ * once), or the module has no ModuleConfig (yet): it was only waited for;
+ * absent: the Module CR is gone (the full reconcile handles that); not-shown: the write never showed within
+ * the bound (it may have been refused after admission), so nothing was written.
+ */
+export type ModuleMirrorOutcome = 'mirrored' | 'unchanged' | 'not-a-module' | 'absent' | 'not-shown';
+
+export interface ModuleMirrorResult {
+  outcome: ModuleMirrorOutcome;
+  /** SKR reads of the Module CR; more than one means the write had not landed at the first read. */
+  reads: number;
+}
 
 interface WaitingMirror {
   change: ModuleCrChange;
@@ -16,14 +41,6 @@ interface WaitingMirror {
 function newer(current: ChangeFingerprint, next: ChangeFingerprint): ChangeFingerprint {
   if (current.uid !== next.uid) return next;
   return (current.generation ?? 0) > (next.generation ?? 0) ? current : next;
-}
-
-/** A Module CR of a Kyma as a lane names it; the version is left out (one object, whichever version it is read in). */
-export interface MirroredObject {
-  group: string;
-  kind: string;
-  namespace: string;
-  name: string;
 }
 
 /** A Module CR's address (apiVersion group/version, or a core version) as a lane names it. */

@@ -5,41 +5,15 @@ import {
   MODULE_MIRROR,
   backoffDelay,
   showsChange,
-  type ChangeFingerprint,
   type Kyma,
   type ResourceState,
   trackedObject,
 } from '@skr-watcher/api';
 import { readObject } from '@skr-watcher/kube';
 import type { ReconcileContext } from './context.js';
-import { mirroredObjectOf } from './mirror-lanes.js';
+import { mirroredObjectOf, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
 import { mirrorModuleCr, readModuleConfig } from './module-config.js';
 import { isResourceState } from './status.js';
-
-/** The SKR object a callback named, and what its webhook said about the write. */
-export interface ModuleCrChange {
-  gvk: { group: string; version: string; kind: string };
-  namespace: string;
-  name: string;
-  fingerprint: ChangeFingerprint;
-  /** When the listener accepted the callback (epoch ms), for the debug log of where the time went. */
-  receivedAtMs?: number;
-}
-
-/**
- * mirrored / unchanged: the ModuleConfig shows the Module CR as read (written now, or already);
- * not-a-module: no module of the Kyma has this object (a Kyma edit, an unmanaged module, or not yet reconciled
- * once), or the module has no ModuleConfig (yet): it was only waited for;
- * absent: the Module CR is gone (the full reconcile handles that); not-shown: the write never showed within
- * the bound (it may have been refused after admission), so nothing was written.
- */
-export type ModuleMirrorOutcome = 'mirrored' | 'unchanged' | 'not-a-module' | 'absent' | 'not-shown';
-
-export interface ModuleMirrorResult {
-  outcome: ModuleMirrorOutcome;
-  /** SKR reads of the Module CR; more than one means the write had not landed at the first read. */
-  reads: number;
-}
 
 /**
  * When each step of one targeted mirror ended (epoch ms, sub-millisecond), for the debug log that says where an

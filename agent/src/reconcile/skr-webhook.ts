@@ -10,25 +10,11 @@ import {
   type Watcher,
 } from '@skr-watcher/api';
 import { mergePatchCustomObject, type ClusterClient } from '@skr-watcher/kube';
-import {
-  registerSkrWebhook,
-  unregisterSkrWebhook,
-  type PkiCache,
-  type RegistrationOptions,
-  type WatcherHealth,
-} from '../registration/index.js';
-import type { ReconcileContext } from './context.js';
+import { registerSkrWebhook, unregisterSkrWebhook } from '../registration/index.js';
+import type { ReconcileContext, RegistrationSettings } from './context.js';
 import { CONDITIONS, type ConditionInput } from './status.js';
 
 export const SKR_WEBHOOK_CONDITION = CONDITIONS.skrWebhook;
-
-export interface RegistrationSettings {
-  options: RegistrationOptions;
-  /** Broken-watcher detection; without it the webhook is installed but never probed. */
-  health?: WatcherHealth;
-  /** The KCP PKI Secrets from watches; the reconciler starts them when run by a controller (index.ts). */
-  pki?: PkiCache;
-}
 
 export interface SkrWebhookOutcome {
   condition: ConditionInput;

@@ -16,8 +16,8 @@ import {
   type KubeConfig,
   type V1Lease,
 } from '@kubernetes/client-node';
-import { ANNOTATIONS, LABELS, SHARDING, jittered } from '@skr-watcher/api';
-import { LEADER_ELECTION_DEFAULTS, unrefClock, type Clock } from '@skr-watcher/kube';
+import { ANNOTATIONS, LABELS, SHARDING, jittered, unrefClock, type Clock } from '@skr-watcher/api';
+import { LEADER_ELECTION_DEFAULTS } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 
 export interface Member {

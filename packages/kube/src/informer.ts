@@ -11,12 +11,10 @@ import {
   type V1ObjectMeta,
   type V1Secret,
 } from '@kubernetes/client-node';
-import { backoffDelay } from '@skr-watcher/api';
+import { backoffDelay, unrefClock, type Clock, type TimerHandle } from '@skr-watcher/api';
 import { Counter, Gauge, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { fetch } from 'undici';
-import { PARTIAL_OBJECT_METADATA_LIST } from './metadata-list.js';
-import { PARTIAL_OBJECT_METADATA } from './skr-clients.js';
-import { unrefClock, type Clock, type TimerHandle } from './workqueue.js';
+import { PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST } from './metadata-list.js';
 
 /** The least an object must carry to be cached. */
 export interface CachedObject {

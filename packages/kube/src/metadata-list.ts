@@ -4,6 +4,9 @@
 import { setHeaderOptions } from '@kubernetes/client-node';
 import { isRecord, objectMetaSchema, parseShape, ShapeError, type ObjectMeta } from '@skr-watcher/api';
 
+/** Accept header of a metadata-only read (what `kubectl get --show-kind -o name` and client-go's metadata client ask). */
+export const PARTIAL_OBJECT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+
 /** Accept header of a metadata-only list: each item a PartialObjectMetadata. */
 export const PARTIAL_OBJECT_METADATA_LIST =
   'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';

@@ -25,6 +25,7 @@ import type { Logger } from '@skr-watcher/telemetry';
 import { getGlobalDispatcher, type Dispatcher } from 'undici';
 import { KubeRequestError, isNotFound, isUnreachable } from './apply.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
+import { PARTIAL_OBJECT_METADATA } from './metadata-list.js';
 import type { ListPage } from './informer.js';
 import { ownCopy, pooledAuthentication } from './pooled-kubeconfig.js';
 import type { ClusterKind, KubeRequestMetrics } from './request-metrics.js';
@@ -49,9 +50,6 @@ export class DiscoveringObjectApi extends KubernetesObjectApi {
     return this.requestPromise(request);
   }
 }
-
-/** Accept header of a metadata-only read (what `kubectl get --show-kind -o name` and client-go's metadata client ask). */
-export const PARTIAL_OBJECT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 /** The API clients of one cluster; they share one connection pool. */
 export interface ClusterClient {

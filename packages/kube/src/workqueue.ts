@@ -4,9 +4,8 @@ import { REQUEUE_MS, backoffDelay, unrefClock, type Clock, type TimerHandle } fr
 import { Counter, Gauge, Histogram, registeredMetric, type Registry } from '@skr-watcher/telemetry';
 import type { Logger } from '@skr-watcher/telemetry';
 
-// One clock interface for every app and package (@skr-watcher/api); queue, informer and membership timers do not
-// hold a stopping process (`unrefClock`; `systemClock` is the one whose timers do).
-export { unrefClock, type Clock, type TimerHandle };
+// Clocks live in @skr-watcher/api only: `systemClock` (its timers keep the process alive) and `unrefClock` (they do
+// not). The queue's timers are unref'd, so a pending requeue does not hold a stopping process.
 
 /**
  * What a run may tell the queue about itself. A run that waits for something of this process (a pacing slot) is

@@ -1,6 +1,6 @@
 // Nodes for every plane of an environment, the run's registry, and the repository's image in it.
 import { join } from 'node:path';
-import type { ControlPlane } from './environment.js';
+import type { ControlPlane } from './control-plane.js';
 import { buildAndPushImages, type BuiltImages } from './images.js';
 import { ensureNodeBinaries } from './node-binaries.js';
 import { startNode, type ClusterNode } from './nodes.js';

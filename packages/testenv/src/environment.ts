@@ -16,6 +16,7 @@ import { freePort } from './ports.js';
 import { startProcess, type ManagedProcess } from './processes.js';
 import { startNodes, type Nodes } from './cluster-nodes.js';
 import { createRunNetwork, type RunNetwork } from './run-network.js';
+import type { ControlPlane } from './control-plane.js';
 
 export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
 // A kube-apiserver is ready in 5-10 s on a quiet machine; on two cores under a load average of 25 (a CI run next to
@@ -35,24 +36,6 @@ export interface EnvironmentOptions {
    */
   nodes?: boolean;
   log?: (line: string) => void;
-}
-
-export interface ControlPlane {
-  readonly name: string;
-  /** https://127.0.0.1:<port>, or https://<the run bridge's host address>:<port> with nodes. */
-  readonly url: string;
-  readonly dir: string;
-  readonly kubeconfigPath: string;
-  /** The plane's CA (PEM): it signed the serving certificate; tests use it as the webhook caBundle too. */
-  readonly caPem: string;
-  /** A fresh KubeConfig for this plane (cluster, user and context named after the plane). */
-  kubeConfig(): KubeConfig;
-  /** Stops and starts this kube-apiserver again on the same port and data; for fault tests. */
-  restart(): Promise<void>;
-  /** Stops the kube-apiserver only (etcd keeps its data). */
-  stopApiServer(): Promise<void>;
-  startApiServer(): Promise<void>;
-  readonly pid: () => number;
 }
 
 export interface Environment {

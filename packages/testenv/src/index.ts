@@ -1,5 +1,6 @@
 export { startEnvironment, installCrds, DEFAULT_CRD_DIR } from './environment.js';
-export type { ControlPlane, Environment, EnvironmentOptions } from './environment.js';
+export type { Environment, EnvironmentOptions } from './environment.js';
+export type { ControlPlane } from './control-plane.js';
 export { ensureBinaries, cacheDir } from './binaries.js';
 export type { Binaries } from './binaries.js';
 export { liveChildPids } from './processes.js';
