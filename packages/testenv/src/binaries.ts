@@ -70,6 +70,8 @@ interface BuildRequest {
   /** One lock per script: two different builds may run at once, the same one never twice. */
   lockName: string;
   log?: (line: string) => void;
+  /** Where the binaries are cached (default: the Kubernetes-version-keyed cacheDir()). */
+  dir?: string;
 }
 
 async function allIn(dir: string, names: string[]): Promise<Record<string, string> | undefined> {
@@ -94,7 +96,7 @@ export async function ensureBuilt(
       throw new Error(`KUBEBUILDER_ASSETS=${assets} holds no executable kube-apiserver and etcd`);
     }
   }
-  const dir = cacheDir();
+  const dir = request.dir ?? cacheDir();
   const cached = await allIn(dir, request.names);
   if (cached) return { paths: cached, source: 'cache' };
 
@@ -123,9 +125,7 @@ export async function ensureBuilt(
     }
   }
   try {
-    log(
-      `[testenv] building ${request.what} from the Go module proxy (none cached for ${KUBERNETES_VERSION})`,
-    );
+    log(`[testenv] building ${request.what} from the Go module proxy (none cached in ${dir})`);
     await new Promise<void>((resolve, reject) => {
       const child = spawn('bash', [request.script, dir], { stdio: ['ignore', 'inherit', 'inherit'] });
       child.on('error', reject);

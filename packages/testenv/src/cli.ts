@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { ensureBinaries } from './binaries.js';
 import { ensureNodeBinaries, nodeSupportProblem } from './node-binaries.js';
+import { ensureRegistryBinary } from './registry.js';
 import { startEnvironment } from './environment.js';
 import { runCleanupScript } from './run-network.js';
 import { KUBERNETES_VERSION, ETCD_VERSION } from './versions.js';
@@ -18,7 +19,9 @@ const program = new Command('skr-testenv')
 
 program
   .command('binaries')
-  .description('print where kube-apiserver and etcd are, building them from the Go module proxy if needed')
+  .description(
+    'print where kube-apiserver, etcd and the test registry are, building them from the Go module proxy if needed',
+  )
   .option(
     '--nodes',
     'also kubelet, kube-controller-manager, kube-scheduler, kube-proxy, crane, registry, kustomize',
@@ -28,6 +31,7 @@ program
     process.stdout.write(
       `kube-apiserver ${found.kubeApiserver}\netcd ${found.etcd}\nsource ${found.source}\n`,
     );
+    process.stdout.write(`oci-registry ${await ensureRegistryBinary()}\n`);
     if (opts.nodes) {
       const node = await ensureNodeBinaries();
       for (const [name, path] of Object.entries(node)) process.stdout.write(`${name} ${path}\n`);

@@ -13,3 +13,5 @@ export type { Nodes } from './cluster-nodes.js';
 export type { ClusterNode } from './nodes.js';
 export type { BuiltImages } from './images.js';
 export { runCleanupScript } from './run-network.js';
+export { startRegistry, ensureRegistryBinary, registryCacheDir } from './registry.js';
+export type { Registry, RegistryOptions } from './registry.js';
