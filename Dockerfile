@@ -19,6 +19,8 @@ COPY packages/testenv/package.json packages/testenv/
 COPY webhook/package.json webhook/
 COPY agent/package.json agent/
 COPY certs/package.json certs/
+COPY packages/module-manager/package.json packages/module-manager/
+COPY examples/sample-manager/package.json examples/sample-manager/
 # No install scripts: the only ones fetch a second Node binary (devDependency `node`) and check esbuild's
 # (its platform package is installed either way; the agent's bundle step below runs it).
 RUN npm ci --no-audit --no-fund --ignore-scripts
@@ -27,7 +29,9 @@ COPY packages ./packages
 COPY webhook ./webhook
 COPY agent ./agent
 COPY certs ./certs
+COPY examples ./examples
 RUN node node_modules/typescript/bin/tsc -b packages/api packages/pki packages/telemetry packages/kube webhook agent certs \
+      packages/module-manager examples/sample-manager \
  && npm run --workspace agent bundle \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && rm -rf node_modules/@skr-watcher/testenv node_modules/.package-lock.json
@@ -52,6 +56,10 @@ COPY --from=build /src/agent/package.json ./agent/
 COPY --from=build /src/agent/dist ./agent/dist
 COPY --from=build /src/certs/package.json ./certs/
 COPY --from=build /src/certs/dist ./certs/dist
+COPY --from=build /src/packages/module-manager/package.json ./packages/module-manager/
+COPY --from=build /src/packages/module-manager/dist ./packages/module-manager/dist
+COPY --from=build /src/examples/sample-manager/package.json ./examples/sample-manager/
+COPY --from=build /src/examples/sample-manager/dist ./examples/sample-manager/dist
 COPY manifests/crds ./manifests/crds
 # util-linux's chrt (libc only): the webhook's dispatch thread makes itself SCHED_IDLE with it, so admission
 # answers always take the core first (decision 015). Without it the thread keeps only a higher nice value.
@@ -60,5 +68,6 @@ ENV NODE_ENV=production
 USER 65532:65532
 # The image's entrypoint is node; pick the binary with the first argument:
 #   agent/dist/bundle/main.js run ...   webhook/dist/main.js   certs/dist/main.js ...
+#   examples/sample-manager/dist/main.js ... (the example module manager, issue 29)
 # (agent/dist/main.js runs the same agent from the module tree; the bundle is one file, decision 017.)
 CMD ["agent/dist/main.js", "--help"]
