@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
 import { podsDemo } from './pods-demo.js';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
+import { timeRoundTrip } from './manager.js';
 import { SAMPLE_MODULE, ScratchDirError, startLocalSystem, type LocalSystem } from './system.js';
 import { EdgeObservations, formatTimeline, timeEdit } from './timeline.js';
 
@@ -36,6 +37,9 @@ function tryThis(system: LocalSystem): string[] {
     `  # edit the Module CR in ${skr1?.name}; its ModuleConfig in KCP follows within milliseconds`,
     `  ${skr(skr1)} -n ${SAMPLE_MODULE.namespace} patch ${SAMPLE_MODULE.plural}.${SAMPLE_MODULE.group} ${SAMPLE_MODULE.name} --type merge -p '{"spec":{"greeting":"hi from kubectl"}}'`,
     `  ${kcp} -n ${system.namespace} get moduleconfigs -o custom-columns=NAME:.metadata.name,KYMA:.spec.kyma,GREETING:.spec.resource.spec.greeting`,
+    '  # sample-manager renders the edit into a SyncResource; the agent applies its ConfigMap in the same SKR',
+    `  ${kcp} -n ${system.namespace} get syncresources -l operator.kyma-project.io/managed-by=sample-manager`,
+    `  ${skr(skr1)} -n kyma-system get configmap sample-config -o jsonpath='{.data.greeting}{"\\n"}'`,
     '  # what the agent registered in the SKR, and the Kymas with their state',
     `  ${skr(skr1)} get validatingwebhookconfiguration skr-webhook -o yaml`,
     `  ${kcp} -n ${system.namespace} get kymas`,
@@ -54,7 +58,7 @@ function tryThis(system: LocalSystem): string[] {
     ...system.skrs.map(
       (s) => `  curl -s http://127.0.0.1:${s.webhookMetricsPort}/metrics | grep ^skr_webhook_events`,
     ),
-    `Logs: ${system.agent.logFile}, ${system.skrs.map((s) => s.webhook.logFile).join(', ')}`,
+    `Logs: ${system.agent.logFile}, ${system.skrs.map((s) => s.webhook.logFile).join(', ')}${system.manager ? `, ${system.manager.child.logFile}` : ''}`,
     `Event stream: ${system.eventsUrl}`,
   );
   return lines;
@@ -93,6 +97,7 @@ async function demo(options: DemoOptions): Promise<number> {
       startupTimeoutMs: options.timeout,
       progress: (line) => print(`${elapsed()} ${line}`),
       onAdmission: (seen) => observations.admission(seen),
+      sampleManager: true,
     });
     live = connectLiveEvents(
       system.eventsUrl,
@@ -114,9 +119,15 @@ async function demo(options: DemoOptions): Promise<number> {
       print(
         `Scripted edit ${index + 1} of ${EDITS}: Sample ${SAMPLE_MODULE.namespace}/${SAMPLE_MODULE.name} in ${skr}, spec.greeting = "${greeting}"`,
       );
-      const timeline = await timeEdit(system, observations, skr, greeting, options.editTimeout);
+      const { timeline, later, roundTripMs } = await timeRoundTrip(
+        system,
+        skr,
+        greeting,
+        options.editTimeout,
+        () => timeEdit(system as LocalSystem, observations, skr, greeting, options.editTimeout),
+      );
       print('Timeline:');
-      for (const line of formatTimeline(timeline)) print(line);
+      for (const line of formatTimeline(timeline, later)) print(line);
       if (timeline.moduleConfigAtMs === undefined || timeline.callbackAtMs === undefined) {
         const missing =
           timeline.callbackAtMs === undefined
@@ -133,6 +144,16 @@ async function demo(options: DemoOptions): Promise<number> {
       print(
         `End to end (edit sent → ModuleConfig updated in KCP): ${timeline.moduleConfigAtMs - timeline.sentAtMs} ms`,
       );
+      if (roundTripMs === undefined) {
+        process.stderr.write(
+          `demo failed: the rendered ConfigMap did not reach ${skr} within ${options.editTimeout / 1000} s of the edit.\n` +
+            `Logs: ${system.manager?.child.logFile}, ${system.agent.logFile} (kept)\n`,
+        );
+        await live.close();
+        await system.stop({ keepDir: true });
+        return 1;
+      }
+      print(`Round trip (edit sent → object updated in the SKR): ${roundTripMs} ms`);
     }
     print();
 

@@ -14,6 +14,7 @@ import { CA_BUNDLE_SECRET_NAME } from '@skr-watcher/pki';
 import { ensureBinaries, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ENTRY_POINTS, startChild, type Child } from './children.js';
 import { LISTENER_TLS_SECRET_NAME, initKcpPki } from './kcp-pki.js';
+import { startSampleManager, type SampleManagerProcess } from './manager.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import { applySamples } from './samples.js';
 import { syncSecretToFiles, type SecretFiles } from './secret-files.js';
@@ -62,6 +63,8 @@ export interface LocalSystemOptions {
   onAgentLog?: { messages: string[]; handle: (entry: Record<string, unknown>) => void };
   /** Bound of the startup, counted once kube-apiserver and etcd are at hand (a first build takes minutes). */
   startupTimeoutMs?: number;
+  /** Also runs examples/sample-manager (demo/manager.ts): Module CR → ModuleConfig → SyncResource → SKR. */
+  sampleManager?: boolean;
 }
 
 export interface LocalSkr {
@@ -91,6 +94,8 @@ export interface LocalSystem {
   /** ws:// URL of the agent's live stream of accepted callbacks. */
   eventsUrl: string;
   moduleConfigs: ModuleConfigWatch;
+  /** With `sampleManager`: the manager process and the watches of what it renders. */
+  manager?: SampleManagerProcess;
   /** Stops every process and plane; removes `dir` unless `keepDir`. Safe to call twice. */
   stop(options?: { keepDir?: boolean }): Promise<void>;
 }
@@ -491,6 +496,23 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       });
     }
 
+    let manager: SampleManagerProcess | undefined;
+    if (options.sampleManager) {
+      progress(
+        'starting sample-manager (examples/sample-manager): renders each sample ModuleConfig into a SyncResource',
+      );
+      manager = await startSampleManager({
+        dir,
+        kcp,
+        kcpKubeconfigPath: kcpPlane.kubeconfigPath,
+        namespace,
+        skrs,
+        deadline,
+      });
+      const started = manager;
+      cleanups.push({ name: 'sample-manager', run: () => started.stop() });
+    }
+
     let stopping: Promise<void> | undefined;
     return {
       dir,
@@ -509,6 +531,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       agentEventsPort,
       eventsUrl: `ws://127.0.0.1:${agentEventsPort}/events`,
       moduleConfigs,
+      ...(manager ? { manager } : {}),
       stop(stopOptions = {}) {
         stopping ??= (async () => {
           await cleanUp();

@@ -102,8 +102,11 @@ export async function timeEdit(
   }
 }
 
-/** The timeline as lines, in time order, with offsets from the moment the edit was sent. */
-export function formatTimeline(timeline: EditTimeline): string[] {
+/** The timeline as lines, in time order, with offsets from the moment the edit was sent; `later`: steps after KCP. */
+export function formatTimeline(
+  timeline: EditTimeline,
+  later: { atMs: number | undefined; what: string }[] = [],
+): string[] {
   const steps: { atMs: number | undefined; what: string }[] = [
     { atMs: timeline.sentAtMs, what: `edit sent to the ${timeline.skr} API server` },
     { atMs: timeline.admissionAtMs, what: `admission: skr-webhook (${timeline.skr}) saw the change` },
@@ -116,6 +119,7 @@ export function formatTimeline(timeline: EditTimeline): string[] {
       what: `callback accepted by the KCP listener (runtime-id ${timeline.skr})`,
     },
     { atMs: timeline.moduleConfigAtMs, what: 'ModuleConfig updated in KCP (spec.resource.spec.greeting)' },
+    ...later,
   ];
   const offset = (atMs: number) => `+${atMs - timeline.sentAtMs} ms`.padStart(9);
   const seen = steps

@@ -4,11 +4,15 @@
 // - the floor: the SKR read + KCP server-side apply the agent needs, issued directly from this process;
 // - Module CR edits: edit → ModuleConfig p50/p99/max, lost edits, where the milliseconds go (admission, callback,
 //   agent), reconciles and SKR re-reads per edit;
+// - round trips (issue 29, DESIGN 5 "Module managers": p50 ≤ 60 ms, p99 ≤ 200 ms): with examples/sample-manager running
+//   (started after the phases above, so they are measured as before), Module CR edit sent → the manager's ConfigMap
+//   updated in the same SKR, by stage; then edits of a field the manager does not render, which must cost 0
+//   SyncResource writes;
 // - Kyma edits (the SKR Kyma's module switched to managed: false and back, which removes and restores its
 //   ModuleConfig): the same figures.
 //
 //   npm run bench:e2e -- [--edits 1000] [--rate 10] [--kyma-edits 40] [--kyma-rate 2] [--floor 200] [--warmup 4] [--hung 20]
-//                        [--agent-cpu-prof DIR]
+//                        [--round-trips 1000] [--noop-edits 100] [--agent-cpu-prof DIR]
 //
 // --agent-cpu-prof DIR writes the agent's V8 CPU profile (node --cpu-prof) into DIR when the agent stops.
 // --hung N adds N Kymas whose SKR accepts TLS and never answers (a hung SKR must not stall the
@@ -27,6 +31,7 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { DEFAULTS, FIELD_MANAGER, GROUP, KINDS } from '@skr-watcher/api';
 import { applyCustomObject, createClusterClient, readObject } from '@skr-watcher/kube';
 import { connectLiveEvents, type LiveEvent } from '../../demo/live-events.js';
+import { startSampleManager, type RenderedSeen, type SampleManagerProcess } from '../../demo/manager.js';
 import { SAMPLE_MODULE, startLocalSystem, type AdmissionSeen, type LocalSystem } from '../../demo/system.js';
 import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
 import { seedKyma } from '../support/kcp-seed.js';
@@ -40,6 +45,8 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '10' },
     warmup: { type: 'string', default: '4' },
     hung: { type: 'string', default: '0' },
+    'round-trips': { type: 'string', default: '1000' },
+    'noop-edits': { type: 'string', default: '100' },
     'agent-cpu-prof': { type: 'string' },
   },
 });
@@ -50,6 +57,8 @@ const WARMUP = Number(values.warmup);
 const KYMA_EDITS = Number(values['kyma-edits']);
 const KYMA_RATE = Number(values['kyma-rate']);
 const FLOOR = Number(values.floor);
+const ROUND_TRIPS = Number(values['round-trips']);
+const NOOP_EDITS = Number(values['noop-edits']);
 const SETTLE_MS = 30_000;
 const load = () =>
   loadavg()
@@ -430,6 +439,164 @@ function agentSteps(edits: Edit[], mirrors: MirrorLog[], reconciles: ReconcileLo
   console.log(summary('full reconcile', passMs), ' (duration of each full reconcile during the run)');
 }
 
+/**
+ * Marks each edit when `seen` first shows it, or a later edit of the same SKR (edits of one SKR apply in order: the
+ * SKR then holds a newer state). Returns the unsubscribe function.
+ */
+function track(
+  edits: Edit[],
+  seen: { subscribe(listener: (rendered: RenderedSeen) => void): () => void },
+  mark: Map<Edit, number>,
+): () => void {
+  const byGreeting = new Map(edits.map((edit) => [edit.greeting, edit]));
+  return seen.subscribe(({ kyma, greeting, atMs }) => {
+    const reached = greeting === undefined ? undefined : byGreeting.get(greeting);
+    if (!reached || reached.skr !== kyma) return;
+    for (const edit of edits)
+      if (edit.skr === kyma && edit.index <= reached.index && !mark.has(edit)) mark.set(edit, atMs);
+  });
+}
+
+async function syncResourceWrites(manager: SampleManagerProcess): Promise<number> {
+  return sumOf(await scrape(manager.metricsPort), 'module_manager_syncresource_writes_total');
+}
+
+/** Module managers (issue 29): round trips through sample-manager, then edits it does not render. */
+async function roundTripPhase(system: LocalSystem): Promise<void> {
+  const t0 = Date.now();
+  const manager = await startSampleManager({
+    dir: system.dir,
+    kcp: system.kcp,
+    kcpKubeconfigPath: system.kcpKubeconfigPath,
+    namespace: system.namespace,
+    skrs: system.skrs,
+    deadline: Date.now() + 120_000,
+  });
+  try {
+    console.log(`\nsample-manager up and its ConfigMaps in every SKR in ${Date.now() - t0} ms`);
+    await runEdits(system, editsFor(system, WARMUP, 'warmup-round-trip'));
+    const edits = editsFor(system, ROUND_TRIPS, 'round-trip');
+    const synced = new Map<Edit, number>();
+    const applied = new Map<Edit, number>();
+    const stops = [track(edits, manager.syncResources, synced), track(edits, manager.configMaps, applied)];
+    const writesBefore = await syncResourceWrites(manager);
+    console.log(
+      `Round trips: ${ROUND_TRIPS} Module CR edits at ${RATE}/s, alternating SKRs (load average ${load()})`,
+    );
+    await runEdits(system, edits);
+    const deadline = Date.now() + SETTLE_MS;
+    while (edits.some((edit) => !edit.failed && !applied.has(edit)) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const stop of stops) stop();
+    const writes = (await syncResourceWrites(manager)) - writesBefore;
+    const spans = (from: (edit: Edit) => number | undefined, to: (edit: Edit) => number | undefined) =>
+      edits.flatMap((edit) => {
+        const a = from(edit);
+        const b = to(edit);
+        return a !== undefined && b !== undefined ? [b - a] : [];
+      });
+    const roundTrip = spans(
+      (edit) => edit.sentAtMs,
+      (edit) => applied.get(edit),
+    ).sort((a, b) => a - b);
+    console.log(
+      'Edit sent → ConfigMap rendered by sample-manager updated in the same SKR (watch on the SKR):',
+    );
+    console.log(summary('round trip', roundTrip));
+    console.log(
+      summary(
+        'sent → ModuleConfig',
+        spans(
+          (edit) => edit.sentAtMs,
+          (edit) => edit.arrivedAtMs,
+        ),
+      ),
+    );
+    console.log(
+      summary(
+        'MC → SyncResource',
+        spans(
+          (edit) => edit.arrivedAtMs,
+          (edit) => synced.get(edit),
+        ),
+      ),
+    );
+    console.log(
+      summary(
+        'SyncRes. → SKR',
+        spans(
+          (edit) => synced.get(edit),
+          (edit) => applied.get(edit),
+        ),
+      ),
+    );
+    const p50 = percentile(roundTrip, 50);
+    const p99 = percentile(roundTrip, 99);
+    const lost = edits.filter((edit) => !edit.failed && !applied.has(edit)).length;
+    console.log(
+      `DESIGN 5 bar (module managers): p50 ≤ 60 ms (${Math.round(p50)} ms: ${p50 <= 60 ? 'met' : 'NOT met'}), ` +
+        `p99 ≤ 200 ms (${Math.round(p99)} ms: ${p99 <= 200 ? 'met' : 'NOT met'}); ` +
+        `lost (not in the SKR within ${SETTLE_MS / 1000} s): ${lost} of ${ROUND_TRIPS}; failed writes: ${edits.filter((e) => e.failed).length}; ` +
+        `SyncResource writes: ${writes}`,
+    );
+
+    if (NOOP_EDITS > 0) {
+      const custom = system.kcp.makeApiClient(CustomObjectsApi);
+      const versions = async () =>
+        (
+          (await custom.listNamespacedCustomObject({
+            group: GROUP,
+            version: KINDS.syncResource.version,
+            plural: KINDS.syncResource.plural,
+            namespace: system.namespace,
+          })) as { items: { metadata: { name: string; resourceVersion: string } }[] }
+        ).items
+          .map((item) => `${item.metadata.name}@${item.metadata.resourceVersion}`)
+          .join(' ');
+      const before = await syncResourceWrites(manager);
+      const versionsBefore = await versions();
+      const notes = editsFor(system, NOOP_EDITS, 'note');
+      const start = Date.now() + 100;
+      await Promise.all(
+        notes.map(async (edit, i) => {
+          await new Promise((resolve) =>
+            setTimeout(resolve, Math.max(0, start + (i * 1000) / RATE - Date.now())),
+          );
+          await system
+            .skr(edit.skr)
+            .kubeConfig()
+            .makeApiClient(CustomObjectsApi)
+            .patchNamespacedCustomObject({
+              ...SAMPLE_MODULE,
+              body: [{ op: 'add', path: '/spec/note', value: edit.greeting }],
+            })
+            .catch((error: unknown) => (edit.failed = String(error)));
+        }),
+      );
+      const last = new Map(notes.map((edit) => [edit.skr, edit.greeting]));
+      const until = Date.now() + SETTLE_MS;
+      while (
+        [...last].some(
+          ([skr, note]) => system.moduleConfigs.current(skr, SAMPLE_MODULE.module)?.spec['note'] !== note,
+        ) &&
+        Date.now() < until
+      )
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      // The manager reconciles each ModuleConfig generation within milliseconds; give it ample time.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const mirrored = [...last].filter(
+        ([skr, note]) => system.moduleConfigs.current(skr, SAMPLE_MODULE.module)?.spec['note'] === note,
+      ).length;
+      console.log(
+        `Edits of spec.note (not rendered): ${NOOP_EDITS} at ${RATE}/s; last one in every ModuleConfig: ${mirrored === last.size ? 'yes' : 'NO'}; ` +
+          `SyncResource writes: ${(await syncResourceWrites(manager)) - before}; SyncResources unchanged: ${(await versions()) === versionsBefore ? 'yes' : 'NO'}`,
+      );
+    }
+  } finally {
+    await manager.stop();
+  }
+}
+
 async function main(): Promise<void> {
   const parent = await mkdtemp(join(tmpdir(), 'e2e-bench-'));
   const t0 = Date.now();
@@ -594,6 +761,7 @@ async function main(): Promise<void> {
       );
       console.log(agentPerEdit(kymaBefore, kymaAfter, KYMA_EDITS));
     }
+    if (ROUND_TRIPS > 0 || NOOP_EDITS > 0) await roundTripPhase(system);
     if (hung)
       console.log(`hung SKR: ${hung.requests()} requests received, ${hung.pending()} hanging at the end`);
     console.log(`\nload average at the end: ${load()}`);

@@ -58,6 +58,10 @@ describe('npm run demo -- --once', function () {
     expect(stdout, output).to.match(/\+\d+ ms {2}callback accepted by the KCP listener \(runtime-id skr1\)/);
     expect(stdout, output).to.match(/\+\d+ ms {2}ModuleConfig updated in KCP/);
     expect(stdout, output).to.match(/End to end \(edit sent → ModuleConfig updated in KCP\): \d+ ms/);
+    // The round trip through examples/sample-manager and back into the SKR (issue 29).
+    expect(stdout, output).to.match(/\+\d+ ms {2}sample-manager's SyncResource updated in KCP/);
+    expect(stdout, output).to.match(/\+\d+ ms {2}ConfigMap kyma-system\/sample-config updated in skr1/);
+    expect(stdout, output).to.match(/Round trip \(edit sent → object updated in the SKR\): \d+ ms/);
     expect(await readdir(dir).catch(() => 'removed'), 'scratch directory').to.equal('removed');
     expect(
       await processesMentioning(dir),
