@@ -536,7 +536,7 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
     console.log(
       `DESIGN 5 bar (module managers): p50 ≤ 60 ms (${Math.round(p50)} ms: ${p50 <= 60 ? 'met' : 'NOT met'}), ` +
         `p99 ≤ 200 ms (${Math.round(p99)} ms: ${p99 <= 200 ? 'met' : 'NOT met'}); ` +
-        `lost (not in the SKR within ${SETTLE_MS / 1000} s): ${lost} of ${ROUND_TRIPS}; failed writes: ${edits.filter((e) => e.failed).length}; ` +
+        `lost (not in the SKR within ${SETTLE_MS / 1000} s): ${lost} of ${ROUND_TRIPS}; failed writes: ${edits.filter((e) => e.failed).length}${edits.find((e) => e.failed) ? ` (first: ${edits.find((e) => e.failed)?.failed})` : ''}; ` +
         `SyncResource writes: ${writes}`,
     );
 
