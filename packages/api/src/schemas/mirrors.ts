@@ -1,14 +1,19 @@
 // This project's own kinds (operator.kyma-project.io/v1alpha1): ModuleConfig, the KCP mirror of one Module
-// CR, and SyncResource, manifests a module manager wants applied to one SKR.
+// CR, and SyncResource, manifests a module manager wants applied to one SKR. manifests/crds/moduleconfigs.yaml and
+// syncresources.yaml are generated from this file (`npm run generate`).
 import { z } from 'zod';
+import { KINDS } from '../constants.js';
 import {
-  conditionSchema,
+  conditionsSchema,
   lastOperationSchema,
   objectMetaSchema,
   optional,
   resourceStateSchema,
   typedObject,
 } from './common.js';
+import { crd, customResource, embeddedResource, int64 } from './crd.js';
+
+const REQUIRED = { minLength: 1 };
 
 export const mirroredResourceSchema = z.object({
   apiVersion: z.string().min(1, 'is required'),
@@ -19,20 +24,23 @@ export const mirroredResourceSchema = z.object({
 export type MirroredResource = z.infer<typeof mirroredResourceSchema>;
 
 export const moduleConfigSpecSchema = z.object({
-  kyma: z.string().min(1, 'is required'),
-  module: z.string().min(1, 'is required'),
+  kyma: z.string().min(1, 'is required').register(crd, REQUIRED),
+  module: z.string().min(1, 'is required').register(crd, REQUIRED),
   resource: mirroredResourceSchema,
 });
 export type ModuleConfigSpec = z.infer<typeof moduleConfigSpecSchema>;
 
-export const moduleConfigStatusSchema = z.object({
-  state: optional(resourceStateSchema.catch('Processing')),
-  conditions: optional(z.array(conditionSchema)),
-  lastOperation: optional(lastOperationSchema),
-  observedGeneration: optional(z.number()),
-  /** resourceVersion of the Module CR in the SKR that this mirror was taken from. */
-  sourceResourceVersion: optional(z.string()),
-});
+/** Module managers may add their own status fields; the API server keeps them, the agent reads these. */
+export const moduleConfigStatusSchema = z
+  .object({
+    state: optional(resourceStateSchema.catch('Processing')),
+    conditions: optional(conditionsSchema),
+    lastOperation: optional(lastOperationSchema),
+    observedGeneration: optional(int64()),
+    /** resourceVersion of the Module CR in the SKR that this mirror was taken from. */
+    sourceResourceVersion: optional(z.string()),
+  })
+  .register(crd, { 'x-kubernetes-preserve-unknown-fields': true });
 export type ModuleConfigStatus = z.infer<typeof moduleConfigStatusSchema>;
 
 export const moduleConfigSchema = typedObject(
@@ -46,16 +54,19 @@ export type SyncStrategy = (typeof SYNC_STRATEGIES)[number];
 
 /** One item; everything of its resource beyond identity is applied as written. */
 export const syncItemSchema = z.object({
-  name: z.string().min(1, 'is required'),
+  name: z.string().min(1, 'is required').register(crd, { minLength: 1, maxLength: 253 }),
   strategy: z.enum(SYNC_STRATEGIES),
-  resource: z.looseObject({
-    apiVersion: z.string().min(1, 'is required'),
-    kind: z.string().min(1, 'is required'),
-    metadata: objectMetaSchema
-      .partial()
-      .extend({ name: z.string().min(1, 'is required') })
-      .loose(),
-  }),
+  // The API server checks only that it is an object (a bad one fails its item, not the SyncResource: index.ts).
+  resource: z
+    .looseObject({
+      apiVersion: z.string().min(1, 'is required'),
+      kind: z.string().min(1, 'is required'),
+      metadata: objectMetaSchema
+        .partial()
+        .extend({ name: z.string().min(1, 'is required') })
+        .loose(),
+    })
+    .register(crd, embeddedResource()),
 });
 export type SyncItem = z.infer<typeof syncItemSchema>;
 
@@ -67,27 +78,34 @@ const appliedSchema = z.object({
   namespace: optional(z.string()),
 });
 
-export const syncItemStatusSchema = z.object({
-  name: z.string(),
-  state: resourceStateSchema.catch('Processing'),
-  message: optional(z.string()),
-  applied: optional(appliedSchema).catch(undefined),
-});
+export const syncItemStatusSchema = z
+  .object({
+    name: z.string(),
+    // Any string to the API server; the agent reads one it does not know as Processing.
+    state: resourceStateSchema.catch('Processing').register(crd, { served: { type: 'string' } }),
+    message: optional(z.string()),
+    applied: optional(appliedSchema).catch(undefined),
+  })
+  .register(crd, { 'x-kubernetes-preserve-unknown-fields': true });
 export type SyncItemStatus = z.infer<typeof syncItemStatusSchema>;
 
 export const syncResourceSpecSchema = z.object({
-  kyma: z.string().min(1, 'is required'),
-  items: z.array(syncItemSchema),
+  kyma: z.string().min(1, 'is required').register(crd, REQUIRED),
+  items: z
+    .array(syncItemSchema)
+    .register(crd, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['name'] }),
 });
 export type SyncResourceSpec = z.infer<typeof syncResourceSpecSchema>;
 
-export const syncResourceStatusSchema = z.object({
-  state: optional(resourceStateSchema),
-  conditions: optional(z.array(conditionSchema)),
-  lastOperation: optional(lastOperationSchema),
-  observedGeneration: optional(z.number()),
-  items: optional(z.array(syncItemStatusSchema)),
-});
+export const syncResourceStatusSchema = z
+  .object({
+    state: optional(resourceStateSchema),
+    conditions: optional(conditionsSchema),
+    lastOperation: optional(lastOperationSchema),
+    observedGeneration: optional(int64()),
+    items: optional(z.array(syncItemStatusSchema)),
+  })
+  .register(crd, { 'x-kubernetes-preserve-unknown-fields': true });
 export type SyncResourceStatus = z.infer<typeof syncResourceStatusSchema>;
 export const syncResourceSchema = typedObject(syncResourceSpecSchema, syncResourceStatusSchema);
 export type SyncResource = z.infer<typeof syncResourceSchema>;
@@ -114,3 +132,30 @@ export const rawSyncResourceSchema = typedObject(
     .catch({}),
 );
 export type RawSyncResource = z.infer<typeof rawSyncResourceSchema>;
+
+export const moduleConfigCrd = customResource(KINDS.moduleConfig, {
+  source: 'packages/api/src/schemas/mirrors.ts',
+  comment: `ModuleConfig, operator.kyma-project.io/v1alpha1 (this project's kind): the mirror in KCP of one Module CR of
+one SKR, written by the agent, read by module managers.`,
+  description: 'Mirror in KCP of one Module CR of one SKR, for module managers to read.',
+  printerColumns: [
+    { name: 'Kyma', type: 'string', jsonPath: '.spec.kyma' },
+    { name: 'Module', type: 'string', jsonPath: '.spec.module' },
+    { name: 'State', type: 'string', jsonPath: '.status.state' },
+  ],
+  spec: moduleConfigSpecSchema,
+  status: moduleConfigStatusSchema,
+});
+
+export const syncResourceCrd = customResource(KINDS.syncResource, {
+  source: 'packages/api/src/schemas/mirrors.ts',
+  comment: `SyncResource, operator.kyma-project.io/v1alpha1 (this project's kind): manifests a module manager wants
+applied to one SKR; the agent applies them and reports each item in the status.`,
+  description: 'Manifests a module manager wants applied to one SKR.',
+  printerColumns: [
+    { name: 'Kyma', type: 'string', jsonPath: '.spec.kyma' },
+    { name: 'State', type: 'string', jsonPath: '.status.state' },
+  ],
+  spec: syncResourceSpecSchema,
+  status: syncResourceStatusSchema,
+});
