@@ -2,6 +2,7 @@
 // skr-agent: the KCP agent. `run` serves the callback listener and reconciles Kymas; `reconcile --once` runs
 // one reconciliation and exits; `events` tails accepted callbacks. Each command lives in commands/.
 import { Command } from 'commander';
+import { versionLine } from '@skr-watcher/api';
 import { eventsCommand } from './commands/events.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
@@ -11,6 +12,7 @@ const cli = new Command('skr-agent')
   .description(
     'KCP agent of skr-watcher: callback listener and lifecycle reconciliation of Kymas and their SKRs',
   )
+  .version(versionLine('skr-agent'), '-V, --version', 'print the version and exit')
   .showHelpAfterError()
   .addCommand(runCommand())
   .addCommand(reconcileCommand())

@@ -7,6 +7,8 @@ import type { PooledKubeConfig, RunPhase } from '@skr-watcher/kube';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
 import { createController, type Controller } from './controller.js';
+import { reportCertificates } from './certificate-metrics.js';
+import { registerFleetMetrics } from './fleet-metrics.js';
 import type { EventStream } from './event-stream.js';
 import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler, type Reconciler } from './reconcile/index.js';
@@ -75,11 +77,31 @@ export async function startWork(
         }
       : {}),
   });
+  // Fleet gauges read the Kyma cache at scrape time; each reconcile's end says when the next is due (decision 023).
+  const fleet = registerFleetMetrics(registry, {
+    kymas: () =>
+      controller?.synced
+        ? controller.kymaKeys().flatMap((key) => controller?.cachedKyma(key) ?? [])
+        : undefined,
+  });
+  const measured: Reconciler = {
+    ...unguarded,
+    reconcile: async (key) => {
+      try {
+        const result = await unguarded.reconcile(key);
+        fleet.reconciled(key, result.requeueAfterMs ?? config.resyncMs);
+        return result;
+      } catch (error) {
+        fleet.reconciled(key, config.requeue.Error);
+        throw error;
+      }
+    },
+  };
   // With sharding, a Kyma is reconciled only while this replica owns it, and a handover waits for the run.
   const reconciler: Reconciler = sharding
     ? {
         reconcile: (key: string, phase?: RunPhase) =>
-          sharding.guard(key, () => unguarded.reconcile(key), {}, true, phase),
+          sharding.guard(key, () => measured.reconcile(key), {}, true, phase),
         // A targeted mirror is one small write an SKR user waits for: not paced.
         mirrorModuleCr: (key, change) =>
           sharding.guard(
@@ -91,7 +113,7 @@ export async function startWork(
         acquired: (key) => unguarded.acquired(key),
         close: () => unguarded.close(),
       }
-    : unguarded;
+    : measured;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
   const stop = async () => {
@@ -233,6 +255,9 @@ async function startConfiguredListener(
   }
   const tls = await readListenerTls(config);
   const listener = await startListener({ ...common, mode: { kind: 'direct', ...tls } });
+  // The serving certificate as last loaded, for its expiry gauge (decision 023).
+  let servingPem = tls.certPem;
+  const unreport = reportCertificates(registry, { pem: { listener: () => servingPem } });
   logger.info({ port: listener.port, mode: 'direct' }, 'listener started');
   // Mounted Secrets change by symlink swap; polling the files catches that where fs.watch may not.
   const files = [config.certFile, config.keyFile, config.caBundleFile];
@@ -243,6 +268,7 @@ async function startConfiguredListener(
     readListenerTls(config)
       .then((material) => {
         listener.updateTls(material);
+        servingPem = material.certPem;
         sharding?.updateTls(material);
         logger.info('listener TLS material reloaded');
       })
@@ -252,5 +278,11 @@ async function startConfiguredListener(
       .finally(() => (reloading = false));
   };
   for (const file of files) watchFile(file, { interval: TLS_POLL_MS, persistent: false }, reload);
-  return { listener, stopTlsWatch: () => files.forEach((file) => unwatchFile(file, reload)) };
+  return {
+    listener,
+    stopTlsWatch: () => {
+      unreport();
+      files.forEach((file) => unwatchFile(file, reload));
+    },
+  };
 }

@@ -1,5 +1,6 @@
 // The skr-certs command line: commands, exit codes (0 ok, 1 failure, 2 usage error) and output.
 import { Command, CommanderError, Option } from 'commander';
+import { versionLine } from '@skr-watcher/api';
 import { DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS } from '@skr-watcher/pki';
 import { initCa } from './commands/init-ca.js';
 import { inspect } from './commands/inspect.js';
@@ -57,6 +58,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description('Certificates of skr-watcher: the KCP CA, per-SKR leaves, trust bundles and CA rotation.')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+    .version(versionLine('skr-certs'), '-V, --version', 'print the version and exit')
     .showHelpAfterError('(add --help for usage)')
     .allowExcessArguments(false);
 

@@ -1,6 +1,6 @@
 // Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { CONNECTION_LIMITS, KCP_LISTENER_IDENTITY, LIMITS } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, KCP_LISTENER_IDENTITY, LIMITS, versionLine } from '@skr-watcher/api';
 
 export interface WebhookConfig {
   /** Address the admission and metrics servers bind to. */
@@ -277,6 +277,7 @@ export function webhookCommand(action: (config: WebhookConfig) => Promise<void>)
         'Endpoints: POST https://<host>:<webhook-port>/validate/<manager>; http://<host>:<metrics-port>/metrics,\n' +
         '/healthz, /readyz. Certificate files are re-read when they change (Secret volume symlink swaps).',
     )
+    .version(versionLine('skr-webhook'), '-V, --version', 'print the version and exit')
     .showHelpAfterError();
   const attributes = new Map<Key, string>();
   for (const setting of SETTINGS) {

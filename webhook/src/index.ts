@@ -2,11 +2,13 @@
 import {
   createLogger,
   createRegistry,
+  registerBuildInfo,
   startHealthServer,
   type HealthServer,
   type Logger,
   type Registry,
 } from '@skr-watcher/telemetry';
+import { buildInfo } from '@skr-watcher/api';
 import { CONFIG_DEFAULTS, dispatchSettings, type WebhookConfig } from './config.js';
 import type { DispatchStats } from './dispatch.js';
 import { DispatchThread } from './dispatch-thread.js';
@@ -60,6 +62,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
   };
   const logger = options.logger ?? createLogger('skr-webhook');
   const registry = options.registry ?? createRegistry();
+  registerBuildInfo(registry, 'skr_webhook', buildInfo());
   const metrics = createWebhookMetrics(registry);
   const files = { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile, caFile: config.caCertFile };
   // At start the files may be mid-swap (a Secret volume update): retry briefly before giving up.

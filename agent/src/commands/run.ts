@@ -6,12 +6,19 @@ import {
   CONNECTION_LIMITS,
   DEFAULTS,
   REQUEUE_MS,
+  buildInfo,
   SHARDING,
   SYNC_RESOURCE_ALLOWED,
   formatDuration,
 } from '@skr-watcher/api';
 import { createLeaderElector, pooledKubeConfig, type LeaderElector } from '@skr-watcher/kube';
-import { createLogger, createRegistry, createShutdown, startHealthServer } from '@skr-watcher/telemetry';
+import {
+  createLogger,
+  createRegistry,
+  createShutdown,
+  registerBuildInfo,
+  startHealthServer,
+} from '@skr-watcher/telemetry';
 import { Option } from 'commander';
 import { LEADER_ELECTION_DEFAULTS } from '@skr-watcher/kube';
 import {
@@ -21,14 +28,16 @@ import {
   readListenerTls,
   type RunFlags,
 } from '../config.js';
+import { metricsSecurity, type MetricsSecurityFlags } from '../metrics-security.js';
 import { EVENT_STREAM_ADDRESS, createEventStream, serveEventStream } from '../event-stream.js';
 import { startSharding, type Sharding } from '../sharding/index.js';
 import { startWork, type Running } from '../work.js';
 
-async function run(flags: RunFlags): Promise<void> {
+async function run(flags: RunFlags & MetricsSecurityFlags): Promise<void> {
   const config = agentConfigFromFlags(flags);
   const logger = createLogger('skr-agent', config.logLevel);
   const registry = createRegistry();
+  registerBuildInfo(registry, 'skr_agent', buildInfo());
   const kcp = loadKcpKubeConfig(config.kubeconfig);
   // One connection pool for the watches and the Lease: client-node alone opens a connection per request.
   const pool = await pooledKubeConfig(kcp);
@@ -37,16 +46,19 @@ async function run(flags: RunFlags): Promise<void> {
   let ready = false;
   const events = createEventStream();
 
+  const secure = await metricsSecurity(flags, pool.kubeConfig);
   const health = await startHealthServer({
     host: config.metricsAddress.host,
     port: config.metricsAddress.port,
     registry,
     ready: () => ready,
+    ...(secure ? { secure } : {}),
   });
   const eventServer = await serveEventStream(events, config.eventsAddress);
   logger.info(
     {
       metricsPort: health.port,
+      metricsSecure: Boolean(secure),
       eventsPort: eventServer.port,
       namespace: config.namespace,
       leaderElection: !!config.leaderElection,
@@ -164,9 +176,18 @@ export function runCommand(): Command {
     )
     .option(
       '--metrics-address <[host]:port>',
-      'address of /metrics, /healthz and /readyz (plain HTTP; kubelet probes and Prometheus need it off loopback)',
+      'address of /metrics, /healthz and /readyz (plain HTTP unless --metrics-secure; kubelet probes and Prometheus need it off loopback)',
       ':8080',
     )
+    .option(
+      '--metrics-secure',
+      '/metrics over HTTPS, only for a bearer token whose user may GET /metrics (TokenReview + SubjectAccessReview on the KCP); probes stay open',
+    )
+    .option(
+      '--metrics-tls-cert <file>',
+      'serving certificate of --metrics-secure (PEM; default: one made at start and signed by itself)',
+    )
+    .option('--metrics-tls-key <file>', 'private key of --metrics-tls-cert (PEM)')
     .option(
       '--events-address <[host]:port>',
       'address of the live event stream (ws://…/events, plain HTTP, no authentication: it names runtime-ids and objects, so loopback by default; reach it with kubectl port-forward)',
@@ -266,7 +287,7 @@ export function runCommand(): Command {
     .option('--watcher-probe-after <duration>', 'probe an SKR whose webhook has been quiet this long', '5m')
     .option('--watcher-probe-timeout <duration>', 'a probe must come back as an event within this', '30s')
     .addOption(logLevelOption('info'))
-    .action(async (flags: RunFlags) => {
+    .action(async (flags: RunFlags & MetricsSecurityFlags) => {
       await run(flags);
     });
 }

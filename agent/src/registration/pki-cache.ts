@@ -20,9 +20,11 @@ import {
   CA_SECRET_NAME,
   kymaNameOfWebhookTlsSecret,
   webhookTlsSecretName,
+  describeCertificate,
   type CertificateInfo,
 } from '@skr-watcher/pki';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
+import { reportCertificates } from '../certificate-metrics.js';
 
 /** A leaf as this replica last read or wrote it, with what a no-op pass derives from it. */
 export interface KnownLeaf {
@@ -111,9 +113,33 @@ export function watchPkiSecrets(options: {
     },
   });
   const informers = [caSecret, bundleSecret, leafVersions] as ResilientInformer<PartialObjectMetadata>[];
+  // Expiry of the CA and of the leaves known here, for Prometheus (decision 023).
+  const unreport = options.registry
+    ? reportCertificates(options.registry, {
+        pem: { ca: () => parsedCa()?.current.certPem },
+        *leaves() {
+          for (const leaf of known.values()) {
+            try {
+              leaf.info ??= describeCertificate(leaf.certPem);
+            } catch {
+              continue;
+            }
+            yield leaf.info.notAfter;
+          }
+        },
+      })
+    : undefined;
 
   const held = (informer: ResilientInformer<V1Secret>, name: string) =>
     informer.hasSynced ? informer.get(`${namespace}/${name}`) : undefined;
+  const parsedCa = () => {
+    const secret = held(caSecret, CA_SECRET_NAME);
+    try {
+      return secret && parsedOnce(secret, () => caOfSecret(secret));
+    } catch {
+      return undefined;
+    }
+  };
   return {
     ca() {
       const secret = held(caSecret, CA_SECRET_NAME);
@@ -140,6 +166,7 @@ export function watchPkiSecrets(options: {
       for (const informer of informers) informer.start();
     },
     async stop() {
+      unreport?.();
       await Promise.all(informers.map((informer) => informer.stop()));
       known.clear();
     },

@@ -22,6 +22,7 @@ import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { PLACEMENT, type Member, type Membership, type Renewal } from './membership.js';
 import { createPacer, type PacerOptions } from './pacing.js';
 import { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
+import { shardMetrics } from './metrics.js';
 
 /** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
 interface KymaOwnership {
@@ -141,6 +142,9 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   const me = membership.identity;
   const logger = options.logger?.child({ subsystem: 'assignment', identity: me });
   const api = options.kubeConfig.makeApiClient(CustomObjectsApi);
+  const shard = shardMetrics(options.registry);
+  /** When this replica first found each former owner gone: a takeover's duration starts there. */
+  const goneSeenAt = new Map<string, number>();
   const ownedGauge: Gauge | undefined = options.registry
     ? new Gauge({
         name: 'skr_agent_shard_owned_kymas',
@@ -296,6 +300,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       if (labelOf(current) !== me) return;
       await writeOwner(current, to);
       logger?.info({ kyma: key, to }, 'Kyma handed over');
+      shard?.handover();
     })
       .catch((error: unknown) =>
         // A conflict means the Kyma changed since we read it; its update event brings the next pass.
@@ -309,7 +314,11 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     writing.add(key);
     const from = labelOf(kyma);
     void relabel(() => writeOwner(kyma, me))
-      .then(() => logger?.info({ kyma: key, from }, 'Kyma claimed'))
+      .then(() => {
+        logger?.info({ kyma: key, from }, 'Kyma claimed');
+        const since = from === undefined ? undefined : goneSeenAt.get(from);
+        if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
+      })
       .catch((error: unknown) =>
         logger?.debug({ err: error, kyma: key }, 'claim not written; next pass retries'),
       )
@@ -330,6 +339,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
         if (target !== me && target !== undefined) handOver(kyma, target);
         else if (releasing.delete(key)) options.onAcquired(key); // the ring moved it back before we let go
       } else if (target === me && (owner === undefined || membership.isGone(owner))) {
+        if (owner !== undefined && !goneSeenAt.has(owner)) goneSeenAt.set(owner, Date.now());
         claim(kyma);
       }
     }

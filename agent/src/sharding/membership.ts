@@ -19,6 +19,7 @@ import {
 import { ANNOTATIONS, LABELS, SHARDING, jittered, unrefClock, type Clock } from '@skr-watcher/api';
 import { LEADER_ELECTION_DEFAULTS } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { shardMetrics } from './metrics.js';
 
 export interface Member {
   identity: string;
@@ -152,6 +153,7 @@ export function createMembership(options: MembershipOptions): Membership {
   const logger = options.logger?.child({ subsystem: 'membership', ring, identity });
   const api = options.kubeConfig.makeApiClient(CoordinationV1Api);
   const leaseName = `${ring}-${identity}`.slice(0, 253);
+  const shard = shardMetrics(options.registry);
   const membersGauge = options.registry
     ? new Gauge({
         name: 'skr_agent_shard_members',
@@ -375,6 +377,7 @@ export function createMembership(options: MembershipOptions): Membership {
           resourceVersion: fenced.metadata?.resourceVersion ?? record.resourceVersion,
         });
         logger?.info({ peer: who }, 'fenced the expired Lease of a peer; its Kymas may be claimed');
+        shard?.fencing();
       } catch (error) {
         logger?.debug({ err: error, peer: who }, 'expired Lease not fenced');
         // A conflict: it renewed, or another peer fenced it first. Read it now rather than at the next look: when a

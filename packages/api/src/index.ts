@@ -5,3 +5,4 @@ export * from './admission.js';
 export * from './timing.js';
 export * from './depth.js';
 export * from './duration.js';
+export * from './build-info.js';

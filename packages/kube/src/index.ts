@@ -10,3 +10,4 @@ export * from './request-metrics.js';
 export * from './applied-versions.js';
 export * from './parsed-once.js';
 export * from './metadata-list.js';
+export * from './metrics-auth.js';

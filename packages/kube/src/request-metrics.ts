@@ -9,6 +9,17 @@ export type ClusterKind = 'kcp' | 'skr';
 export interface KubeRequestMetrics {
   /** One request sent (retries of a 429 count again: each costs the API server). */
   request(kind: ClusterKind, method: string, url: string, contentType: string | undefined): void;
+  /**
+   * The outcome of one request: the HTTP status code, or `error` when no answer came (refused, reset, timed out,
+   * TLS failure). Lets an SRE alert on "SKRs answer 401" (decision 023).
+   */
+  outcome?(
+    kind: ClusterKind,
+    method: string,
+    url: string,
+    contentType: string | undefined,
+    code: number | 'error',
+  ): void;
   /** One TLS connection established; `resumed` when it resumed an earlier session (no certificate exchange). */
   connection(kind: ClusterKind, resumed: boolean): void;
   /** The body of one answer read whole (not watches), `bytes` long as sent (undecoded). */
@@ -57,7 +68,22 @@ export function kubeRequestMetrics(registry: Registry): KubeRequestMetrics {
         registers,
       }),
   );
+  const outcomes = registeredMetric(
+    registry,
+    'skr_agent_kube_responses_total',
+    () =>
+      new Counter({
+        name: 'skr_agent_kube_responses_total',
+        help: 'Outcomes of requests to the API servers by cluster kind (kcp, skr), verb and HTTP status code (`error` when no answer came: refused, reset, timed out, TLS failure).',
+        labelNames: ['cluster', 'verb', 'code'],
+        registers,
+      }),
+  );
   return {
+    outcome(kind, method, url, contentType, code) {
+      const { verb } = describeRequest(method, url, contentType);
+      outcomes.inc({ cluster: kind, verb, code: String(code) });
+    },
     request(kind, method, url, contentType) {
       const { verb, resource } = describeRequest(method, url, contentType);
       requests.inc({ cluster: kind, verb, resource });

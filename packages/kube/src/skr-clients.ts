@@ -282,7 +282,14 @@ function counted(inner: HttpLibrary, kind: ClusterKind, counters: KubeRequestMet
     const url = request.getUrl();
     const contentType = request.getHeaders()['Content-Type'];
     counters.request(kind, method, url, contentType);
-    const response = await inner.send(request).toPromise();
+    let response: ResponseContext;
+    try {
+      response = await inner.send(request).toPromise();
+    } catch (error) {
+      counters.outcome?.(kind, method, url, contentType, 'error');
+      throw error;
+    }
+    counters.outcome?.(kind, method, url, contentType, response.httpStatusCode);
     if (counters.responseBody) {
       counters.responseBody(kind, method, url, contentType, (await response.body.binary()).length);
     }

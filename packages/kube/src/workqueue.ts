@@ -1,7 +1,14 @@
 // A keyed work queue with client-go semantics: a key is never processed twice at once, repeated adds
 // coalesce, adds during processing re-run the key afterwards, failures back off per key.
 import { REQUEUE_MS, backoffDelay, unrefClock, type Clock, type TimerHandle } from '@skr-watcher/api';
-import { Counter, Gauge, Histogram, registeredMetric, type Registry } from '@skr-watcher/telemetry';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  registeredMetric,
+  scrapeTimeGauge,
+  type Registry,
+} from '@skr-watcher/telemetry';
 import type { Logger } from '@skr-watcher/telemetry';
 
 // Clocks live in @skr-watcher/api only: `systemClock` (its timers keep the process alive) and `unrefClock` (they do
@@ -69,6 +76,45 @@ interface QueueMetrics {
  * cluster, and must not keep a healthy key's edit (bar: 500 ms end to end) waiting for a worker.
  */
 export const SLOW_RUN_MS = 1_000;
+
+/** The queues that report into one registry; the stuck-worker gauges ask each at scrape time. */
+const queuesOf = new WeakMap<Registry, Set<WorkQueue>>();
+
+/**
+ * controller-runtime's stuck-worker gauges, read at scrape time: how long the longest run in flight has been going,
+ * and the sum of every run in flight's age (grows without bound while a worker hangs).
+ */
+function registerStuckWorkerGauges(registry: Registry, queue: WorkQueue): void {
+  let queues = queuesOf.get(registry);
+  if (!queues) {
+    queues = new Set();
+    queuesOf.set(registry, queues);
+  }
+  queues.add(queue);
+  const known = queues;
+  const gauge = (name: string, help: string, value: (ages: number[]) => number) =>
+    scrapeTimeGauge(registry, {
+      name,
+      help,
+      labelNames: ['name'],
+      collect() {
+        this.reset();
+        const ages = new Map<string, number[]>();
+        for (const each of known) ages.set(each.name, [...(ages.get(each.name) ?? []), ...each.runAges()]);
+        for (const [name, of] of ages) this.set({ name }, value(of));
+      },
+    });
+  gauge(
+    'workqueue_longest_running_processor_seconds',
+    'How long the longest run in flight has been going.',
+    (ages) => ages.reduce((max, age) => Math.max(max, age), 0),
+  );
+  gauge(
+    'workqueue_unfinished_work_seconds',
+    'Seconds of work in flight not yet observed by workqueue_work_duration_seconds; a large value means stuck runs.',
+    (ages) => ages.reduce((sum, age) => sum + age, 0),
+  );
+}
 
 const WORK_BUCKETS_SECONDS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -170,6 +216,9 @@ export class WorkQueue {
   /** Keys that need a run: queued ones, and processing ones that were added again. */
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
+  private readonly registry: Registry | undefined;
+  /** When each run in flight started (clock ms), for the stuck-worker gauges. */
+  private readonly runStarts = new Map<string, number>();
   /** When each dirty key was first added, for the queue-duration metric. */
   private readonly addedAt = new Map<string, number>();
   private readonly delayed = new Map<string, { due: number; timer: TimerHandle }>();
@@ -220,6 +269,8 @@ export class WorkQueue {
     this.logger = options.logger;
     this.failureLogLevel = options.processLogsFailures ? 'debug' : 'warn';
     this.metrics = queueMetrics(options.registry);
+    this.registry = options.registry;
+    if (options.registry) registerStuckWorkerGauges(options.registry, this);
   }
 
   /** Keys waiting to run now (not counting delayed or in-flight ones). */
@@ -301,6 +352,12 @@ export class WorkQueue {
     this.suspect.delete(key);
   }
 
+  /** Seconds each run in flight has been going. */
+  runAges(): number[] {
+    const now = this.clock.now();
+    return [...this.runStarts.values()].map((startedAt) => (now - startedAt) / 1000);
+  }
+
   /** Resolves when nothing is queued or in flight (delayed keys do not count). For tests and `--once`. */
   whenIdle(): Promise<void> {
     if (this.queue.length === 0 && this.processing.size === 0) return Promise.resolve();
@@ -337,6 +394,7 @@ export class WorkQueue {
     while (this.running.size > 0 || (this.drainOnStop && this.queue.length > 0)) {
       await Promise.race(this.running);
     }
+    if (this.registry) queuesOf.get(this.registry)?.delete(this);
     this.notifyIdle();
   }
 
@@ -464,6 +522,7 @@ export class WorkQueue {
   /** Processes a key; true when it succeeded. Never rejects. */
   private async runKey(key: string, phase: RunPhase): Promise<boolean> {
     const startedAt = this.clock.now();
+    this.runStarts.set(key, startedAt);
     try {
       const result = await this.processKey(key, phase);
       this.failures.delete(key);
@@ -487,6 +546,7 @@ export class WorkQueue {
       }
       return false;
     } finally {
+      this.runStarts.delete(key);
       this.metrics?.workDuration.observe({ name: this.name }, (this.clock.now() - startedAt) / 1000);
     }
   }

@@ -31,3 +31,30 @@ export function registeredMetric<M>(registry: Registry, name: string, create: ()
 export const LATENCY_BUCKETS_SECONDS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ];
+
+/**
+ * A gauge computed at scrape time by `collect` (which sets its values), registered once per registry: the first
+ * caller's `collect` serves every scrape, so it must read state that later callers update, not capture its own.
+ */
+export function scrapeTimeGauge(
+  registry: Registry,
+  options: {
+    name: string;
+    help: string;
+    labelNames?: string[];
+    collect: (this: Gauge) => void | Promise<void>;
+  },
+): Gauge {
+  return registeredMetric(
+    registry,
+    options.name,
+    () =>
+      new Gauge({
+        name: options.name,
+        help: options.help,
+        labelNames: options.labelNames ?? [],
+        registers: [registry],
+        collect: options.collect,
+      }),
+  );
+}

@@ -4,23 +4,26 @@ import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { ensureBinaries } from './binaries.js';
+import { ensurePrometheusBinaries } from './prometheus.js';
 import { ensureNodeBinaries, nodeSupportProblem } from './node-binaries.js';
 import { ensureRegistryBinary } from './registry.js';
 import { startEnvironment } from './environment.js';
 import { runCleanupScript } from './run-network.js';
+import { versionLine } from '@skr-watcher/api';
 import { KUBERNETES_VERSION, ETCD_VERSION } from './versions.js';
 
 const program = new Command('skr-testenv')
   .description(
     `Starts real kube-apiserver ${KUBERNETES_VERSION} + etcd ${ETCD_VERSION} control planes on loopback.`,
   )
+  .version(versionLine('skr-testenv'), '-V, --version', 'print the version and exit')
   .showHelpAfterError()
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 
 program
   .command('binaries')
   .description(
-    'print where kube-apiserver, etcd and the test registry are, building them from the Go module proxy if needed',
+    'print where kube-apiserver, etcd, the test registry, prometheus and promtool are, building them from the Go module proxy if needed',
   )
   .option(
     '--nodes',
@@ -32,6 +35,8 @@ program
       `kube-apiserver ${found.kubeApiserver}\netcd ${found.etcd}\nsource ${found.source}\n`,
     );
     process.stdout.write(`oci-registry ${await ensureRegistryBinary()}\n`);
+    const prometheus = await ensurePrometheusBinaries();
+    process.stdout.write(`prometheus ${prometheus.prometheus}\npromtool ${prometheus.promtool}\n`);
     if (opts.nodes) {
       const node = await ensureNodeBinaries();
       for (const [name, path] of Object.entries(node)) process.stdout.write(`${name} ${path}\n`);
