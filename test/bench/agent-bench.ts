@@ -28,6 +28,7 @@
 // webhook Secret, Deployment and configuration in that SKR agree and a pass finds nothing to change, as with one
 // Kyma per SKR. --profile-resync DIR writes a CPU profile of the agent over the resync (inspector) and prints its
 // top functions. Keep --resync above the initial phase plus the steady phase, so no second resync overlaps.
+// Also prints how many series the agent's /metrics exports (issue 27: fewer than 5,000 at 1,000 Kymas).
 // Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
@@ -424,6 +425,17 @@ async function main(): Promise<void> {
         .filter(([k]) => k.startsWith('skr_agent_reconcile_total'))
         .map(([k, v]) => `${/result="([^"]+)"/.exec(k)?.[1]}=${v}`)
         .join(' ')}; informer watch restarts ${sumOf(final, 'informer_watch_restarts_total')}`,
+    );
+    // Issue 27 / decision 023: labels are bounded, so the series do not grow with the Kymas (bar: < 5,000 at 1,000).
+    const families = new Map<string, number>();
+    for (const key of final.keys()) {
+      const family = key.replace(/\{.*$/, '');
+      families.set(family, (families.get(family) ?? 0) + 1);
+    }
+    const largest = [...families].sort((a, b) => b[1] - a[1]).slice(0, 6);
+    console.log(
+      `series exported: ${final.size} with ${KYMAS} Kymas (bar: < 5,000 at 1,000) in ${families.size} families; ` +
+        `largest: ${largest.map(([family, count]) => `${family} ${count}`).join(', ')}; load ${load()}`,
     );
   } finally {
     stopAgent();
