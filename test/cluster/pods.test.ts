@@ -1,7 +1,7 @@
 // The production path on real nodes: the agent and the webhook run only as Pods, from the image the
 // repository's Dockerfile builds, pulled by kubelets from the run's registry (decision 014).
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,11 +12,15 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  KubernetesObjectApi,
   NetworkingV1Api,
+  loadAllYaml,
+  type KubernetesObject,
+  type V1Deployment,
   type V1Pod,
 } from '@kubernetes/client-node';
 import { DEFAULTS } from '@skr-watcher/api';
-import { mergePatchCustomObject } from '@skr-watcher/kube';
+import { applyObject, mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem } from '@skr-watcher/testenv';
 import { SAMPLE_MODULE } from '../../demo/system.js';
 import {
@@ -29,6 +33,9 @@ import {
 import { eventually } from '../support/eventually.js';
 
 const CERTS_MAIN = fileURLToPath(new URL('../../certs/src/main.ts', import.meta.url));
+const SAMPLE_MANAGER_DEPLOY = fileURLToPath(
+  new URL('../../examples/sample-manager/deploy/sample-manager.yaml', import.meta.url),
+);
 /** Generous: two busy cores, image pulls, pod starts and the webhook's backoff all add up. */
 const CONVERGE_MS = 180_000;
 const { module: _module, ...MODULE_CR } = SAMPLE_MODULE;
@@ -160,6 +167,44 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     // The image's chrt made each dispatch thread SCHED_IDLE under the Pod's RuntimeDefault seccomp, non-root, no
     // capabilities.
     expect(sum('skr_webhook_dispatch_thread_sched_idle')).to.equal(pods.length);
+  });
+
+  it('the example module manager runs as a Pod from the same image, and an SKR edit comes back into the SKR as its ConfigMap', async () => {
+    // examples/sample-manager/deploy: ServiceAccount, Role, RoleBinding and Deployment in KCP; the image is this run's.
+    const manifests = loadAllYaml(await readFile(SAMPLE_MANAGER_DEPLOY, 'utf8')) as KubernetesObject[];
+    const objects = KubernetesObjectApi.makeApiClient(system.kcp);
+    for (const object of manifests) {
+      if (object.kind === 'Deployment') {
+        const spec = (object as V1Deployment).spec?.template.spec;
+        for (const container of spec?.containers ?? []) container.image = system.image;
+      }
+      await applyObject(objects, object, { fieldManager: 'pods-test', force: true });
+    }
+    await eventually(
+      'the sample-manager Deployment rolled out',
+      async () =>
+        (await deploymentRolledOut(system.kcp, system.namespace, 'sample-manager')) ? true : undefined,
+      CONVERGE_MS,
+    );
+    const greeting = `manager pod ${Date.now()}`;
+    await edit(greeting);
+    await eventually(
+      "sample-manager's ConfigMap in skr1 carries the edit",
+      async () => {
+        const map = await skr()
+          .makeApiClient(CoreV1Api)
+          .readNamespacedConfigMap({ namespace: DEFAULTS.skrNamespace, name: 'sample-config' });
+        return map.data?.['greeting'] === greeting ? true : undefined;
+      },
+      CONVERGE_MS,
+    );
+    const pods = await system.kcp.makeApiClient(CoreV1Api).listNamespacedPod({
+      namespace: system.namespace,
+      labelSelector: 'app.kubernetes.io/name=sample-manager',
+    });
+    expect(pods.items.filter(running).map((pod) => pod.spec?.containers[0]?.image)).to.deep.equal([
+      system.image,
+    ]);
   });
 
   it('a CA rotation under continuous edits, followed by kubelets refreshing the Secret volumes, drops nothing', async () => {

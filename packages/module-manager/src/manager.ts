@@ -52,7 +52,7 @@ export interface ModuleManagerOptions {
   /** Turns one ModuleConfig into the objects to have in its SKR. */
   render: RenderFunction;
   /** The KCP. The manager needs get/list/watch on moduleconfigs, patch on moduleconfigs/status, and
-   * get/list/watch/patch/delete on syncresources in `namespace`; nothing in any SKR. */
+   * get/list/watch/create/patch/delete on syncresources in `namespace`; nothing in any SKR. */
   kubeConfig: KubeConfig;
   /** Where the agent keeps ModuleConfigs and SyncResources. Default `kcp-system`. */
   namespace?: string;
