@@ -10,8 +10,17 @@ import { createServer, type Server } from 'node:https';
 import { Agent, request } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { SHARDING, parseForwardedEvent } from '@skr-watcher/api';
-import { Counter, Histogram, closeGracefully, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { CONNECTION_LIMITS, SHARDING, TLS_SERVER_CIPHERS, parseForwardedEvent } from '@skr-watcher/api';
+import {
+  Counter,
+  Histogram,
+  closeGracefully,
+  limitConnections,
+  tlsConnectionOptions,
+  type ConnectionLimits,
+  type Logger,
+  type Registry,
+} from '@skr-watcher/telemetry';
 import type { AcceptedEvent, TlsMaterial } from '../listener/index.js';
 
 /** What the owner does with a forwarded event: take it, or say it does not own the Kyma (any more). */
@@ -24,6 +33,10 @@ export interface PeerServerOptions {
   deliver: (event: AcceptedEvent) => Delivery;
   logger?: Logger;
   registry?: Registry;
+  /** Open connections at most (default `CONNECTION_LIMITS.peer`): only replicas call, a few each. */
+  maxConnections?: number | undefined;
+  /** A connection silent, or in its TLS handshake, this long is cut (default `CONNECTION_LIMITS.peer`). */
+  idleTimeoutMs?: number | undefined;
 }
 
 export interface PeerServer {
@@ -81,13 +94,27 @@ export async function startPeerServer(options: PeerServerOptions): Promise<PeerS
         registers: [options.registry],
       })
     : undefined;
+  const refused = options.registry
+    ? new Counter({
+        name: 'skr_agent_peer_connections_refused_total',
+        help: 'Connections to the peer endpoint closed on accept because it held its maximum.',
+        registers: [options.registry],
+      })
+    : undefined;
   const tlsOptions = (tls: TlsMaterial) => ({
     cert: tls.certPem,
     key: tls.keyPem,
     ca: tls.caBundlePem,
     requestCert: true,
     rejectUnauthorized: true,
+    minVersion: 'TLSv1.2' as const,
+    ciphers: TLS_SERVER_CIPHERS,
   });
+  // The listener's bounds (packages/telemetry): a cap, and silent or half-done handshakes cut.
+  const limits: ConnectionLimits = {
+    maxConnections: options.maxConnections ?? CONNECTION_LIMITS.peer.maxConnections,
+    idleTimeoutMs: options.idleTimeoutMs ?? CONNECTION_LIMITS.peer.idleTimeoutMs,
+  };
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const reply = (code: number, reason: string) => {
       received?.inc({ code: String(code) });
@@ -116,16 +143,25 @@ export async function startPeerServer(options: PeerServerOptions): Promise<PeerS
     const outcome = options.deliver(event);
     reply(outcome === 'accepted' ? 202 : 409, outcome);
   };
-  const server: Server = createServer(tlsOptions(options.tls), (req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      logger?.error({ err: error }, 'forwarded callback failed');
-      if (!res.headersSent) answer(res, 500, 'internal error');
-      else res.destroy();
-    });
-  });
+  const server: Server = createServer(
+    { ...tlsOptions(options.tls), ...tlsConnectionOptions(limits) },
+    (req, res) => {
+      handle(req, res).catch((error: unknown) => {
+        logger?.error({ err: error }, 'forwarded callback failed');
+        if (!res.headersSent) answer(res, 500, 'internal error');
+        else res.destroy();
+      });
+    },
+  );
   // Only replicas connect, with one kept-alive connection each; a silent socket is not a replica at work.
   server.keepAliveTimeout = 60_000;
   server.requestTimeout = 10_000;
+  server.headersTimeout = 10_000;
+  limitConnections(server, limits, {
+    refused: () => refused?.inc(),
+    handshakeFailed: (error, socket) =>
+      logger?.debug({ err: error, peer: socket.remoteAddress }, 'peer TLS handshake failed'),
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => resolve());

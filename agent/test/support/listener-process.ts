@@ -1,8 +1,9 @@
 // A callback listener in a process of its own, so a test can read that process's descriptors from /proc.
 // Env: LISTENER_MAX_CONNECTIONS, LISTENER_IDLE_TIMEOUT_MS. Prints `{"port":…}` on stdout once listening,
-// then the PEM CA and an SKR identity a test can call with.
+// then the PEM CA and an SKR identity a test can call with. Answers `memory` over IPC (server-memory.ts).
 import { startListener } from '../../src/listener/index.js';
 import { createTestCa, issueListenerServingCert, issueTestLeaf } from './listener-certs.js';
+import { answerMemoryRequests } from './server-memory.js';
 
 const ca = createTestCa('kcp-ca');
 const serving = issueListenerServingCert(ca);
@@ -21,4 +22,5 @@ const listener = await startListener({
   idleTimeoutMs: numberFromEnv('LISTENER_IDLE_TIMEOUT_MS'),
 });
 process.stdout.write(`${JSON.stringify({ port: listener.port, caPem: ca.certPem, skr })}\n`);
+answerMemoryRequests();
 process.once('SIGTERM', () => void listener.close().then(() => process.exit(0)));

@@ -199,6 +199,8 @@ export const CONNECTION_LIMITS = {
   listener: { maxConnections: 10_000, idleTimeoutMs: 10_000 },
   /** Only the SKR's API server calls the webhook, one connection per concurrent review. */
   webhook: { maxConnections: 1_000, idleTimeoutMs: 10_000 },
+  /** Only replicas call a peer endpoint, each with at most 32 kept-alive connections (the forwarder): 16 replicas fit. */
+  peer: { maxConnections: 512, idleTimeoutMs: 10_000 },
 } as const;
 
 /**
