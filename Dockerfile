@@ -20,6 +20,7 @@ COPY webhook/package.json webhook/
 COPY agent/package.json agent/
 COPY certs/package.json certs/
 COPY packages/module-manager/package.json packages/module-manager/
+COPY packages/oci/package.json packages/oci/
 COPY examples/sample-manager/package.json examples/sample-manager/
 # No install scripts: the only ones fetch a second Node binary (devDependency `node`) and check esbuild's
 # (its platform package is installed either way; the agent's bundle step below runs it).
