@@ -19,6 +19,7 @@ COPY packages/testenv/package.json packages/testenv/
 COPY webhook/package.json webhook/
 COPY agent/package.json agent/
 COPY certs/package.json certs/
+COPY modules/package.json modules/
 COPY packages/module-manager/package.json packages/module-manager/
 COPY packages/oci/package.json packages/oci/
 COPY examples/sample-manager/package.json examples/sample-manager/
