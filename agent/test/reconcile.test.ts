@@ -17,6 +17,7 @@ import { createClusterClient } from '@skr-watcher/kube';
 import { createRegistry } from '@skr-watcher/telemetry';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
 import { CRD_DIGEST_ANNOTATION, ensureSkrCrds } from '../src/reconcile/crds.js';
+import { SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from '../src/registration/skr-resources.js';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 import { custom, getOrUndefined, kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
@@ -617,6 +618,119 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     );
     expect(sync.status.items[2]?.message).to.include(`may touch namespaces ${SKR_NS} only; refused`);
     await skrCore.deleteNamespacedConfigMap({ namespace: 'default', name: guarded });
+  });
+
+  it('refuses SyncResource items naming what the agent runs in the SKR (webhook Secret, SKR Kyma, Module CR) whatever the allow-list, and never deletes them', async function () {
+    await reconciler.close();
+    reconciler = createReconciler({
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
+      namespace: ns,
+      skrTimeoutMs: 5_000,
+      // An allow-list wide enough to name every one of them.
+      syncResourcePolicy: {
+        kinds: ['ConfigMap', 'Secret', `Kyma.${GROUP}`, `Sample.${GROUP}`],
+        namespaces: [SKR_NS],
+      },
+    });
+    await createKyma(ns, 'kyma-o', 'skr1', [{ name: 'sample' }]);
+    await reconciler.reconcile(`${ns}/kyma-o`);
+    const skrCore = planes.skr1.makeApiClient(CoreV1Api);
+    // The webhook's TLS Secret as the registration writes it.
+    const webhookSecret = tlsSecretFor({ caBundlePem: 'ca', certPem: 'cert', keyPem: 'key' });
+    await skrCore.createNamespacedSecret({ namespace: SKR_NS, body: webhookSecret });
+    try {
+      await createSyncResource(ns, 'sync-o', 'kyma-o', [
+        {
+          name: 'webhook-secret',
+          strategy: 'CreateAndSync',
+          resource: {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            metadata: { name: SKR_WEBHOOK_TLS_SECRET, namespace: SKR_NS },
+            data: { 'tls.key': Buffer.from('attacker').toString('base64') },
+          },
+        },
+        {
+          name: 'skr-kyma',
+          strategy: 'CreateAndSync',
+          resource: {
+            apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+            kind: KINDS.kyma.kind,
+            metadata: { name: DEFAULTS.skrKymaName, namespace: SKR_NS },
+            spec: { channel: 'fast' },
+          },
+        },
+        {
+          name: 'module-cr',
+          strategy: 'CreateAndSync',
+          resource: {
+            apiVersion: `${GROUP}/${KINDS.sample.version}`,
+            kind: KINDS.sample.kind,
+            metadata: { name: 'sample', namespace: SKR_NS },
+            spec: { greeting: 'hijacked' },
+          },
+        },
+        configMapItem('allowed', 'CreateAndSync', 'cm-owned-test', { a: '1' }),
+      ]);
+      await reconciler.reconcile(`${ns}/kyma-o`);
+      const secret = await skrCore.readNamespacedSecret({ namespace: SKR_NS, name: SKR_WEBHOOK_TLS_SECRET });
+      expect(secret.data, 'the webhook Secret was overwritten').to.deep.equal(webhookSecret.data);
+      const skrKyma = (await custom(planes.skr1).getNamespacedCustomObject(skrKymaRef)) as { spec: Json };
+      expect(skrKyma.spec['channel']).to.not.equal('fast');
+      const sample = (await custom(planes.skr1).getNamespacedCustomObject(sampleRef())) as { spec: Json };
+      expect(sample.spec['greeting']).to.not.equal('hijacked');
+      expect(await skrConfigMap(planes.skr1, 'cm-owned-test')).to.not.equal(undefined);
+      const sync = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-o'))) as {
+        status: { items: { name: string; state: string; message?: string }[] };
+      };
+      expect(sync.status.items.map((item) => [item.name, item.state])).to.deep.equal([
+        ['webhook-secret', 'Error'],
+        ['skr-kyma', 'Error'],
+        ['module-cr', 'Error'],
+        ['allowed', 'Ready'],
+      ]);
+      expect(sync.status.items[0]?.message).to.equal(
+        `Secret ${SKR_NS}/${SKR_WEBHOOK_TLS_SECRET} is the SKR webhook's Secret, which the agent keeps itself; SyncResources may not touch it; refused`,
+      );
+      expect(sync.status.items[1]?.message).to.include('is the SKR Kyma, which the agent keeps itself');
+      expect(sync.status.items[2]?.message).to.include(
+        "is a module's Module CR, which the agent keeps itself",
+      );
+
+      // A status that claims the SyncResource applied the webhook Secret (whoever can write it): deleting the
+      // SyncResource removes what it applied, never the Secret.
+      const forged = { apiVersion: 'v1', kind: 'Secret', name: SKR_WEBHOOK_TLS_SECRET, namespace: SKR_NS };
+      await kcpCustom.patchNamespacedCustomObjectStatus(
+        {
+          ...syncRef(ns, 'sync-o'),
+          body: {
+            status: {
+              items: [...sync.status.items, { name: 'forged', state: 'Ready', applied: forged }],
+              synced: [
+                { group: '', version: 'v1', kind: 'Secret', name: SKR_WEBHOOK_TLS_SECRET, namespace: SKR_NS },
+              ],
+            },
+          },
+        },
+        mergePatch,
+      );
+      await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-o'));
+      await reconciler.reconcile(`${ns}/kyma-o`);
+      expect(await getOrUndefined(() => kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-o')))).to.equal(
+        undefined,
+      );
+      expect(await skrConfigMap(planes.skr1, 'cm-owned-test')).to.equal(undefined);
+      expect(
+        await getOrUndefined(() =>
+          skrCore.readNamespacedSecret({ namespace: SKR_NS, name: SKR_WEBHOOK_TLS_SECRET }),
+        ),
+        'deleting the SyncResource deleted the webhook Secret',
+      ).to.not.equal(undefined);
+    } finally {
+      await getOrUndefined(() =>
+        skrCore.deleteNamespacedSecret({ namespace: SKR_NS, name: SKR_WEBHOOK_TLS_SECRET }),
+      );
+    }
   });
 
   it('deleting a Kyma leaves nothing of it in KCP or its SKR', async function () {

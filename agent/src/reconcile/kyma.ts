@@ -29,6 +29,7 @@ import {
   writeKymaStatus,
   type ConditionInput,
 } from './status.js';
+import { agentOwnedObjects } from './agent-owned.js';
 import { reconcileSyncResource, syncResourcesOf, type SyncResourceOutcome } from './sync-resource.js';
 
 export interface KymaOutcome {
@@ -160,8 +161,9 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     );
     if (kyma.spec.sync?.moduleCatalog !== false)
       catalog = await syncModuleCatalog(kyma, skr, skrRef.namespace, moduleCatalog);
+    const owned = agentOwnedObjects({ modules });
     for (const sync of await syncsRead) {
-      syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync));
+      syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync, owned));
     }
     if (ctx.registration) {
       webhook = await reconcileSkrWebhook(ctx, ctx.registration, kyma, skr, skrRef, modules, watchers);

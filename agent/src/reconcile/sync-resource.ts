@@ -1,7 +1,10 @@
-// SyncResource: manifests a module manager wants in one SKR. Each item is applied by its strategy:
-// CreateAndSync re-applies (server-side apply, forced) so drift is reverted; CreateAndIgnore creates once and
-// then leaves the object to the SKR's users; Delete removes it. What was applied is recorded per item in
-// status.items[].applied, so an item dropped from the spec (or a deleted SyncResource) is removed from the SKR.
+// SyncResource: manifests a module manager wants in one SKR, kept there by the object-set engine
+// (@skr-watcher/kube object-set, decision 020) as Manifests are. Each item is applied by its strategy: CreateAndSync
+// re-applies (server-side apply, forced) so drift is reverted; CreateAndIgnore creates once and then leaves the
+// object to the SKR's users; Delete removes it. What was applied is recorded per item (status.items[].applied) and
+// as the set's inventory (status.synced), so an object that left the set (an item dropped or renamed, a deleted
+// SyncResource) is removed from the SKR, once the new set is in place. Items are refused when the allow-list does
+// not admit them or when they name what the agent runs in the SKR itself (agent-owned.ts), whatever the allow-list.
 import { isDeepStrictEqual } from 'node:util';
 import {
   FIELD_MANAGER,
@@ -19,17 +22,23 @@ import {
 } from '@skr-watcher/api';
 import {
   applyCustomStatus,
-  applyObject,
-  createIfAbsent,
-  deleteIfExists,
+  applyObjectSet,
+  apiVersionOfSynced,
   getCustomObject,
-  isUnreachable,
   mirrorable,
-  readObject,
+  removeObjects,
+  syncedKey,
+  syncedObjectOfRef,
+  uniqueSynced,
   type ClusterClient,
-  type ObjectRef,
+  type DesiredObject,
+  type MemberResult,
+  type Removal,
+  type SetMember,
+  type SyncedObject,
 } from '@skr-watcher/kube';
 import { bucketOf } from '../sharding/ring.js';
+import { agentOwnedObjects, type AgentOwnedObjects } from './agent-owned.js';
 import { apiVersionOf, listKcp, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
 import { addFinalizer, dropFinalizer } from './finalizers.js';
 import { worstState } from './status.js';
@@ -100,26 +109,14 @@ function identityOf(resource: {
   };
 }
 
-/** Identities (as JSON) of the objects the current well-formed items create or sync. */
-function currentIdentities(sync: RawSyncResource): Set<string> {
-  const identities = new Set<string>();
-  for (const raw of sync.spec.items) {
-    try {
-      const item = parseSyncItem(raw, 'item');
-      if (item.strategy !== 'Delete') identities.add(identityKey(identityOf(item.resource)));
-    } catch (error) {
-      if (!(error instanceof ShapeError)) throw error;
-    }
-  }
-  return identities;
-}
-
-function identityKey(applied: Applied): string {
-  return [applied.apiVersion, applied.kind, applied.namespace ?? '', applied.name].join('\0');
-}
-
-function objectRef(applied: Applied): ObjectRef {
-  return applied;
+/** The `applied` record of an inventory entry. */
+function appliedOf(entry: SyncedObject): Applied {
+  return {
+    apiVersion: apiVersionOfSynced(entry),
+    kind: entry.kind,
+    name: entry.name,
+    ...(entry.namespace ? { namespace: entry.namespace } : {}),
+  };
 }
 
 /**
@@ -140,25 +137,66 @@ function describe(applied: Applied): string {
   return `${applied.kind} ${applied.namespace ? `${applied.namespace}/` : ''}${applied.name}`;
 }
 
+/**
+ * The guard of every write and delete a SyncResource causes: the agent's own objects first (their reason is the
+ * one a user needs to see), then the allow-list. Records are checked too: whoever may write SyncResource status
+ * must not be able to delete anything by it.
+ */
+function guardOf(
+  ctx: ReconcileContext,
+  owned: AgentOwnedObjects,
+): (object: SyncedObject) => string | undefined {
+  return (object) => owned.reasonFor(object) ?? refusedByPolicy(ctx.syncResourcePolicy, appliedOf(object));
+}
+
+/** What this SyncResource may have put into the SKR: the recorded inventory and the `applied` records of items. */
+function inventoryOf(sync: RawSyncResource): SyncedObject[] {
+  return uniqueSynced([
+    ...(sync.status?.synced ?? []),
+    ...(sync.status?.items ?? []).flatMap((item) => (item.applied ? [syncedObjectOfRef(item.applied)] : [])),
+  ]);
+}
+
+const READY_OUTCOMES = new Set<MemberResult['outcome']>(['applied', 'created', 'present', 'left']);
+
 /** Applies every item of one SyncResource to the SKR and records the outcome in its status. */
 export async function reconcileSyncResource(
   ctx: ReconcileContext,
   skr: ClusterClient,
   sync: RawSyncResource,
+  owned: AgentOwnedObjects = agentOwnedObjects(),
 ): Promise<SyncResourceOutcome> {
   const syncName = sync.metadata.name;
   if (sync.metadata.deletionTimestamp) {
-    await removeAppliedObjects(ctx, skr, sync);
-    await removeFinalizer(ctx, sync);
-    return { name: syncName, state: 'Ready', failures: [] };
+    const removal = await removeAll(ctx, skr, sync, owned);
+    if (removal.finished) {
+      await removeFinalizer(ctx, sync);
+      return { name: syncName, state: 'Ready', failures: [] };
+    }
+    // Objects still being deleted (finalizers) or a phase that waits: record what is left and look again.
+    const pending = removal.results.find((result) => removal.remaining.includes(result.object));
+    await writeStatus(
+      ctx,
+      sync,
+      'Deleting',
+      sync.status?.items ?? [],
+      removal.remaining,
+      `removing applied objects: ${pending?.message ?? 'not finished'}`,
+    );
+    return { name: syncName, state: 'Processing', failures: [] };
   }
   await ensureFinalizer(ctx, sync);
 
   const previous = new Map((sync.status?.items ?? []).map((item) => [item.name, item]));
-  const statuses: SyncItemStatus[] = [];
-  const seen = new Set<string>();
-  // Objects the current items create or sync; an old record naming one of them must not delete it.
-  const wanted = currentIdentities(sync);
+  const guard = guardOf(ctx, owned);
+  // Per spec item, in order: its status once known, or the index of its object in the set.
+  const slots: (
+    | { status: SyncItemStatus }
+    | { name: string; strategy: string; before: SyncItemStatus | undefined; member: number }
+  )[] = [];
+  const desired: DesiredObject[] = [];
+  const deletes: { name: string; object: SyncedObject }[] = [];
+  const keep: SyncedObject[] = [];
   for (const [index, raw] of sync.spec.items.entries()) {
     const itemWhat = `SyncResource ${ctx.namespace}/${syncName} spec.items[${index}]`;
     let item;
@@ -169,38 +207,111 @@ export async function reconcileSyncResource(
       const rawName = (raw as { name?: unknown } | null)?.name;
       const name = typeof rawName === 'string' ? rawName : `#${index}`;
       // A malformed item is not a dropped one: what it applied before stays until it is fixed or removed.
-      seen.add(name);
       const applied = previous.get(name)?.applied;
-      statuses.push({ name, state: 'Error', message: error.message, ...(applied ? { applied } : {}) });
+      if (applied) keep.push(syncedObjectOfRef(applied));
+      slots.push({
+        status: { name, state: 'Error', message: error.message, ...(applied ? { applied } : {}) },
+      });
       continue;
     }
-    seen.add(item.name);
     const identity = identityOf(item.resource);
-    const before = previous.get(item.name);
-    // The item now names another object: the one applied before is no longer wanted.
-    if (
-      before?.applied &&
-      !isDeepStrictEqual(before.applied, identity) &&
-      !wanted.has(identityKey(before.applied))
-    ) {
-      const removal = await removeApplied(ctx, skr, before.applied);
-      if (removal) {
-        statuses.push({ ...before, name: item.name, state: 'Error', message: removal });
-        continue;
-      }
-    }
-    const refusal = refusedByPolicy(ctx.syncResourcePolicy, identity);
+    const refusal = guard(syncedObjectOfRef(identity));
     if (refusal) {
-      statuses.push(itemStatus(item.name, 'Error', refusal, undefined));
+      slots.push({ status: itemStatus(item.name, 'Error', refusal, undefined) });
       continue;
     }
-    statuses.push(await applyItem(skr, item.name, item.strategy, item.resource, identity, before));
+    if (item.strategy === 'Delete') {
+      deletes.push({ name: item.name, object: syncedObjectOfRef(identity) });
+      slots.push({ name: item.name, strategy: item.strategy, before: undefined, member: deletes.length - 1 });
+      continue;
+    }
+    const before = previous.get(item.name);
+    const body = mirrorable(item.resource) as SetMember;
+    body.metadata = { ...body.metadata, labels: { ...body.metadata.labels, [LABELS.managedBy]: MANAGED_BY } };
+    desired.push(
+      item.strategy === 'CreateAndSync'
+        ? { object: body }
+        : {
+            object: body,
+            mode: 'create',
+            // Created once and deleted in the SKR since: the user's decision stands.
+            createdBefore:
+              before?.applied !== undefined &&
+              isDeepStrictEqual(before.applied, identity) &&
+              before.state === 'Ready',
+          },
+    );
+    slots.push({ name: item.name, strategy: item.strategy, before, member: desired.length - 1 });
   }
-  // Items dropped from the spec: remove what they applied; keep them in status until that succeeds.
+
+  const applied = await applyObjectSet(
+    skr,
+    { objects: desired, inventory: inventoryOf(sync), keep },
+    {
+      fieldManager: FIELD_MANAGER,
+      refuse: guard,
+      // Requests of one SKR share one connection (LIMITS.skrConnections); more in flight would only queue.
+      concurrency: 2,
+    },
+  );
+  const removed =
+    deletes.length > 0
+      ? await removeObjects(
+          skr,
+          deletes.map((entry) => entry.object),
+          { refuse: guard },
+        )
+      : undefined;
+
+  const statuses: SyncItemStatus[] = slots.map((slot) => {
+    if ('status' in slot) return slot.status;
+    if (slot.strategy === 'Delete') {
+      const result = removed?.results[slot.member];
+      if (!result || result.outcome === 'deleted')
+        return itemStatus(
+          slot.name,
+          'Ready',
+          `${describe(appliedOf(deletes[slot.member]!.object))} absent`,
+          undefined,
+        );
+      return itemStatus(
+        slot.name,
+        result.outcome === 'failed' ? 'Error' : 'Processing',
+        result.message,
+        undefined,
+      );
+    }
+    const result = applied.results[slot.member]!;
+    const identity = appliedOf(result.object);
+    if (READY_OUTCOMES.has(result.outcome)) return itemStatus(slot.name, 'Ready', result.message, identity);
+    const keptRecord =
+      slot.before?.applied && isDeepStrictEqual(slot.before.applied, identity) ? identity : undefined;
+    return itemStatus(
+      slot.name,
+      result.outcome === 'waiting' ? 'Processing' : 'Error',
+      result.message,
+      keptRecord,
+    );
+  });
+  // Objects that left the set and are not gone yet stay visible under the item that applied them.
+  const named = new Set(statuses.map((status) => status.name));
+  const current = new Set(
+    statuses.flatMap((status) => (status.applied ? [syncedKey(syncedObjectOfRef(status.applied))] : [])),
+  );
+  const stillThere = new Set(applied.inventory.map(syncedKey).filter((key) => !current.has(key)));
   for (const [name, before] of previous) {
-    if (seen.has(name) || !before.applied || wanted.has(identityKey(before.applied))) continue;
-    const removal = await removeApplied(ctx, skr, before.applied);
-    if (removal) statuses.push({ ...before, state: 'Error', message: `removing dropped item: ${removal}` });
+    if (named.has(name) || !before.applied || !stillThere.has(syncedKey(syncedObjectOfRef(before.applied))))
+      continue;
+    const pruning = applied.pruned.find(
+      (result) => syncedKey(result.object) === syncedKey(syncedObjectOfRef(before.applied!)),
+    );
+    statuses.push({
+      ...before,
+      state: pruning?.outcome === 'failed' ? 'Error' : 'Processing',
+      message: pruning
+        ? `removing dropped item: ${pruning.message}`
+        : 'dropped item: removed once the new items are applied',
+    });
   }
 
   const state = worstState(statuses.map((status) => status.state));
@@ -208,59 +319,20 @@ export async function reconcileSyncResource(
     .filter((status) => status.state === 'Error')
     .map((status) => ({ name: `${syncName}/${status.name}`, message: status.message ?? 'failed' }));
   const comparable = (items: SyncItemStatus[] | undefined) =>
-    (items ?? []).map(({ name, state: itemState, message, applied }) => ({
+    (items ?? []).map(({ name, state: itemState, message, applied: record }) => ({
       name,
       state: itemState,
       message,
-      applied,
+      applied: record,
     }));
   const changed =
     sync.status?.state !== state ||
     sync.status?.observedGeneration !== sync.metadata.generation ||
-    !isDeepStrictEqual(comparable(sync.status?.items), comparable(statuses));
-  if (changed) await writeStatus(ctx, sync, state, statuses, `applied ${statuses.length} item(s)`);
+    !isDeepStrictEqual(comparable(sync.status?.items), comparable(statuses)) ||
+    !isDeepStrictEqual(sync.status?.synced ?? [], applied.inventory);
+  if (changed)
+    await writeStatus(ctx, sync, state, statuses, applied.inventory, `applied ${statuses.length} item(s)`);
   return { name: syncName, state, failures };
-}
-
-async function applyItem(
-  skr: ClusterClient,
-  name: string,
-  strategy: 'CreateAndSync' | 'CreateAndIgnore' | 'Delete',
-  resource: Record<string, unknown> & { metadata: { name: string; labels?: Record<string, string> } },
-  identity: Applied,
-  before: SyncItemStatus | undefined,
-): Promise<SyncItemStatus> {
-  const body = mirrorable(resource) as typeof resource;
-  body.metadata = { ...body.metadata, labels: { ...body.metadata.labels, [LABELS.managedBy]: MANAGED_BY } };
-  try {
-    switch (strategy) {
-      case 'CreateAndSync':
-        await applyObject(skr.objects, body, { fieldManager: FIELD_MANAGER, force: true });
-        return itemStatus(name, 'Ready', `applied ${describe(identity)}`, identity);
-      case 'CreateAndIgnore': {
-        if (await readObject(skr.objects, objectRef(identity))) {
-          return itemStatus(name, 'Ready', `${describe(identity)} exists; left to the SKR`, identity);
-        }
-        if (before?.applied && isDeepStrictEqual(before.applied, identity) && before.state === 'Ready') {
-          // Created once and deleted in the SKR since: the user's decision stands.
-          return itemStatus(name, 'Ready', `${describe(identity)} was created once; not recreated`, identity);
-        }
-        await createIfAbsent(skr.objects, body, FIELD_MANAGER);
-        return itemStatus(name, 'Ready', `created ${describe(identity)}`, identity);
-      }
-      case 'Delete':
-        await deleteIfExists(skr.objects, objectRef(identity));
-        return itemStatus(name, 'Ready', `${describe(identity)} absent`, undefined);
-    }
-  } catch (error) {
-    if (isUnreachable(error)) throw error;
-    return itemStatus(
-      name,
-      'Error',
-      error instanceof Error ? error.message : String(error),
-      before?.applied && isDeepStrictEqual(before.applied, identity) ? identity : undefined,
-    );
-  }
 }
 
 function itemStatus(
@@ -273,54 +345,53 @@ function itemStatus(
 }
 
 /**
- * Deletes one applied object; returns an error message, or undefined when it is gone. Records are checked
- * against the policy too: whoever may write SyncResource status must not be able to delete anything by it.
+ * Removes every object this SyncResource applied (its inventory and the current items of the create strategies),
+ * in the engine's two phases; the agent's own objects and what the allow-list excludes are never deleted.
  */
-async function removeApplied(
+function removeAll(
   ctx: ReconcileContext,
   skr: ClusterClient,
-  applied: Applied,
-): Promise<string | undefined> {
-  const refusal = refusedByPolicy(ctx.syncResourcePolicy, applied);
-  if (refusal) return refusal;
-  try {
-    await deleteIfExists(skr.objects, objectRef(applied));
-    return undefined;
-  } catch (error) {
-    if (isUnreachable(error)) throw error;
-    return error instanceof Error ? error.message : String(error);
+  sync: RawSyncResource,
+  owned: AgentOwnedObjects,
+): Promise<Removal> {
+  const targets = inventoryOf(sync);
+  for (const raw of sync.spec.items) {
+    try {
+      const item = parseSyncItem(raw, 'item');
+      if (item.strategy !== 'Delete') targets.push(syncedObjectOfRef(identityOf(item.resource)));
+    } catch (error) {
+      if (!(error instanceof ShapeError)) throw error;
+    }
   }
+  const guard = guardOf(ctx, owned);
+  // Refused targets were never applied by this SyncResource: not part of the removal at all.
+  return removeObjects(
+    skr,
+    uniqueSynced(targets).filter((target) => !guard(target)),
+    { refuse: guard },
+  );
 }
 
 /**
- * Removes every object this SyncResource applied to the SKR (recorded identities and current items of the
- * create strategies). Throws on the first failure so the caller can retry or give up as a whole.
+ * Removes every object this SyncResource applied to the SKR (the Kyma is being deleted). Throws while the removal
+ * is not finished, so the caller retries the Kyma's cleanup as a whole.
  */
 export async function removeAppliedObjects(
   ctx: ReconcileContext,
   skr: ClusterClient,
   sync: RawSyncResource,
+  owned: AgentOwnedObjects = agentOwnedObjects(),
 ): Promise<void> {
-  const targets = new Map<string, Applied>();
-  for (const item of sync.status?.items ?? [])
-    if (item.applied) targets.set(identityKey(item.applied), item.applied);
-  for (const raw of sync.spec.items) {
-    try {
-      const item = parseSyncItem(raw, 'item');
-      if (item.strategy !== 'Delete') {
-        const identity = identityOf(item.resource);
-        targets.set(identityKey(identity), identity);
-      }
-    } catch (error) {
-      if (!(error instanceof ShapeError)) throw error;
-    }
+  const removal = await removeAll(ctx, skr, sync, owned);
+  if (!removal.finished) {
+    const pending = removal.results.filter((result) => removal.remaining.includes(result.object));
+    throw new Error(
+      `removing the objects of SyncResource ${ctx.namespace}/${sync.metadata.name} is not finished: ${pending.map((result) => result.message).join('; ')}`,
+    );
   }
-  for (const target of targets.values()) {
-    if (refusedByPolicy(ctx.syncResourcePolicy, target)) continue; // never applied by us
-    await deleteIfExists(skr.objects, objectRef(target));
-  }
-  if ((sync.status?.items?.length ?? 0) > 0 && !sync.metadata.deletionTimestamp) {
-    await writeStatus(ctx, sync, 'Ready', [], 'removed applied objects from the SKR: Kyma deleted');
+  if ((sync.status?.items?.length ?? 0) > 0 || (sync.status?.synced?.length ?? 0) > 0) {
+    if (!sync.metadata.deletionTimestamp)
+      await writeStatus(ctx, sync, 'Ready', [], [], 'removed applied objects from the SKR: Kyma deleted');
   }
 }
 
@@ -329,6 +400,7 @@ async function writeStatus(
   sync: RawSyncResource,
   state: ResourceState,
   items: SyncItemStatus[],
+  synced: SyncedObject[],
   operation: string,
 ): Promise<void> {
   await applyCustomStatus(
@@ -341,6 +413,7 @@ async function writeStatus(
       status: {
         state,
         items,
+        synced,
         ...(sync.metadata.generation !== undefined ? { observedGeneration: sync.metadata.generation } : {}),
         lastOperation: { operation, lastUpdateTime: ctx.clock().toISOString() },
       },

@@ -213,8 +213,8 @@ export async function deleteIfExists(objects: KubernetesObjectApi, ref: ObjectRe
   }
 }
 
-// KubernetesObjectApi answers a kind the server does not serve with a plain Error before any request.
-function isUnknownKind(error: unknown): boolean {
+/** KubernetesObjectApi answers a kind the server does not serve with a plain Error before any request. */
+export function isUnknownKind(error: unknown): boolean {
   return (
     error instanceof Error &&
     apiErrorCode(error) === undefined &&

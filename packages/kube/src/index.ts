@@ -11,3 +11,4 @@ export * from './applied-versions.js';
 export * from './parsed-once.js';
 export * from './metadata-list.js';
 export * from './metrics-auth.js';
+export * from './object-set/index.js';

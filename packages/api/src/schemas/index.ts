@@ -6,3 +6,4 @@ export * from './mirrors.js';
 export * from './parse.js';
 export * from './crd.js';
 export * from './crds.js';
+export * from './synced.js';

@@ -12,6 +12,7 @@ import {
   typedObject,
 } from './common.js';
 import { crd, customResource, embeddedResource, int64 } from './crd.js';
+import { syncedListSchema } from './synced.js';
 
 const REQUIRED = { minLength: 1 };
 
@@ -128,6 +129,7 @@ export const rawSyncResourceSchema = typedObject(
           }),
         ),
       ),
+      synced: optional(syncedListSchema),
     })
     .catch({}),
 );
