@@ -1,9 +1,37 @@
 // What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
-import { GROUP, KINDS, isRecord, type Kyma, type RequeueIntervals } from '@skr-watcher/api';
+import {
+  GROUP,
+  KINDS,
+  isRecord,
+  type Kyma,
+  type Manifest,
+  type RequeueIntervals,
+  type TrackingObject,
+} from '@skr-watcher/api';
 import { withContext, type ClusterClient, type CustomObjectRef, type SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { PkiCache, RegistrationOptions, WatcherHealth } from '../registration/index.js';
 import type { EventRecorder } from './events.js';
+
+/** Where a module version's raw manifest lies and which images it localizes (from its OCM descriptor). */
+export interface ModuleDescription {
+  install: { name: string; source: { repo: string; name: string; ref: string; type: string } };
+  localizedImages: string[];
+}
+
+/** Module installation from an OCI registry; set on the ReconcileContext only with --oci-registry-host. */
+export interface ModuleInstallation {
+  /**
+   * The descriptor `<registry>/component-descriptors/<ocmComponentName>:<version>`, read and checked. Throws for
+   * anything that fails this module (registry down, bad descriptor); the message goes into the module's status.
+   */
+  describe(ocmComponentName: string, version: string): Promise<ModuleDescription>;
+  /**
+   * The objects of a Manifest's raw manifest (`spec.install.source`), pulled, digest-checked and parsed. Throws for
+   * what fails this module (registry, digest, malformed YAML); the message goes into the Manifest's status.
+   */
+  objects(manifest: Manifest): Promise<unknown[]>;
+}
 
 /** Names from a cache; undefined when the cache does not cover the Kyma (a sharded replica's other buckets). */
 export type SyncResourceNames = string[] | undefined;
@@ -47,6 +75,8 @@ export interface ReconcileContext {
   inMirrorLane<T>(kymaKey: string, object: MirroredObject, work: () => Promise<T>): Promise<T>;
   /** SKR webhook registration and broken-watcher detection; off when undefined. */
   registration?: RegistrationSettings;
+  /** Module installation from an OCI registry (--oci-registry-host); without it no Manifests (decision 021). */
+  modules?: ModuleInstallation;
   /** The controller's watch caches; each read falls back to a list from the API server's watch cache without them. */
   caches?: WatchCaches;
 }
@@ -90,7 +120,7 @@ export function refOf(kind: KindName, namespace: string, name: string): CustomOb
  */
 export function listKcp(
   ctx: ReconcileContext,
-  kind: 'moduleConfig' | 'syncResource',
+  kind: 'moduleConfig' | 'syncResource' | 'manifest',
   labelSelector: string,
   read: 'cached' | 'consistent' = 'cached',
 ): Promise<unknown> {
@@ -123,6 +153,22 @@ export function eventTarget(ctx: ReconcileContext, kyma: Kyma) {
 
 export function apiVersionOf(kind: KindName): string {
   return `${GROUP}/${KINDS[kind].version}`;
+}
+
+/** Upstream's tracking object of one of this project's KCP objects (`status.modules[].template`, `.manifest`). */
+export function trackingOf(
+  kind: KindName,
+  metadata: { name: string; namespace?: string | undefined; generation?: number | undefined },
+): TrackingObject {
+  return {
+    apiVersion: apiVersionOf(kind),
+    kind: KINDS[kind].kind,
+    metadata: {
+      name: metadata.name,
+      namespace: metadata.namespace ?? '',
+      ...(metadata.generation === undefined ? {} : { generation: metadata.generation }),
+    },
+  };
 }
 
 /** metadata.resourceVersion of an object as the API server sent it. */

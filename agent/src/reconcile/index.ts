@@ -72,6 +72,7 @@ import {
   type Registry,
 } from '@skr-watcher/telemetry';
 import {
+  type ModuleInstallation,
   parseKymaKey,
   refOf,
   resourceVersionOf,
@@ -89,7 +90,7 @@ import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResul
 import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
 import { watchPkiSecrets } from '../registration/index.js';
 
-export type { RegistrationSettings, WatchCaches } from './context.js';
+export type { ModuleDescription, ModuleInstallation, RegistrationSettings, WatchCaches } from './context.js';
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './mirror-lanes.js';
@@ -143,6 +144,11 @@ export interface ReconcilerOptions {
   cachedKyma?: (kymaKey: string) => Kyma | undefined;
   /** The catalog, Watchers and ModuleConfigs from the caller's watches, instead of a list of each per pass. */
   caches?: WatchCaches;
+  /**
+   * Module installation from an OCI registry (--oci-registry-host): one Manifest per module of every Kyma, its
+   * manifests applied into the SKR (decision 021). Undefined: no Manifests, Module CRs from the template's spec.data.
+   */
+  modules?: ModuleInstallation;
 }
 
 /** When to look again (per state, `ReconcilerOptions.requeue`, or sooner); undefined: wait for the next trigger. */
@@ -299,6 +305,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       ...(options.registration ? { registration: { ...options.registration, ...(pki ? { pki } : {}) } } : {}),
       ...(options.syncResourceNames ? { syncResourceNames: options.syncResourceNames } : {}),
       ...(options.caches ? { caches: options.caches } : {}),
+      ...(options.modules ? { modules: options.modules } : {}),
     };
     return { kcp, skrClients, ctx };
   })();

@@ -177,7 +177,8 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   }
 
   const state = worstState([
-    ...modules.map((m) => m.state),
+    // A module being removed keeps the Kyma Processing; Deleting is the Kyma's own deletion.
+    ...modules.map((m) => (m.state === 'Deleting' ? 'Processing' : m.state)),
     ...syncOutcomes.map((o) => o.state),
     ...(webhook ? [webhook.state] : []),
     ...(catalog && !catalog.ok ? (['Warning'] as const) : []),

@@ -6,15 +6,16 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   DEFAULTS,
   FIELD_MANAGER,
-  KINDS,
   LABELS,
   LIMITS,
   MANAGED_BY,
+  manifestName,
   nestsDeeperThan,
   trackedObject,
   type Kyma,
   type KymaModule,
   type KymaModuleStatus,
+  type Manifest,
   type ModuleConfig,
   type ModuleReleaseMeta,
 } from '@skr-watcher/api';
@@ -27,7 +28,16 @@ import {
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { apiVersionOf, type ReconcileContext } from './context.js';
+import { trackingOf, type ReconcileContext } from './context.js';
+import {
+  applyManifest,
+  deleteManifest,
+  manifestState,
+  manifestsOf,
+  manifestTracking,
+  markUnmanaged,
+  rewriteReason,
+} from './manifest-kyma.js';
 import { deleteModuleConfig, mirrorModuleCr, readModuleConfig } from './module-config.js';
 import { mirroredObjectOf } from './mirror-lanes.js';
 import { isModuleFailure, resolveModule, type ModuleFailure, type ResolvedModule } from './resolution.js';
@@ -73,6 +83,8 @@ export async function reconcileModules(
   const kymaName = kyma.metadata.name;
   const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
   const previousStatus = new Map((kyma.status?.modules ?? []).map((module) => [module.name, module]));
+  // With module installation, the Kyma's Manifests (decision 021); one list per pass.
+  const manifests = ctx.modules ? await manifestsOf(ctx, kymaName) : undefined;
   // Modules are independent of each other: one round trip of latency for all of them, not one each.
   const statuses = await settleAll(
     wanted.map((entry) =>
@@ -84,6 +96,7 @@ export async function reconcileModules(
         skrNamespace,
         skr,
         previousStatus.get(entry.module.name),
+        manifests,
       ),
     ),
   );
@@ -94,11 +107,31 @@ export async function reconcileModules(
   const dropped = new Set(
     [...configs.keys(), ...previousStatus.keys()].filter((name) => !wantedNames.has(name)),
   );
+  if (manifests) {
+    // A Manifest of a module no longer wanted is deleted; its reconcile removes the module (default CR first), and
+    // the module stays in the status, with the Manifest's state, until the Manifest is gone (upstream's order).
+    for (const manifest of manifests.values()) {
+      const module = manifest.metadata.labels?.[LABELS.moduleName];
+      if (module === undefined || wantedNames.has(module)) continue;
+      await deleteManifest(ctx, manifest);
+      const previous = previousStatus.get(module);
+      statuses.push({
+        ...(previous ?? { name: module }),
+        state: manifest.metadata.deletionTimestamp ? manifestState(manifest) : 'Deleting',
+        manifest: manifestTracking(manifest),
+      });
+      ctx.logger.info(
+        { kyma: kymaName, module, manifest: manifest.metadata.name },
+        'module disabled; Manifest deleted',
+      );
+    }
+  }
   for (const name of dropped) {
     const config = configs.get(name);
     const previous = previousStatus.get(name);
     const moduleCr = recordedModuleCr(previous, config);
-    if (moduleCr && previous?.state !== 'Unmanaged') {
+    // With Manifests, the Manifest's reconcile deletes the default CR, after the user's CRs are gone.
+    if (moduleCr && previous?.state !== 'Unmanaged' && !manifests) {
       const current = await readObject(skr.objects, moduleCr);
       if (current?.metadata?.labels?.[LABELS.managedBy] === MANAGED_BY)
         await deleteIfExists(skr.objects, moduleCr);
@@ -136,15 +169,7 @@ function resolvedStatus(resolved: ResolvedModule): KymaModuleStatus {
     ...(resolved.channel ? { channel: resolved.channel } : {}),
     version: resolved.version,
     state: 'Ready',
-    template: {
-      apiVersion: apiVersionOf('moduleTemplate'),
-      kind: KINDS.moduleTemplate.kind,
-      metadata: {
-        name: template.metadata.name,
-        namespace: template.metadata.namespace ?? '',
-        ...(template.metadata.generation === undefined ? {} : { generation: template.metadata.generation }),
-      },
-    },
+    template: trackingOf('moduleTemplate', template.metadata),
     ...(resolved.resource
       ? {
           resource: {
@@ -178,6 +203,7 @@ async function reconcileModule(
   skrNamespace: string,
   skr: ClusterClient,
   previous: KymaModuleStatus | undefined,
+  manifests: Map<string, Manifest> | undefined,
 ): Promise<KymaModuleStatus> {
   const kymaName = kyma.metadata.name;
   const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
@@ -191,10 +217,16 @@ async function reconcileModule(
   };
 
   if (module.managed === false) {
-    // The user runs the module: its Module CR is left alone and no longer mirrored (docs/decisions/009).
+    // The user runs the module: its Module CR is left alone and no longer mirrored (docs/decisions/009); its
+    // Manifest is marked, and its reconcile leaves the SKR objects to the user and removes it (decision 021).
     await removeConfig(trackedObject(previous?.resource));
+    for (const manifest of manifests?.values() ?? []) {
+      if (manifest.metadata.labels?.[LABELS.moduleName] === module.name) await markUnmanaged(ctx, manifest);
+    }
     const kept = { ...previous, name: module.name, state: 'Unmanaged' as const };
     delete kept.message;
+    // Upstream reports no Manifest for an unmanaged module.
+    delete kept.manifest;
     return kept;
   }
 
@@ -209,17 +241,33 @@ async function reconcileModule(
   // The mirror of an existing Module CR stays: a catalog problem in KCP is no reason to lose user data.
   if (isModuleFailure(resolved)) return failedStatus(resolved, previous);
 
-  const base = resolvedStatus(resolved);
+  let base = resolvedStatus(resolved);
   const warn = (status: KymaModuleStatus): KymaModuleStatus =>
     resolved.warning
       ? { ...status, state: worstState([status.state, 'Warning']), message: resolved.warning }
       : status;
-  if (!resolved.resource) {
+  let manifest: Manifest | undefined;
+  if (manifests) {
+    const installed = await manifestOfModule(
+      ctx,
+      kyma,
+      { module, mandatory },
+      resolved,
+      skrNamespace,
+      previous,
+      manifests,
+    );
+    if ('state' in installed) return installed;
+    manifest = installed.manifest;
+    base = withManifest(base, manifest);
+  }
+  const resource = manifest ? trackedObject(base.resource) : resolved.resource;
+  if (!resource?.namespace) {
     // A module without a default CR (no spec.data) is installed without one, as upstream does.
     await removeConfig(trackedObject(previous?.resource));
     return warn(base);
   }
-  const resource = resolved.resource;
+  const resourceNamespace = resource.namespace;
   // The Module CR is read, and its ModuleConfig read and written, inside its mirror lane: a targeted mirror of an
   // edit made after this read runs after this write (decision 010).
   return ctx.inMirrorLane(kymaKey, mirroredObjectOf(resource), async () => {
@@ -229,13 +277,18 @@ async function reconcileModule(
     try {
       moduleCr = (await readObject(skr.objects, resource)) as
         (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
+      if (!moduleCr && manifest) {
+        // The Manifest's reconcile creates the default CR once its CRD is there; a mirror of one gone goes.
+        if (await fresh) await deleteModuleConfig(ctx, kymaName, module.name);
+        return warn(base);
+      }
       if (!moduleCr) {
         if ((module.customResourcePolicy ?? 'CreateAndDelete') === 'Ignore') {
           if (await fresh) await deleteModuleConfig(ctx, kymaName, module.name);
           return warn({
             ...base,
             state: 'Warning',
-            message: `Module CR ${resource.kind} ${resource.namespace}/${resource.name} absent; customResourcePolicy Ignore leaves it to the user`,
+            message: `Module CR ${resource.kind} ${resourceNamespace}/${resource.name} absent; customResourcePolicy Ignore leaves it to the user`,
           });
         }
         const data = resolved.template.spec.data!;
@@ -244,7 +297,7 @@ async function reconcileModule(
           kind: data.kind,
           metadata: {
             name: resource.name,
-            namespace: resource.namespace,
+            namespace: resourceNamespace,
             labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.watchedBy]: DEFAULTS.manager },
           },
           ...(data.spec ? { spec: structuredClone(data.spec) } : {}),
@@ -268,9 +321,85 @@ async function reconcileModule(
       const message = `Module CR ${resource.kind} ${resource.namespace}/${resource.name}: spec nests deeper than ${LIMITS.objectDepth} levels; not mirrored`;
       return { ...base, state: 'Error', message };
     }
-    const crState = (moduleCr.status as { state?: unknown } | undefined)?.state;
-    const state = isResourceState(crState) ? crState : 'Ready';
+    const crState = manifest ? base.state : (moduleCr.status as { state?: unknown } | undefined)?.state;
+    const state = isResourceState(crState) ? crState : manifest ? 'Processing' : 'Ready';
     await mirrorModuleCr(ctx, kymaName, module.name, moduleCr, state, await fresh);
+    if (manifest) return warn(base);
     return warn({ ...base, state, ...(state !== 'Ready' ? { message: `Module CR state ${state}` } : {}) });
   });
+}
+
+/** The module's status as its Manifest reports it: state, version, the Manifest and its default CR (upstream's). */
+function withManifest(base: KymaModuleStatus, manifest: Manifest): KymaModuleStatus {
+  const state = manifestState(manifest);
+  const resource = manifest.spec.resource;
+  const message = state === 'Ready' ? undefined : manifest.status?.lastOperation?.operation;
+  const status: KymaModuleStatus = {
+    ...base,
+    state,
+    ...(manifest.spec.version ? { version: manifest.spec.version } : {}),
+    manifest: manifestTracking(manifest),
+    ...(message ? { message } : {}),
+  };
+  delete status.resource;
+  if (resource && (manifest.spec.customResourcePolicy ?? 'CreateAndDelete') === 'CreateAndDelete') {
+    status.resource = {
+      apiVersion: resource.apiVersion,
+      kind: resource.kind,
+      metadata: { name: resource.metadata?.name ?? '', namespace: resource.metadata?.namespace ?? '' },
+    };
+  }
+  return status;
+}
+
+/**
+ * The module's Manifest, written when it is missing or out of date (decision 021), or the module's failed status when
+ * it cannot be: no OCM component name to find it by, or the registry failed for it (that module only).
+ */
+async function manifestOfModule(
+  ctx: ReconcileContext,
+  kyma: Kyma,
+  { module, mandatory }: WantedModule,
+  resolved: ResolvedModule,
+  skrNamespace: string,
+  previous: KymaModuleStatus | undefined,
+  manifests: Map<string, Manifest>,
+): Promise<{ manifest: Manifest } | KymaModuleStatus> {
+  const installation = ctx.modules!;
+  const component = resolved.fqdn;
+  if (!component) {
+    return {
+      ...resolvedStatus(resolved),
+      state: 'Error',
+      message: `ModuleReleaseMeta ${ctx.namespace}/${module.name} has no ocmComponentName: the module cannot be found in the registry`,
+    };
+  }
+  const existing = manifests.get(manifestName(component, kyma.metadata.name, module.name));
+  const input = {
+    kyma,
+    module,
+    resolved,
+    ocmComponentName: component,
+    mandatory: mandatory !== undefined,
+    skrNamespace,
+    previous,
+    existing,
+  };
+  const reason = rewriteReason(input);
+  if (!reason) return { manifest: existing! };
+  try {
+    const manifest = await applyManifest(ctx, installation, input);
+    ctx.logger.info(
+      { kyma: kyma.metadata.name, module: module.name, manifest: manifest.metadata.name, reason },
+      'Manifest written',
+    );
+    return { manifest };
+  } catch (error) {
+    // KCP failures back off the pass; anything else (the registry, the descriptor) fails this module only.
+    if (error instanceof KubeRequestError || isUnreachable(error)) throw error;
+    const message = `module ${module.name} ${resolved.version}: ${error instanceof Error ? error.message : String(error)}`;
+    return existing
+      ? { ...withManifest(resolvedStatus(resolved), existing), state: 'Error', message }
+      : { ...resolvedStatus(resolved), state: 'Error', message };
+  }
 }

@@ -7,6 +7,8 @@ export const VERSIONS = {
   moduleTemplate: 'v1beta2',
   moduleReleaseMeta: 'v1beta2',
   watcher: 'v1beta2',
+  /** One installed module of one Kyma, upstream's kind at upstream's version. */
+  manifest: 'v1beta2',
   /** ModuleConfig and SyncResource are this project's own, hence alpha. */
   moduleConfig: 'v1alpha1',
   syncResource: 'v1alpha1',
@@ -23,6 +25,7 @@ export const KINDS = {
     version: VERSIONS.moduleReleaseMeta,
   },
   watcher: { kind: 'Watcher', plural: 'watchers', version: VERSIONS.watcher },
+  manifest: { kind: 'Manifest', plural: 'manifests', version: VERSIONS.manifest },
   moduleConfig: { kind: 'ModuleConfig', plural: 'moduleconfigs', version: VERSIONS.moduleConfig },
   syncResource: { kind: 'SyncResource', plural: 'syncresources', version: VERSIONS.syncResource },
   sample: { kind: 'Sample', plural: 'samples', version: VERSIONS.sample },
@@ -56,6 +59,12 @@ export const LABELS = {
    * replica watches only its buckets' dependents (decision 012, "Session 10").
    */
   shardBucket: 'operator.kyma-project.io/skr-agent-bucket',
+  /** On a Manifest: the channel it was resolved from (upstream's; absent on mandatory modules' Manifests). */
+  channel: 'operator.kyma-project.io/channel',
+  /** On a Manifest: copied from the ModuleTemplate's label of the same key, "" when it has labels but not this one. */
+  controllerName: 'operator.kyma-project.io/controller-name',
+  /** "true" on the Manifest of a mandatory module (upstream's), which no Kyma lists. */
+  mandatoryModule: 'operator.kyma-project.io/mandatory-module',
 } as const;
 
 export const ANNOTATIONS = {
@@ -77,6 +86,14 @@ export const ANNOTATIONS = {
    * every member says so; a member without it (a version before session 10) keeps everyone on runtime-ids.
    */
   shardPlacement: 'operator.kyma-project.io/skr-agent-placement',
+  /** On a Manifest: the module's OCM component name, which with the version finds its descriptor (upstream's). */
+  ocmComponentName: 'operator.kyma-project.io/ocm-component-name',
+  /** On a Manifest: the same value under upstream's deprecated key, still written by upstream. */
+  fqdn: 'operator.kyma-project.io/fqdn',
+  /** "true" on a Manifest whose module is `managed: false`: its SKR objects are left to the user (upstream's). */
+  isUnmanaged: 'operator.kyma-project.io/is-unmanaged',
+  /** On a Manifest: the raw-manifest digest last fully installed, so an upgrade is seen as one (upstream's key). */
+  syncOciRef: 'sync-oci-ref',
 } as const;
 
 /** Sharding of Kymas over agent replicas (decision 012). */
@@ -132,6 +149,55 @@ export const MANAGED_BY = 'skr-watcher';
 
 /** Server-side apply field manager of the agent; one name so ownership is stable across restarts. */
 export const FIELD_MANAGER = 'skr-watcher-agent';
+
+/**
+ * Manifests (docs/decisions/021): upstream's values, so Manifests written by either controller read the same and
+ * one can take over from the other.
+ */
+export const MANIFEST = {
+  /** `managed-by` on the Manifest itself: upstream's value, which its tooling selects Manifests by. */
+  managedBy: 'lifecycle-manager',
+  /** Field manager of the Kyma side's writes of a Manifest (upstream's: its Kyma reconciler applies it so). */
+  kymaFieldManager: 'lifecycle-manager',
+  /** Field manager of the objects applied into the SKR and of the Manifest's status (upstream's applier). */
+  applyFieldManager: 'declarative.kyma-project.io/applier',
+  /** Field manager of the default CR's creation (upstream creates it under its CR finalizer's name). */
+  resourceFieldManager: 'resource.kyma-project.io/finalizer',
+  /** Upstream's two install finalizers: the set is removed from the SKR before the Manifest goes. */
+  finalizer: 'declarative.kyma-project.io/finalizer',
+  labelRemovalFinalizer: 'label-removal-finalizer',
+  /** Held while the default CR exists: it goes before the set, so the operator can clean up after it. */
+  resourceFinalizer: 'resource.kyma-project.io/finalizer',
+  /** install.name: only the raw manifest is rendered. */
+  installName: 'raw-manifest',
+  /** Upstream's cut of a generated Manifest name (LM#3440): 63 characters or more become 62. */
+  nameLimit: 62,
+} as const;
+
+/**
+ * Conditions of a Manifest (upstream's types, reasons and messages): each starts False and turns True once.
+ * `ModuleCR` is there only when the Manifest has a default CR under policy CreateAndDelete.
+ */
+export const MANIFEST_CONDITIONS = {
+  resources: {
+    type: 'Resources',
+    reason: 'ResourcesAvailable',
+    falseMessage: 'resources not parsed',
+    trueMessage: 'resources are parsed and ready for use',
+  },
+  installation: {
+    type: 'Installation',
+    reason: 'Ready',
+    falseMessage: 'installation is not ready',
+    trueMessage: 'installation is ready and resources can be used',
+  },
+  moduleCr: {
+    type: 'ModuleCR',
+    reason: 'ModuleCRCreated',
+    falseMessage: 'module CR has not been created to SKR',
+    trueMessage: 'module CR was created',
+  },
+} as const;
 
 /** Finalizer that guards the ordered cleanup of a Kyma. */
 export const KYMA_FINALIZER = 'operator.kyma-project.io/skr-watcher';

@@ -6,3 +6,4 @@ export * from './timing.js';
 export * from './depth.js';
 export * from './duration.js';
 export * from './build-info.js';
+export * from './manifest-name.js';

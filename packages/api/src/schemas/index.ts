@@ -7,3 +7,4 @@ export * from './parse.js';
 export * from './crd.js';
 export * from './crds.js';
 export * from './synced.js';
+export * from './manifest.js';

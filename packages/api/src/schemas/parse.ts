@@ -8,6 +8,7 @@ import {
   type ModuleTemplate,
 } from './catalog.js';
 import { kymaSchema, type Kyma } from './kyma.js';
+import { manifestSchema, type Manifest } from './manifest.js';
 import {
   moduleConfigSchema,
   rawSyncResourceSchema,
@@ -57,6 +58,9 @@ export const parseModuleTemplate = (value: unknown, what: string): ModuleTemplat
 
 export const parseModuleReleaseMeta = (value: unknown, what: string): ModuleReleaseMeta =>
   parseShape(moduleReleaseMetaSchema, value, what);
+
+export const parseManifest = (value: unknown, what: string): Manifest =>
+  parseShape(manifestSchema, value, what);
 
 export const parseModuleConfig = (value: unknown, what: string): ModuleConfig =>
   parseShape(moduleConfigSchema, value, what);
