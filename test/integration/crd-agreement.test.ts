@@ -13,6 +13,7 @@ import {
 import {
   CRDS,
   kymaSchema,
+  manifestSchema,
   moduleConfigSchema,
   moduleReleaseMetaSchema,
   moduleTemplateSchema,
@@ -43,6 +44,7 @@ const AGENT_SCHEMAS: Record<string, z.ZodType> = {
   Watcher: watcherSchema,
   ModuleConfig: moduleConfigSchema,
   SyncResource: syncResourceSchema,
+  Manifest: manifestSchema,
 };
 
 /** Kinds whose spec the agent copies into SKRs as parsed (catalog.ts): parsing must drop nothing. */

@@ -3,6 +3,7 @@
 import { moduleReleaseMetaCrd, moduleTemplateCrd } from './catalog.js';
 import type { CustomResourceSource } from './crd.js';
 import { kymaCrd } from './kyma.js';
+import { manifestCrd } from './manifest.js';
 import { moduleConfigCrd, syncResourceCrd } from './mirrors.js';
 import { watcherCrd } from './watcher.js';
 
@@ -13,4 +14,5 @@ export const CRDS: readonly CustomResourceSource[] = [
   watcherCrd,
   moduleConfigCrd,
   syncResourceCrd,
+  manifestCrd,
 ];

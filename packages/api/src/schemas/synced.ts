@@ -2,6 +2,7 @@
 // `status.synced`), in upstream lifecycle-manager's shape: namespace "" for cluster-scoped objects, and the
 // version is part of an object's identity (an object whose kind moved to another version is a different one).
 import { z } from 'zod';
+import { crd } from './crd.js';
 
 export const syncedObjectSchema = z.object({
   group: z.string(),
@@ -21,4 +22,18 @@ export const syncedListSchema = z
       return parsed.success ? [parsed.data] : [];
     }),
   )
-  .catch([]);
+  .catch([])
+  // The API server checks each entry's fields, as upstream's CRD does; the agent skips an entry it cannot read.
+  .register(crd, {
+    served: {
+      type: 'array',
+      'x-kubernetes-list-type': 'atomic',
+      items: {
+        type: 'object',
+        required: ['group', 'version', 'kind', 'name', 'namespace'],
+        properties: Object.fromEntries(
+          ['group', 'version', 'kind', 'name', 'namespace'].map((key) => [key, { type: 'string' }]),
+        ),
+      },
+    },
+  });
