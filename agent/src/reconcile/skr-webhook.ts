@@ -65,10 +65,18 @@ export async function reconcileSkrWebhook(
   const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId] ?? '';
   const verdict = settings.health?.assess(runtimeId, now) ?? { kind: 'healthy' as const };
   const installed = { type: SKR_WEBHOOK_CONDITION, ok: true, reason: result.reason, message: result.message };
+  const noEvent = { type: SKR_WEBHOOK_CONDITION, ok: false, reason: 'NoEventFromWebhook' };
   switch (verdict.kind) {
     case 'healthy':
       return { condition: installed, state: 'Ready' };
     case 'waiting':
+      // A pass in the middle of a probe (a Kyma edit woke it) keeps what the last probe found.
+      if (verdict.broken !== undefined)
+        return {
+          condition: { ...noEvent, message: verdict.broken },
+          state: 'Warning',
+          requeueAfterMs: verdict.afterMs,
+        };
       return { condition: installed, state: 'Ready', requeueAfterMs: verdict.afterMs };
     case 'probe':
     case 'broken': {
@@ -80,12 +88,7 @@ export async function reconcileSkrWebhook(
       if (verdict.kind === 'probe')
         return { condition: installed, state: 'Ready', requeueAfterMs: verdict.timeoutMs };
       return {
-        condition: {
-          type: SKR_WEBHOOK_CONDITION,
-          ok: false,
-          reason: 'NoEventFromWebhook',
-          message: verdict.message,
-        },
+        condition: { ...noEvent, message: verdict.message },
         state: 'Warning',
         requeueAfterMs: verdict.timeoutMs,
       };

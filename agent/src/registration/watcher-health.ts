@@ -6,8 +6,9 @@ export type WatcherVerdict =
   | { kind: 'healthy' }
   /** Quiet for too long: write a probe now and look again after `timeoutMs`. */
   | { kind: 'probe'; timeoutMs: number }
-  /** A probe is out: look again after `afterMs`. */
-  | { kind: 'waiting'; afterMs: number }
+  /** A probe is out: look again after `afterMs`. `broken` is set while an earlier probe already went unanswered:
+   * the webhook stays reported broken until an event arrives, whatever wakes the Kyma in between. */
+  | { kind: 'waiting'; afterMs: number; broken?: string }
   /** A probe got no event in time: the webhook is broken; write a new probe to notice recovery. */
   | { kind: 'broken'; message: string; timeoutMs: number };
 
@@ -28,6 +29,8 @@ export interface WatcherHealth {
 export function createWatcherHealth(options: WatcherHealthOptions): WatcherHealth {
   const lastEvent = new Map<string, number>();
   const probeSent = new Map<string, number>();
+  /** Why the webhook counts as broken, from the first unanswered probe until an event arrives. */
+  const brokenBecause = new Map<string, string>();
   return {
     recordEvent(runtimeId, at) {
       lastEvent.set(runtimeId, Math.max(at.getTime(), lastEvent.get(runtimeId) ?? 0));
@@ -38,6 +41,7 @@ export function createWatcherHealth(options: WatcherHealthOptions): WatcherHealt
     forget(runtimeId) {
       lastEvent.delete(runtimeId);
       probeSent.delete(runtimeId);
+      brokenBecause.delete(runtimeId);
     },
     assess(runtimeId, now) {
       const nowMs = now.getTime();
@@ -45,6 +49,7 @@ export function createWatcherHealth(options: WatcherHealthOptions): WatcherHealt
       const probe = probeSent.get(runtimeId);
       if (probe !== undefined && event !== undefined && event >= probe) {
         probeSent.delete(runtimeId);
+        brokenBecause.delete(runtimeId);
         return { kind: 'healthy' };
       }
       if (probe === undefined) {
@@ -52,18 +57,19 @@ export function createWatcherHealth(options: WatcherHealthOptions): WatcherHealt
         return { kind: 'probe', timeoutMs: options.probeTimeoutMs };
       }
       const waited = nowMs - probe;
-      if (waited < options.probeTimeoutMs)
-        return { kind: 'waiting', afterMs: options.probeTimeoutMs - waited };
+      if (waited < options.probeTimeoutMs) {
+        const broken = brokenBecause.get(runtimeId);
+        const afterMs = options.probeTimeoutMs - waited;
+        return broken === undefined ? { kind: 'waiting', afterMs } : { kind: 'waiting', afterMs, broken };
+      }
       const seconds = Math.round(options.probeTimeoutMs / 1000);
       const last =
         event === undefined
           ? 'no event since the agent started'
           : `last event ${new Date(event).toISOString()}`;
-      return {
-        kind: 'broken',
-        message: `the SKR webhook sent no event within ${seconds} s of a probe written at ${new Date(probe).toISOString()} (${last})`,
-        timeoutMs: options.probeTimeoutMs,
-      };
+      const message = `the SKR webhook sent no event within ${seconds} s of a probe written at ${new Date(probe).toISOString()} (${last})`;
+      brokenBecause.set(runtimeId, message);
+      return { kind: 'broken', message, timeoutMs: options.probeTimeoutMs };
     },
   };
 }
