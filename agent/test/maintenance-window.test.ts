@@ -1,4 +1,7 @@
 // Maintenance windows in upstream's policy format, on an injected clock (2026-11-26 is a Thursday).
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import {
   gateUpgrade,
@@ -8,6 +11,7 @@ import {
   runtimeOfKyma,
   type UpgradeQuestion,
 } from '../src/rollout/maintenance-window.js';
+import { loadPolicy } from '../src/rollout/policy-file.js';
 
 const MIN = 20 * 60_000;
 const SATURDAY_EVENING = { days: ['Sat'], begin: '21:00:00+00:00', end: '23:00:00+00:00' };
@@ -169,5 +173,30 @@ describe('maintenance windows', () => {
       });
       expect(gateUpgrade({ ...base, policy: undefined }).kind).to.equal('error');
     });
+  });
+});
+
+describe('the maintenance policy file', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'skr-policy-'));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('reads policy.json from the directory, and keeps the reason when it cannot', async () => {
+    expect(await loadPolicy(dir)).to.deep.equal({ error: `${join(dir, 'policy.json')} does not exist` });
+    await writeFile(join(dir, 'policy.json'), '{"default": {"days": ["Sat"]}}');
+    expect(await loadPolicy(dir))
+      .to.have.property('error')
+      .that.matches(/invalid at default\.begin/);
+    await writeFile(join(dir, 'policy.json'), JSON.stringify({ rules: [], default: SATURDAY_EVENING }));
+    const policy = await loadPolicy(dir);
+    expect('error' in policy, JSON.stringify(policy)).to.equal(false);
+    await writeFile(join(dir, 'policy.json'), Buffer.alloc(1024 * 1024 + 1, 0x20));
+    expect(await loadPolicy(dir))
+      .to.have.property('error')
+      .that.matches(/more than the 1048576 allowed/);
   });
 });
