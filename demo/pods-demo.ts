@@ -1,12 +1,56 @@
 // `npm run demo -- --pods`: the same journey as the process demo, with the agent and the webhook in Pods on
 // real nodes (demo/pods.ts). Slower to start (nodes, image build); the process demo stays the default.
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
-import { nodeSupportProblem } from '@skr-watcher/testenv';
+import { nodeSupportProblem, runCleanupScript } from '@skr-watcher/testenv';
 import { startPodSystem, type PodSystem } from './pods.js';
 import { SAMPLE_MODULE } from './system.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
+
+const PODS_MARKER = '.skr-watcher-pods-demo';
+
+/** Mount points at or below `dir` (kubelet volumes, netns files of a run that did not stop). */
+async function mountsUnder(dir: string): Promise<string[]> {
+  const table = await readFile('/proc/self/mountinfo', 'utf8').catch(() => '');
+  return table
+    .split('\n')
+    .map((line) => line.split(' ')[4]?.replace(/\\040/g, ' '))
+    .filter((target): target is string => !!target && (target === dir || target.startsWith(`${dir}/`)));
+}
+
+/**
+ * Empties the pods demo's directory for a new run (an earlier run's etcd data would otherwise come back). Never
+ * while the run that wrote it is alive, and never through a mount: mounts left by a run that was killed are undone
+ * by testenv's cleanup first, and if any remain the run stops with what to do.
+ */
+export async function claimPodsDir(dir: string): Promise<string | undefined> {
+  const pid = Number(
+    /^pid (\d+)$/m.exec(await readFile(join(dir, PODS_MARKER), 'utf8').catch(() => ''))?.[1],
+  );
+  if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) {
+    try {
+      process.kill(pid, 0);
+      return `${dir} belongs to a pods demo that is still running (pid ${pid}); stop it or choose another --dir`;
+    } catch {
+      // That run has ended.
+    }
+  }
+  if ((await mountsUnder(dir)).length > 0) runCleanupScript('--stale');
+  const left = await mountsUnder(dir);
+  if (left.length > 0) {
+    return `${dir} still has mounts of an earlier run (${left.slice(0, 3).join(', ')}${left.length > 3 ? ', …' : ''}); run \`npx skr-testenv cleanup\` or choose another --dir`;
+  }
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  await writeFile(
+    join(dir, PODS_MARKER),
+    `scratch directory of the pods demo; emptied on each run\npid ${process.pid}\n`,
+  );
+  return undefined;
+}
 
 export async function podsDemo(options: {
   dir: string;
@@ -16,6 +60,11 @@ export async function podsDemo(options: {
   const problem = nodeSupportProblem();
   if (problem) {
     print(`demo --pods cannot run on this machine: ${problem}`);
+    return 1;
+  }
+  const refused = await claimPodsDir(options.dir);
+  if (refused) {
+    print(`demo --pods cannot start: ${refused}`);
     return 1;
   }
   const started = Date.now();

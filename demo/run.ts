@@ -7,6 +7,8 @@ import { parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
 import { podsDemo } from './pods-demo.js';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
 import { timeRoundTrip } from './manager.js';
+import { formatModuleTimeline, moduleObjectsIn, timeModuleInstall } from './module-timeline.js';
+import { GREETER } from './modules.js';
 import { SAMPLE_MODULE, ScratchDirError, startLocalSystem, type LocalSystem } from './system.js';
 import { EdgeObservations, formatTimeline, timeEdit } from './timeline.js';
 
@@ -15,6 +17,7 @@ interface DemoOptions {
   dir: string;
   timeout: number;
   editTimeout: number;
+  moduleTimeout: number;
 }
 
 /** A duration option, in the grammar of every other duration flag (`parseDuration`: 90s, 3m, 1m30s). */
@@ -44,6 +47,14 @@ function tryThis(system: LocalSystem): string[] {
     `  ${skr(skr1)} get validatingwebhookconfiguration skr-webhook -o yaml`,
     `  ${kcp} -n ${system.namespace} get kymas`,
   ];
+  if (system.modules) {
+    lines.push(
+      '  # modules: what the registry holds, the Manifests in KCP and what they installed',
+      `  npx skr-modules inspect ${system.modules.registryHost} ${GREETER.ocmComponentName}:${GREETER.version}`,
+      `  ${kcp} -n ${system.namespace} get manifests`,
+      `  ${skr(skr1)} -n ${GREETER.namespace} get ${GREETER.plural}.${GREETER.group},configmap/${GREETER.configMap}`,
+    );
+  }
   if (skr2) {
     lines.push(
       `  # the same in ${skr2.name}: only its own ModuleConfig changes`,
@@ -62,6 +73,48 @@ function tryThis(system: LocalSystem): string[] {
     `Event stream: ${system.eventsUrl}`,
   );
   return lines;
+}
+
+/**
+ * Enables the greeter module in `skr` and prints its way to Ready. 'unavailable' when this skr-agent cannot install
+ * modules yet (said so, nothing timed); 'failed' when it can and the module did not get Ready in time.
+ */
+async function installModule(
+  system: LocalSystem,
+  observations: EdgeObservations,
+  skr: string,
+  timeoutMs: number,
+): Promise<'ready' | 'unavailable' | 'failed'> {
+  const registry = system.modules?.registryHost ?? '(none)';
+  print(`Module installation: greeter ${GREETER.version} from the OCI registry ${registry}`);
+  if (!system.modules?.agentInstalls) {
+    print(
+      '  not available yet: this skr-agent has no --oci-registry-host (issue 25: the Manifest reconcile has not\n' +
+        `  landed). The module is published (npx skr-modules inspect ${registry}); nothing was enabled or timed.`,
+    );
+    return 'unavailable';
+  }
+  const skrConfig = system.skr(skr).kubeConfig();
+  const timeline = await timeModuleInstall({
+    kcp: system.kcp,
+    skrConfig,
+    namespace: system.namespace,
+    skr,
+    observations,
+    timeoutMs,
+  });
+  print('Timeline:');
+  for (const line of formatModuleTimeline(timeline)) print(line);
+  if (timeline.kymaReadyAtMs === undefined || timeline.readyAtMs === undefined) {
+    process.stderr.write(
+      `demo failed: module ${GREETER.module} was not Ready within ${timeoutMs / 1000} s of enabling it` +
+        ` (Manifest state: ${timeline.lastState ?? 'no Manifest'}).\nLogs: ${system.agent.logFile} (kept)\n`,
+    );
+    return 'failed';
+  }
+  print(`Module enabled → Manifest Ready: ${timeline.readyAtMs - timeline.sentAtMs} ms`);
+  print(`In ${skr} now: ${(await moduleObjectsIn(skrConfig)).join(', ')}`);
+  return 'ready';
 }
 
 async function demo(options: DemoOptions): Promise<number> {
@@ -98,6 +151,7 @@ async function demo(options: DemoOptions): Promise<number> {
       progress: (line) => print(`${elapsed()} ${line}`),
       onAdmission: (seen) => observations.admission(seen),
       sampleManager: true,
+      modules: true,
     });
     live = connectLiveEvents(
       system.eventsUrl,
@@ -154,6 +208,14 @@ async function demo(options: DemoOptions): Promise<number> {
         return 1;
       }
       print(`Round trip (edit sent → object updated in the SKR): ${roundTripMs} ms`);
+    }
+    print();
+
+    const moduleOutcome = await installModule(system, observations, skr, options.moduleTimeout);
+    if (moduleOutcome === 'failed') {
+      await live.close();
+      await system.stop({ keepDir: true });
+      return 1;
     }
     print();
 
@@ -232,6 +294,11 @@ const command = new Command('npm run demo --')
     new Option('--edit-timeout <duration>', 'how long a scripted edit may take to reach KCP')
       .argParser(duration)
       .default(30_000, '30s'),
+  )
+  .addOption(
+    new Option('--module-timeout <duration>', 'how long the enabled module may take to become Ready')
+      .argParser(duration)
+      .default(90_000, '90s'),
   )
   .showHelpAfterError()
   .action(async (flags: DemoOptions & { pods: boolean }) => {

@@ -16,6 +16,14 @@ import { ENTRY_POINTS, startChild, type Child } from './children.js';
 import { LISTENER_TLS_SECRET_NAME, initKcpPki } from './kcp-pki.js';
 import { startSampleManager, type SampleManagerProcess } from './manager.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
+import {
+  agentInstallsModules,
+  createCatalog,
+  greeterModule,
+  publishModules,
+  sampleModules,
+  startModuleRegistry,
+} from './modules.js';
 import { applySamples } from './samples.js';
 import { syncSecretToFiles, type SecretFiles } from './secret-files.js';
 
@@ -32,6 +40,15 @@ export const SAMPLE_MODULE = {
   plural: KINDS.sample.plural,
   namespace: DEFAULTS.skrNamespace,
   name: 'sample',
+} as const;
+
+/** The Kyma in every SKR (the user's side: spec.modules is what they enable). */
+export const SKR_KYMA = {
+  group: GROUP,
+  version: KINDS.kyma.version,
+  plural: KINDS.kyma.plural,
+  namespace: DEFAULTS.skrNamespace,
+  name: DEFAULTS.skrKymaName,
 } as const;
 
 /** A relevant change the webhook logged (debug level): when admission saw it. */
@@ -65,6 +82,19 @@ export interface LocalSystemOptions {
   startupTimeoutMs?: number;
   /** Also runs examples/sample-manager (demo/manager.ts): Module CR → ModuleConfig → SyncResource → SKR. */
   sampleManager?: boolean;
+  /**
+   * Starts an OCI registry, publishes the modules (demo/modules.ts) and, when this skr-agent has the flags (issue
+   * 25), points the agent at the registry so it installs modules through Manifests.
+   */
+  modules?: boolean;
+}
+
+/** The module registry of a local system (option `modules`). */
+export interface LocalModules {
+  /** host:port of the registry (plain HTTP). */
+  registryHost: string;
+  /** Whether the agent was started with --oci-registry-host (false: this skr-agent does not have it yet). */
+  agentInstalls: boolean;
 }
 
 export interface LocalSkr {
@@ -96,6 +126,8 @@ export interface LocalSystem {
   moduleConfigs: ModuleConfigWatch;
   /** With `sampleManager`: the manager process and the watches of what it renders. */
   manager?: SampleManagerProcess;
+  /** With `modules`: the registry and whether the agent installs modules from it. */
+  modules?: LocalModules;
   /** Stops every process and plane; removes `dir` unless `keepDir`. Safe to call twice. */
   stop(options?: { keepDir?: boolean }): Promise<void>;
 }
@@ -212,15 +244,37 @@ async function ownerAlive(marker: string): Promise<number | undefined> {
 }
 
 /**
- * Empties `dir` for a new run, but only if it is empty, absent, or the scratch directory of an earlier run that
- * has ended: never a directory the user cares about, never the planes of a demo that is still running.
+ * The subdirectory of the scratch directory that `npm run demo -- --pods` uses (demo/run.ts). The process demo
+ * neither claims nor empties it: it may hold what a pods run left (its planes, node state, even mounts), and
+ * that run may still be going.
+ */
+export const PODS_SUBDIR = 'pods';
+
+/** Removes what a local system wrote into `dir`, leaving the pods demo's subdirectory; `dir` itself if then empty. */
+async function emptyScratchDir(dir: string, removeDir: boolean): Promise<void> {
+  const entries: string[] = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [];
+    throw error;
+  });
+  for (const entry of entries) {
+    if (entry === PODS_SUBDIR) continue;
+    await rm(join(dir, entry), { recursive: true, force: true });
+  }
+  if (removeDir && !entries.includes(PODS_SUBDIR)) await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * Empties `dir` for a new run, but only if it is empty, absent, holds only the pods demo's subdirectory, or is
+ * the scratch directory of an earlier run that has ended: never a directory the user cares about, never the planes
+ * of a demo that is still running.
  */
 async function claimScratchDir(dir: string): Promise<void> {
   const entries: string[] = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return [];
     throw new ScratchDirError(`read scratch directory ${dir}`, { cause: error });
   });
-  if (entries.length > 0 && !entries.includes(SCRATCH_MARKER)) {
+  const ours = entries.filter((entry) => entry !== PODS_SUBDIR);
+  if (ours.length > 0 && !ours.includes(SCRATCH_MARKER)) {
     throw new ScratchDirError(
       `${dir} is not empty and was not made by an earlier run; choose another directory`,
     );
@@ -231,11 +285,11 @@ async function claimScratchDir(dir: string): Promise<void> {
       `${dir} belongs to a local system that is still running (pid ${owner}); stop it or choose another directory`,
     );
   }
-  await rm(dir, { recursive: true, force: true });
+  await emptyScratchDir(dir, false);
   await mkdir(dir, { recursive: true });
   await writeFile(
     join(dir, SCRATCH_MARKER),
-    `scratch directory of a local skr-watcher system; emptied on each run\npid ${process.pid}\n`,
+    `scratch directory of a local skr-watcher system; emptied on each run (except ${PODS_SUBDIR}/)\npid ${process.pid}\n`,
   );
 }
 
@@ -302,6 +356,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     await listenerTls.firstWrite(left());
     await listenerBundle.firstWrite(left());
 
+    const extraAgentArgs: string[] = [];
     const listenerPort = await freePort();
     const agentMetricsPort = await freePort();
     const agentEventsPort = await freePort();
@@ -322,6 +377,26 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       ),
       namespace,
     );
+
+    let modules: LocalModules | undefined;
+    if (options.modules) {
+      progress('starting an OCI registry (go-containerregistry, testenv) for modules');
+      const registry = await startModuleRegistry(dir, progress);
+      cleanups.push({ name: 'OCI registry', run: () => registry.stop() });
+      progress(
+        `publishing modules greeter 1.0.0 and sample 1.0.0/1.1.0 to ${registry.registryHost} (skr-modules publishModule, modulectl's layout)`,
+      );
+      const [greeter] = await publishModules(registry.registryHost, [greeterModule(), ...sampleModules()]);
+      if (greeter) await createCatalog(kcp, namespace, greeter);
+      const agentInstalls = agentInstallsModules();
+      if (!agentInstalls) {
+        progress(
+          'this skr-agent has no --oci-registry-host yet (issue 25: Manifest reconcile not landed): it runs without the module flags',
+        );
+      }
+      modules = { registryHost: registry.registryHost, agentInstalls };
+      if (agentInstalls) extraAgentArgs.push(...registry.agentArgs);
+    }
 
     progress(
       `starting skr-agent (listener 127.0.0.1:${listenerPort}, metrics 127.0.0.1:${agentMetricsPort}, events 127.0.0.1:${agentEventsPort})`,
@@ -361,6 +436,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
         '1h',
         '--resync-interval',
         '1h',
+        ...extraAgentArgs,
         ...(options.agentArgs ?? []),
       ],
     });
@@ -532,10 +608,11 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       eventsUrl: `ws://127.0.0.1:${agentEventsPort}/events`,
       moduleConfigs,
       ...(manager ? { manager } : {}),
+      ...(modules ? { modules } : {}),
       stop(stopOptions = {}) {
         stopping ??= (async () => {
           await cleanUp();
-          if (!stopOptions.keepDir) await rm(dir, { recursive: true, force: true });
+          if (!stopOptions.keepDir) await emptyScratchDir(dir, true);
         })();
         return stopping;
       },

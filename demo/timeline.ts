@@ -121,7 +121,12 @@ export function formatTimeline(
     { atMs: timeline.moduleConfigAtMs, what: 'ModuleConfig updated in KCP (spec.resource.spec.greeting)' },
     ...later,
   ];
-  const offset = (atMs: number) => `+${atMs - timeline.sentAtMs} ms`.padStart(9);
+  return formatSteps(timeline.sentAtMs, steps);
+}
+
+/** Steps in time order with offsets from `startMs`, then those not observed. */
+export function formatSteps(startMs: number, steps: { atMs: number | undefined; what: string }[]): string[] {
+  const offset = (atMs: number) => `+${atMs - startMs} ms`.padStart(9);
   const seen = steps
     .filter((step): step is { atMs: number; what: string } => step.atMs !== undefined)
     .sort((a, b) => a.atMs - b.atMs)

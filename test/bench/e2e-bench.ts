@@ -32,7 +32,13 @@ import { DEFAULTS, FIELD_MANAGER, GROUP, KINDS } from '@skr-watcher/api';
 import { applyCustomObject, createClusterClient, readObject } from '@skr-watcher/kube';
 import { connectLiveEvents, type LiveEvent } from '../../demo/live-events.js';
 import { startSampleManager, type RenderedSeen, type SampleManagerProcess } from '../../demo/manager.js';
-import { SAMPLE_MODULE, startLocalSystem, type AdmissionSeen, type LocalSystem } from '../../demo/system.js';
+import {
+  SAMPLE_MODULE,
+  SKR_KYMA,
+  startLocalSystem,
+  type AdmissionSeen,
+  type LocalSystem,
+} from '../../demo/system.js';
 import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
 import { seedKyma } from '../support/kcp-seed.js';
 
@@ -242,13 +248,7 @@ interface KymaEdit {
  * comes back), alternating SKRs, paced at `rate`/s. Arrival: this process sees the ModuleConfig gone or present.
  */
 async function runKymaEdits(system: LocalSystem, count: number, rate: number): Promise<KymaEdit[]> {
-  const skrKyma = {
-    group: GROUP,
-    version: KINDS.kyma.version,
-    plural: KINDS.kyma.plural,
-    namespace: DEFAULTS.skrNamespace,
-    name: DEFAULTS.skrKymaName,
-  };
+  const skrKyma = SKR_KYMA;
   const edits: KymaEdit[] = Array.from({ length: count }, (_, i) => ({
     skr: system.skrs[i % system.skrs.length]?.name as string,
     // Each SKR goes false, true, false, ...

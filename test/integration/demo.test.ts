@@ -2,7 +2,7 @@
 // a Module CR edit from SKR 1 through a callback into its ModuleConfig in KCP, exits 0 and leaves nothing behind.
 // Also the demo's kubelet-like Secret volume, on a real API server.
 import { spawn } from 'node:child_process';
-import { lstat, mkdtemp, readFile, readdir, readlink, rm, stat } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +38,10 @@ describe('npm run demo -- --once', function () {
 
   it('times a Module CR edit reaching its ModuleConfig through the callback, exits 0 and cleans up', async () => {
     const dir = join(parent, 'system');
+    // What `npm run demo -- --pods` leaves in the same --dir: the process demo neither refuses nor touches it.
+    const podsLeftover = join(dir, 'pods', 'planes', 'etcd.log');
+    await mkdir(join(dir, 'pods', 'planes'), { recursive: true });
+    await writeFile(podsLeftover, 'left by a pods run\n');
     const child = spawn('npm', ['run', '--silent', 'demo', '--', '--once', '--dir', dir], {
       cwd: REPO,
       // npm puts node_modules/.bin first as well; this makes sure `npm` itself runs on the project's Node.
@@ -62,7 +66,15 @@ describe('npm run demo -- --once', function () {
     expect(stdout, output).to.match(/\+\d+ ms {2}sample-manager's SyncResource updated in KCP/);
     expect(stdout, output).to.match(/\+\d+ ms {2}ConfigMap kyma-system\/sample-config updated in skr1/);
     expect(stdout, output).to.match(/Round trip \(edit sent → object updated in the SKR\): \d+ ms/);
-    expect(await readdir(dir).catch(() => 'removed'), 'scratch directory').to.equal('removed');
+    // Module installation (issue 25): published into a real registry, then timed to Ready, or said to be missing.
+    expect(stdout, output).to.match(
+      /Module installation: greeter 1\.0\.0 from the OCI registry http:\/\/127\.0\.0\.1:\d+/,
+    );
+    expect(stdout, output).to.match(
+      /not available yet: this skr-agent has no --oci-registry-host|Module enabled → Manifest Ready: \d+ ms/,
+    );
+    expect(await readdir(dir), 'scratch directory: only what the pods run left').to.deep.equal(['pods']);
+    expect(await readFile(podsLeftover, 'utf8')).to.equal('left by a pods run\n');
     expect(
       await processesMentioning(dir),
       'agent, webhooks, kube-apiservers and etcd are gone',
