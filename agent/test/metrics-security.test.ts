@@ -1,7 +1,7 @@
 // `--metrics-secure` against a real API server (decision 023): /metrics over HTTPS answers a token whose user the
-// shipped reader ClusterRole (manifests/monitoring/rbac.yaml) is bound to, refuses a valid token without it (403)
+// shipped reader ClusterRole (skr-watcher-metrics-reader) is bound to, refuses a valid token without it (403)
 // and no or an unknown token (401); probes stay open. The agent asks with the shipped metrics-auth ClusterRole
-// (manifests/monitoring/metrics-auth-rbac.yaml) only, not as an admin.
+// (skr-agent-metrics-auth) only, not as an admin. Both come from manifests/kcp/metrics-auth-rbac.yaml.
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
@@ -12,15 +12,12 @@ import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createRegistry, startHealthServer, type HealthServer } from '@skr-watcher/telemetry';
 import { metricsSecurity } from '../src/metrics-security.js';
 
-const manifest = (file: string) =>
-  fileURLToPath(new URL(`../../manifests/monitoring/${file}`, import.meta.url));
+const METRICS_RBAC = fileURLToPath(new URL('../../manifests/kcp/metrics-auth-rbac.yaml', import.meta.url));
 
-async function clusterRoleOf(file: string): Promise<V1ClusterRole> {
-  const docs = parseAllDocuments(await readFile(manifest(file), 'utf8')).map(
-    (d) => d.toJS() as V1ClusterRole,
-  );
-  const role = docs.find((doc) => doc?.kind === 'ClusterRole');
-  if (!role) throw new Error(`${file} holds no ClusterRole`);
+async function shippedClusterRole(name: string): Promise<V1ClusterRole> {
+  const docs = parseAllDocuments(await readFile(METRICS_RBAC, 'utf8')).map((d) => d.toJS() as V1ClusterRole);
+  const role = docs.find((doc) => doc?.kind === 'ClusterRole' && doc.metadata?.name === name);
+  if (!role) throw new Error(`${METRICS_RBAC} holds no ClusterRole ${name}`);
   return role;
 }
 
@@ -66,8 +63,8 @@ describe('/metrics with TokenReview and SubjectAccessReview on a real API server
     const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     // The shipped ClusterRoles, under names of this run, each bound to one ServiceAccount of this namespace.
-    const bind = async (file: string, account: string) => {
-      const role = await clusterRoleOf(file);
+    const bind = async (roleName: string, account: string) => {
+      const role = await shippedClusterRole(roleName);
       const name = `${role.metadata?.name}-${suffix}`;
       await rbac.createClusterRole({ body: { ...role, metadata: { name } } });
       await rbac.createClusterRoleBinding({
@@ -87,8 +84,8 @@ describe('/metrics with TokenReview and SubjectAccessReview on a real API server
       });
       tokens[account] = issued.status?.token ?? '';
     }
-    await bind('rbac.yaml', 'reader');
-    await bind('metrics-auth-rbac.yaml', 'agent');
+    await bind('skr-watcher-metrics-reader', 'reader');
+    await bind('skr-agent-metrics-auth', 'agent');
     const cluster = admin.getCurrentCluster()!;
     const asAgent = new KubeConfig();
     asAgent.loadFromOptions({

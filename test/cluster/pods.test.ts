@@ -2,6 +2,7 @@
 // repository's Dockerfile builds, pulled by kubelets from the run's registry (decision 014).
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +15,7 @@ import {
   CustomObjectsApi,
   KubernetesObjectApi,
   NetworkingV1Api,
+  RbacAuthorizationV1Api,
   loadAllYaml,
   type KubernetesObject,
   type V1Deployment,
@@ -60,6 +62,33 @@ function run(
   });
 }
 
+/**
+ * GET of the agent's /metrics as a scraper does it: HTTPS (the agent's certificate is self-signed, the token is what
+ * is checked), with a bearer token or without one.
+ */
+function scrapeAgent(pod: V1Pod, token?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: pod.status?.podIP,
+        port: 8080,
+        path: '/metrics',
+        rejectUnauthorized: false,
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        timeout: 30_000,
+      },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`scrape of ${pod.metadata?.name} timed out`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** Counter value from a Prometheus text exposition (sum over label sets). */
 function counter(text: string, name: string): number {
   return text
@@ -73,6 +102,9 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
   this.timeout(3_600_000);
   let parent: string;
   let system: PodSystem;
+  /** A token of the ServiceAccount bound to skr-watcher-metrics-reader. */
+  let scraperToken = '';
+  const SCRAPER = 'metrics-scraper';
   const problem = nodeSupportProblem();
 
   before(async function () {
@@ -89,6 +121,29 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
       agentArgs: ['--requeue-ready=1h', '--requeue-warning=1h', '--resync-interval=1h'],
     });
     process.stderr.write(`  start-up figures (s): ${JSON.stringify(system.timings)}\n`);
+    // A scraper as an operator sets one up: a ServiceAccount bound to the reader ClusterRole manifests/kcp ships.
+    const core = system.kcp.makeApiClient(CoreV1Api);
+    await core.createNamespacedServiceAccount({
+      namespace: system.namespace,
+      body: { metadata: { name: SCRAPER } },
+    });
+    await system.kcp.makeApiClient(RbacAuthorizationV1Api).createClusterRoleBinding({
+      body: {
+        metadata: { name: SCRAPER },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: 'skr-watcher-metrics-reader',
+        },
+        subjects: [{ kind: 'ServiceAccount', name: SCRAPER, namespace: system.namespace }],
+      },
+    });
+    const issued = await core.createNamespacedServiceAccountToken({
+      name: SCRAPER,
+      namespace: system.namespace,
+      body: { spec: { audiences: [], expirationSeconds: 7200 } },
+    });
+    scraperToken = issued.status?.token ?? '';
   });
   after(async function () {
     this.timeout(120_000);
@@ -169,6 +224,27 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     expect(sum('skr_webhook_dispatch_thread_sched_idle')).to.equal(pods.length);
   });
 
+  it("the agent Pods serve /metrics over HTTPS to a reader's ServiceAccount token only (manifests/kcp: --metrics-secure)", async () => {
+    const agents = (await system.agentPods()).filter(running);
+    expect(agents.length).to.be.greaterThan(0);
+    // The agent's own ServiceAccount exists but is not bound to the reader role: a valid token, no right.
+    const stranger = await system.kcp.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+      name: 'skr-agent',
+      namespace: system.namespace,
+      body: { spec: { audiences: [], expirationSeconds: 600 } },
+    });
+    for (const pod of agents) {
+      const none = await scrapeAgent(pod);
+      expect(none.status, `${pod.metadata?.name} without a token`).to.equal(401);
+      expect(none.text).not.to.include('skr_agent');
+      const forbidden = await scrapeAgent(pod, stranger.status?.token ?? '');
+      expect(forbidden.status, `${pod.metadata?.name} with a token lacking the reader role`).to.equal(403);
+      const reader = await scrapeAgent(pod, scraperToken);
+      expect(reader.status, `${pod.metadata?.name} with the reader's token`).to.equal(200);
+      expect(reader.text).to.include('skr_agent_build_info');
+    }
+  });
+
   it('the example module manager runs as a Pod from the same image, and an SKR edit comes back into the SKR as its ConfigMap', async () => {
     // examples/sample-manager/deploy: ServiceAccount, Role, RoleBinding and Deployment in KCP; the image is this run's.
     const manifests = loadAllYaml(await readFile(SAMPLE_MANAGER_DEPLOY, 'utf8')) as KubernetesObject[];
@@ -237,8 +313,8 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     await arrives(last, 'the last edit made during the rotation mirrored');
     let rejected = 0;
     for (const pod of (await system.agentPods()).filter(running)) {
-      const metrics = await (await fetch(`http://${pod.status?.podIP}:8080/metrics`)).text();
-      rejected += counter(metrics, 'skr_listener_requests_total{code="401"}');
+      const { text } = await scrapeAgent(pod, scraperToken);
+      rejected += counter(text, 'skr_listener_requests_total{code="401"}');
     }
     expect(rejected, 'listener 401 answers').to.equal(0);
   });
