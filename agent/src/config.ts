@@ -43,6 +43,8 @@ export interface AgentConfig {
   /** What SyncResource items may touch in SKRs. */
   syncResourcePolicy: { kinds: string[]; namespaces: string[] };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Module installation from an OCI registry (decision 021); undefined without --oci-registry-host. */
+  modules?: ModulesConfig;
   /** Automatic webhook registration in every SKR; undefined when off. */
   registration?: {
     image: string;
@@ -54,6 +56,21 @@ export interface AgentConfig {
     probeTimeoutMs: number;
   };
 }
+
+/** Where modules are pulled from (upstream lifecycle-manager's flags) and how much of them is kept in memory. */
+export interface ModulesConfig {
+  /** Registry host, optionally with a path; `http://` means plain HTTP. */
+  registryHost: string;
+  /** Appended to the host with one `/` (upstream's string concatenation). */
+  repositorySubpath?: string;
+  /** A kubernetes.io/dockerconfigjson Secret in the agent's namespace with the registry's credentials. */
+  credSecret?: string;
+  /** Bound in bytes on the content-addressed cache of descriptors and layers, shared by all Kymas. */
+  cacheBytes: number;
+}
+
+/** Default bound of the module cache: a few hundred raw manifests of tens of kB each. */
+export const DEFAULT_MODULE_CACHE_BYTES = 32 * 1024 * 1024;
 
 export interface ShardingConfig {
   ring: string;
@@ -158,6 +175,10 @@ export interface RunFlags {
   skrWebhookNamespace: string;
   watcherProbeAfter: string;
   watcherProbeTimeout: string;
+  ociRegistryHost?: string;
+  modulesRepositorySubpath?: string;
+  ociRegistryCredSecret?: string;
+  moduleCacheBytes?: string;
 }
 
 export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -245,6 +266,33 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     },
     logLevel: parseLogLevel(flags.logLevel),
     registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
+    modules: modulesFromFlags(flags),
+  };
+}
+
+function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
+  const host = flags.ociRegistryHost?.trim();
+  if (!host) {
+    const stray = (['modulesRepositorySubpath', 'ociRegistryCredSecret', 'moduleCacheBytes'] as const).find(
+      (key) => flags[key],
+    );
+    if (stray)
+      throw new ConfigError(
+        `--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --oci-registry-host (module installation is off without it)`,
+      );
+    return undefined;
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(host) && !/^https?:\/\//i.test(host))
+    throw new ConfigError(
+      `--oci-registry-host: expected host[:port][/path] or http(s)://..., got ${JSON.stringify(host)}`,
+    );
+  return {
+    registryHost: host,
+    ...(flags.modulesRepositorySubpath ? { repositorySubpath: flags.modulesRepositorySubpath } : {}),
+    ...(flags.ociRegistryCredSecret ? { credSecret: flags.ociRegistryCredSecret } : {}),
+    cacheBytes: flags.moduleCacheBytes
+      ? parsePositiveInt('--module-cache-bytes', flags.moduleCacheBytes, 4 * 1024 * 1024 * 1024)
+      : DEFAULT_MODULE_CACHE_BYTES,
   };
 }
 

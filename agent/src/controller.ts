@@ -7,6 +7,7 @@ import {
   KINDS,
   LABELS,
   type Kyma,
+  type Manifest,
   type ModuleConfig,
   type ModuleReleaseMeta,
   type ModuleTemplate,
@@ -49,6 +50,8 @@ export interface ControllerOptions {
   kymaLabelSelector?: string;
   /** Watch only the ModuleConfigs and SyncResources of these buckets (sharding: this replica's, decision 012). */
   dependents?: DependentScope;
+  /** Watch Manifests (module installation on, decision 021): a change by someone else wakes their Kyma. */
+  manifests?: boolean;
   /** Restart a watch that delivered nothing for this long. Default 120 s. */
   watchdogMs?: number;
   clock?: Clock;
@@ -306,7 +309,29 @@ export function createController(options: ControllerOptions): Controller {
     releaseMetas,
     secrets,
   ] as ResilientInformer<CachedObject>[];
-  const dependents = [syncResources, moduleConfigs];
+  // Manifests: the Kyma's pass writes them; a change it did not make (deleted by hand, a finalizer gone, a spec
+  // edited, skip-reconciliation set) wakes the Kyma. Status writes (the pass's own) change no generation.
+  const manifests = options.manifests
+    ? createDependentCache<Manifest>({
+        ...dependentDefaults,
+        kind: KINDS.manifest,
+        watch: (labelSelector) => custom<Manifest>(KINDS.manifest, labelSelector),
+        kymaOf: (manifest) => manifest.metadata?.labels?.[LABELS.kymaName],
+        handlers: {
+          onUpdate: (previous, manifest) => {
+            if (
+              previous.metadata?.generation !== manifest.metadata?.generation ||
+              !sameLabelsAndAnnotations(previous, manifest) ||
+              JSON.stringify(previous.metadata?.finalizers) !== JSON.stringify(manifest.metadata?.finalizers)
+            )
+              enqueueDependentKymaOf('manifest', manifest.metadata?.labels?.[LABELS.kymaName]);
+          },
+          onDelete: (manifest) =>
+            enqueueDependentKymaOf('manifest', manifest.metadata?.labels?.[LABELS.kymaName]),
+        },
+      })
+    : undefined;
+  const dependents = [syncResources, moduleConfigs, ...(manifests ? [manifests] : [])];
   let warnedAmbiguous = new Set<string>();
 
   const whenSynced = <T>(informer: ResilientInformer<T & CachedObject>, read: () => T[]) =>
@@ -318,6 +343,7 @@ export function createController(options: ControllerOptions): Controller {
       moduleReleaseMetas: () => whenSynced(releaseMetas, () => releaseMetas.list()),
       watchers: () => whenSynced(watchers, () => watchers.list()),
       moduleConfigs: (kyma) => moduleConfigs.ofKyma(kyma),
+      ...(manifests ? { manifests: (kyma: string) => manifests.ofKyma(kyma) } : {}),
       kyma: (kymaKey) => kymas.get(kymaKey),
     },
     get synced() {

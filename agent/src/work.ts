@@ -12,6 +12,7 @@ import { registerFleetMetrics } from './fleet-metrics.js';
 import type { EventStream } from './event-stream.js';
 import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler, type Reconciler } from './reconcile/index.js';
+import { createRegistryInstallation } from './reconcile/manifest-source.js';
 import { createWatcherHealth } from './registration/index.js';
 import type { Sharding } from './sharding/index.js';
 
@@ -40,6 +41,16 @@ export async function startWork(
       })
     : undefined;
   let controller: Controller | undefined;
+  // Module installation (--oci-registry-host, decision 021): one module source for every Kyma of this process.
+  const modules = config.modules
+    ? await createRegistryInstallation({
+        settings: config.modules,
+        kcp,
+        namespace: config.namespace,
+        metrics: registry,
+      })
+    : undefined;
+  if (modules) logger.info({ registry: modules.source.repo }, 'module installation on');
   const unguarded = createReconciler({
     kcp,
     namespace: config.namespace,
@@ -61,8 +72,10 @@ export async function startWork(
       moduleConfigs: (kyma) => controller?.caches.moduleConfigs(kyma),
       // The owned Kymas: a pass takes its Kyma from here at a version it knows, instead of a GET (decision 016).
       kyma: (kymaKey) => controller?.caches.kyma?.(kymaKey),
+      ...(modules ? { manifests: (kyma: string) => controller?.caches.manifests?.(kyma) } : {}),
     },
     requeue: config.requeue,
+    ...(modules ? { modules } : {}),
     ...(config.registration
       ? {
           registration: {
@@ -124,6 +137,7 @@ export async function startWork(
     await listener?.close();
     await controller?.stop();
     await reconciler.close();
+    await modules?.close();
   };
   try {
     controller = createController({
@@ -134,6 +148,7 @@ export async function startWork(
       resyncMs: config.resyncMs,
       logger,
       registry,
+      ...(modules ? { manifests: true } : {}),
       ...(sharding ? { kymaLabelSelector: sharding.kymaLabelSelector, dependents: sharding.dependents } : {}),
     });
     const started = controller;

@@ -286,6 +286,22 @@ export function runCommand(): Command {
     .option('--skr-webhook-namespace <ns>', 'namespace of the webhook in every SKR', DEFAULTS.skrNamespace)
     .option('--watcher-probe-after <duration>', 'probe an SKR whose webhook has been quiet this long', '5m')
     .option('--watcher-probe-timeout <duration>', 'a probe must come back as an event within this', '30s')
+    .option(
+      '--oci-registry-host <host>',
+      'install modules from this OCI registry (host[:port][/path]; http:// = plain HTTP): one Manifest per module of every Kyma, applied into its SKR; off without it',
+    )
+    .option(
+      '--modules-repository-subpath <path>',
+      'path in the registry below which component-descriptors/ lies',
+    )
+    .option(
+      '--oci-registry-cred-secret <name>',
+      'kubernetes.io/dockerconfigjson Secret (in --namespace, one auths entry) with the registry credentials',
+    )
+    .option(
+      '--module-cache-bytes <bytes>',
+      'bound on the in-memory cache of module descriptors and raw manifests (default 32 MiB)',
+    )
     .addOption(logLevelOption('info'))
     .action(async (flags: RunFlags & MetricsSecurityFlags) => {
       await run(flags);

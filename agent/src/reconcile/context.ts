@@ -93,6 +93,8 @@ export interface WatchCaches {
   watchers(): readonly unknown[] | undefined;
   /** ModuleConfigs labelled with the Kyma's name. */
   moduleConfigs(kyma: string): readonly unknown[] | undefined;
+  /** Manifests labelled with the Kyma's name (only when the controller watches Manifests). */
+  manifests?(kyma: string): readonly unknown[] | undefined;
   /**
    * The KCP Kyma `namespace/name` as the controller's Kyma watch holds it (sharded: only the Kymas this replica
    * owns); undefined when the watch does not hold it (yet). A pass uses it only at a version it knows (index.ts).

@@ -13,6 +13,7 @@ import {
 import { removeModuleCatalog } from './catalog.js';
 import { eventTarget, refOf, type ReconcileContext } from './context.js';
 import { dropFinalizer } from './finalizers.js';
+import { removeModulesOfKyma } from './manifest-install.js';
 import { moduleConfigsOf } from './module-config.js';
 import { recordedModuleCr } from './modules.js';
 import { skrKymaRef } from './skr-kyma.js';
@@ -64,6 +65,21 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
       noCredentials = true;
       throw new Error(`no kubeconfig Secret labelled ${LABELS.kymaName}=${kymaName} in ${ctx.namespace}`);
     }
+    // With module installation, the modules go first, each by its Manifest in upstream's order; users' CRs of a
+    // module's kind hold the Kyma's deletion up, as upstream's do.
+    const modules = await removeModulesOfKyma(ctx, eventTarget(ctx, kyma), lookup.client);
+    if (!modules.finished) {
+      const status = kymaStatus(ctx, kyma, 'Deleting', kyma.status?.modules ?? [], [
+        {
+          type: CONDITIONS.modules,
+          ok: false,
+          reason: 'ModulesBeingRemoved',
+          message: modules.message ?? '',
+        },
+      ]);
+      if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, kymaRef, status);
+      return { requeueAfterMs: ctx.requeue.Processing };
+    }
     await cleanUpSkr(ctx, lookup.client, kyma, syncs, [...moduleCrs.values()]);
   } catch (error) {
     skrError = error;
@@ -90,6 +106,8 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
         : `SKR cleanup gave up after ${Math.round(waited / 1000)} s; objects may remain in the SKR: ${message}`,
     );
     log.warn({ err: skrError, waitedMs: waited }, 'SKR cleanup abandoned; removing the finalizer anyway');
+    // The Manifests' finalizers too: their modules stay in the SKR.
+    await removeModulesOfKyma(ctx, eventTarget(ctx, kyma), undefined);
     // Our finalizers on the SyncResources must not outlive the Kyma.
     for (const sync of syncs) await removeFinalizer(ctx, sync);
     // The certificate in KCP goes even when the SKR cannot be cleaned.

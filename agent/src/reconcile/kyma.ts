@@ -9,6 +9,7 @@ import {
   type KymaModuleStatus,
   type KymaStatus,
   type ResourceState,
+  type SyncedObject,
 } from '@skr-watcher/api';
 import { isNotFound, isUnreachable, KubeRequestError } from '@skr-watcher/kube';
 import { listWatchers } from '../registration/index.js';
@@ -30,6 +31,7 @@ import {
   type ConditionInput,
 } from './status.js';
 import { agentOwnedObjects } from './agent-owned.js';
+import { leaveDeletedModules } from './manifest-install.js';
 import { reconcileSyncResource, syncResourcesOf, type SyncResourceOutcome } from './sync-resource.js';
 
 export interface KymaOutcome {
@@ -120,6 +122,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     return failSkr(new SkrFailure('KubeconfigInvalid', messageOf(error), { cause: error }));
   }
   if (!lookup) {
+    await leaveDeletedModules(ctx, eventTarget(ctx, kyma));
     return failSkr(
       new SkrFailure(
         'KubeconfigMissing',
@@ -131,6 +134,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   const skrRef = skrKymaRef(kyma);
   let skrKyma: Kyma;
   let modules: KymaModuleStatus[];
+  const manifestObjects: SyncedObject[] = [];
   let catalog: ConditionInput | undefined;
   const syncOutcomes: SyncResourceOutcome[] = [];
   let webhook: SkrWebhookOutcome | undefined;
@@ -158,10 +162,12 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       skrKyma.spec.channel ?? kyma.spec.channel,
       skrRef.namespace,
       await configsRead,
+      manifestObjects,
     );
     if (kyma.spec.sync?.moduleCatalog !== false)
       catalog = await syncModuleCatalog(kyma, skr, skrRef.namespace, moduleCatalog);
-    const owned = agentOwnedObjects({ modules });
+    // What the Kyma's Manifests keep in the SKR is theirs: no SyncResource may touch it.
+    const owned = agentOwnedObjects({ modules, manifestObjects });
     for (const sync of await syncsRead) {
       syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync, owned));
     }

@@ -31,12 +31,11 @@ import {
 } from './context.js';
 import type { ResolvedModule } from './resolution.js';
 
-/** The Manifests of one Kyma by name, from the API server's watch cache (a stale answer costs a rewrite at most). */
+/** The Manifests of one Kyma by name, from a watch cache (a stale answer costs a rewrite at most). */
 export async function manifestsOf(ctx: ReconcileContext, kyma: string): Promise<Map<string, Manifest>> {
-  const items = listItems(
-    await listKcp(ctx, 'manifest', `${LABELS.kymaName}=${kyma}`),
-    `Manifest list ${ctx.namespace}`,
-  );
+  const items =
+    ctx.caches?.manifests?.(kyma) ??
+    listItems(await listKcp(ctx, 'manifest', `${LABELS.kymaName}=${kyma}`), `Manifest list ${ctx.namespace}`);
   const byName = new Map<string, Manifest>();
   for (const item of items) {
     const manifest = parsedOnce(item, (object) => parseManifest(object, 'Manifest'));

@@ -11,6 +11,7 @@ import {
   MANAGED_BY,
   manifestName,
   nestsDeeperThan,
+  parseManifest,
   trackedObject,
   type Kyma,
   type KymaModule,
@@ -18,24 +19,26 @@ import {
   type Manifest,
   type ModuleConfig,
   type ModuleReleaseMeta,
+  type SyncedObject,
 } from '@skr-watcher/api';
 import {
   createIfAbsent,
   deleteIfExists,
+  getCustomObject,
   isUnreachable,
   KubeRequestError,
   readObject,
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { trackingOf, type ReconcileContext } from './context.js';
+import { eventTarget, refOf, trackingOf, type ReconcileContext } from './context.js';
+import { leaveModule, reconcileManifest } from './manifest-install.js';
 import {
   applyManifest,
   deleteManifest,
   manifestState,
   manifestsOf,
   manifestTracking,
-  markUnmanaged,
   rewriteReason,
 } from './manifest-kyma.js';
 import { deleteModuleConfig, mirrorModuleCr, readModuleConfig } from './module-config.js';
@@ -79,12 +82,19 @@ export async function reconcileModules(
   kymaChannel: string | undefined,
   skrNamespace: string,
   configs: Map<string, ModuleConfig>,
+  /** Filled with the objects the Kyma's Manifests keep in the SKR (the SyncResource guard's `manifestObjects`). */
+  manifestObjects: SyncedObject[] = [],
 ): Promise<KymaModuleStatus[]> {
   const kymaName = kyma.metadata.name;
   const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
   const previousStatus = new Map((kyma.status?.modules ?? []).map((module) => [module.name, module]));
   // With module installation, the Kyma's Manifests (decision 021); one list per pass.
   const manifests = ctx.modules ? await manifestsOf(ctx, kymaName) : undefined;
+  for (const manifest of manifests?.values() ?? []) manifestObjects.push(...(manifest.status?.synced ?? []));
+  const keeps = (manifest: Manifest | undefined) => {
+    if (manifest) manifestObjects.push(...(manifest.status?.synced ?? []));
+    return manifest;
+  };
   // Modules are independent of each other: one round trip of latency for all of them, not one each.
   const statuses = await settleAll(
     wanted.map((entry) =>
@@ -97,6 +107,7 @@ export async function reconcileModules(
         skr,
         previousStatus.get(entry.module.name),
         manifests,
+        keeps,
       ),
     ),
   );
@@ -110,20 +121,23 @@ export async function reconcileModules(
   if (manifests) {
     // A Manifest of a module no longer wanted is deleted; its reconcile removes the module (default CR first), and
     // the module stays in the status, with the Manifest's state, until the Manifest is gone (upstream's order).
-    for (const manifest of manifests.values()) {
-      const module = manifest.metadata.labels?.[LABELS.moduleName];
+    for (const listed of manifests.values()) {
+      const module = listed.metadata.labels?.[LABELS.moduleName];
       if (module === undefined || wantedNames.has(module)) continue;
-      await deleteManifest(ctx, manifest);
+      const manifest = await deletedManifest(ctx, listed);
+      if (!manifest) continue;
+      // Its reconcile removes the module in upstream's order, one step per pass.
+      const outcome = await reconcileManifest(ctx, skr, ctx.modules!, manifest, eventTarget(ctx, kyma));
+      keeps(outcome.manifest);
+      if (!outcome.manifest) continue;
       const previous = previousStatus.get(module);
+      const message = outcome.manifest.status?.lastOperation?.operation;
       statuses.push({
         ...(previous ?? { name: module }),
-        state: manifest.metadata.deletionTimestamp ? manifestState(manifest) : 'Deleting',
-        manifest: manifestTracking(manifest),
+        state: manifestState(outcome.manifest) === 'Ready' ? 'Deleting' : manifestState(outcome.manifest),
+        manifest: manifestTracking(outcome.manifest),
+        ...(message ? { message } : {}),
       });
-      ctx.logger.info(
-        { kyma: kymaName, module, manifest: manifest.metadata.name },
-        'module disabled; Manifest deleted',
-      );
     }
   }
   for (const name of dropped) {
@@ -204,6 +218,7 @@ async function reconcileModule(
   skr: ClusterClient,
   previous: KymaModuleStatus | undefined,
   manifests: Map<string, Manifest> | undefined,
+  keeps: (manifest: Manifest | undefined) => Manifest | undefined,
 ): Promise<KymaModuleStatus> {
   const kymaName = kyma.metadata.name;
   const kymaKey = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
@@ -221,7 +236,14 @@ async function reconcileModule(
     // Manifest is marked, and its reconcile leaves the SKR objects to the user and removes it (decision 021).
     await removeConfig(trackedObject(previous?.resource));
     for (const manifest of manifests?.values() ?? []) {
-      if (manifest.metadata.labels?.[LABELS.moduleName] === module.name) await markUnmanaged(ctx, manifest);
+      if (manifest.metadata.labels?.[LABELS.moduleName] === module.name)
+        await leaveModule(
+          ctx,
+          manifest,
+          eventTarget(ctx, kyma),
+          'ModuleUnmanaged',
+          'the module is unmanaged (managed: false)',
+        );
     }
     const kept = { ...previous, name: module.name, state: 'Unmanaged' as const };
     delete kept.message;
@@ -258,7 +280,21 @@ async function reconcileModule(
       manifests,
     );
     if ('state' in installed) return installed;
-    manifest = installed.manifest;
+    // The Manifest's own reconcile (decision 021): pull, render, apply, default CR, readiness, status.
+    const outcome = await reconcileManifest(
+      ctx,
+      skr,
+      ctx.modules!,
+      installed.manifest,
+      eventTarget(ctx, kyma),
+    );
+    manifest = keeps(outcome.manifest);
+    if (!manifest)
+      return {
+        ...base,
+        state: 'Processing',
+        message: `Manifest ${installed.manifest.metadata.name} was removed; it is written again on the next pass`,
+      };
     base = withManifest(base, manifest);
   }
   const resource = manifest ? trackedObject(base.resource) : resolved.resource;
@@ -402,4 +438,19 @@ async function manifestOfModule(
       ? { ...withManifest(resolvedStatus(resolved), existing), state: 'Error', message }
       : { ...resolvedStatus(resolved), state: 'Error', message };
   }
+}
+
+/** The Manifest of a module that left the Kyma, deleted (its deletionTimestamp set); undefined once it is gone. */
+async function deletedManifest(ctx: ReconcileContext, manifest: Manifest): Promise<Manifest | undefined> {
+  if (manifest.metadata.deletionTimestamp) return manifest;
+  await deleteManifest(ctx, manifest);
+  ctx.logger.info(
+    { manifest: manifest.metadata.name, module: manifest.metadata.labels?.[LABELS.moduleName] },
+    'module disabled; Manifest deleted',
+  );
+  const fresh = await getCustomObject(
+    ctx.kcp.custom,
+    refOf('manifest', manifest.metadata.namespace ?? ctx.namespace, manifest.metadata.name),
+  );
+  return fresh === undefined ? undefined : parseManifest(fresh, `Manifest ${manifest.metadata.name}`);
 }

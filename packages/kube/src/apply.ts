@@ -2,6 +2,7 @@
 // KubernetesObjectApi (any kind, discovery cached per client) and CustomObjectsApi (our CRDs, plain JSON).
 import {
   ApiException,
+  loadYaml,
   PatchStrategy,
   setHeaderOptions,
   type CustomObjectsApi,
@@ -168,6 +169,19 @@ export async function readObject(
   }
 }
 
+/**
+ * The body as KubernetesObjectApi must be handed it. It serializes a kind it has a model for by the model's property
+ * names, so plain JSON keys that differ from them are dropped on the way out: in a CRD's schema
+ * `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-int-or-string`, `$ref`, `default` (a module's CRD would lose
+ * them and the API server would prune its CRs' fields). Only CRDs carry such keys; they go through client-node's own
+ * deserializer first.
+ */
+export function asClientModel<T extends KubernetesObject>(body: T): T {
+  if (body.kind !== 'CustomResourceDefinition' || !body.apiVersion?.startsWith('apiextensions.k8s.io/'))
+    return body;
+  return loadYaml<T>(JSON.stringify(body));
+}
+
 /** Server-side apply of any object (Content-Type application/apply-patch+yaml). */
 export function applyObject<T extends KubernetesObject>(
   objects: KubernetesObjectApi,
@@ -177,7 +191,7 @@ export function applyObject<T extends KubernetesObject>(
   const ref = refOf(body);
   return withContext(`apply ${describeRef(ref)}`, () =>
     objects.patch(
-      body,
+      asClientModel(body),
       undefined,
       undefined,
       options.fieldManager,
@@ -195,7 +209,7 @@ export async function createIfAbsent<T extends KubernetesObject>(
 ): Promise<KubernetesObject | undefined> {
   const ref = refOf(body);
   try {
-    return await objects.create(body, undefined, undefined, fieldManager);
+    return await objects.create(asClientModel(body), undefined, undefined, fieldManager);
   } catch (error) {
     if (isConflict(error)) return undefined;
     throw new KubeRequestError(`create ${describeRef(ref)}`, error);

@@ -1,0 +1,502 @@
+// The reconcile of one Manifest (decision 021): its raw manifest pulled from the registry, rendered with upstream's
+// transforms and kept in the SKR by the object-set engine (CRDs and Namespaces first, prune only after the new set is
+// in place), the default CR created once after its CRD exists, readiness from every workload of the set; deletion in
+// upstream's order (users' CRs of the module's kind block it, then the default CR, then the set in two phases, then
+// the finalizers). It runs inside its Kyma's pass, with the Kyma's SKR client, so it shares the Kyma's lane and shard.
+import { isDeepStrictEqual } from 'node:util';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import {
+  ANNOTATIONS,
+  DEFAULTS,
+  KINDS,
+  LABELS,
+  MANIFEST,
+  MANIFEST_CONDITIONS,
+  isRecord,
+  parseManifest,
+  type Condition,
+  type Manifest,
+  type ManifestStatus,
+  type SyncedObject,
+} from '@skr-watcher/api';
+import {
+  applyCustomStatus,
+  applyObjectSet,
+  createIfAbsent,
+  deleteCustomObjectIfExists,
+  deleteIfExists,
+  getCustomObject,
+  disclaimer,
+  isConflict,
+  isUnreachable,
+  kymaComponent,
+  KubeRequestError,
+  localizeImages,
+  managedByOwnedBy,
+  mergePatchCustomObject,
+  readinessOfSet,
+  readObject,
+  removeObjects,
+  withContext,
+  type ClusterClient,
+  type SetMember,
+} from '@skr-watcher/kube';
+import { apiVersionOf, listKcp, refOf, type ModuleInstallation, type ReconcileContext } from './context.js';
+import type { KymaEventTarget } from './events.js';
+import { conditionsFor } from './status.js';
+
+const OWN_FINALIZERS: readonly string[] = [
+  MANIFEST.finalizer,
+  MANIFEST.labelRemovalFinalizer,
+  MANIFEST.resourceFinalizer,
+];
+
+/** What the Kyma pass learns from one Manifest's reconcile. */
+export interface ManifestOutcome {
+  /** The Manifest as this pass left it (its status is what the Kyma reports); undefined once it is gone. */
+  manifest: Manifest | undefined;
+}
+
+function refOfManifest(manifest: Manifest) {
+  return refOf('manifest', manifest.metadata.namespace ?? DEFAULTS.kcpNamespace, manifest.metadata.name);
+}
+
+function hasDefaultCr(manifest: Manifest): boolean {
+  return (
+    manifest.spec.resource !== undefined &&
+    (manifest.spec.customResourcePolicy ?? 'CreateAndDelete') !== 'Ignore'
+  );
+}
+
+function conditionTrue(manifest: Manifest, type: string): boolean {
+  return manifest.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
+}
+
+/** The Manifest's finalizers set to `next`, guarded by the resourceVersion it was read at. */
+async function setFinalizers(
+  ctx: ReconcileContext,
+  manifest: Manifest,
+  next: string[],
+): Promise<Manifest | undefined> {
+  try {
+    const written = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
+      metadata: { finalizers: next, resourceVersion: manifest.metadata.resourceVersion },
+    });
+    return parseManifest(written, `Manifest ${manifest.metadata.name}`);
+  } catch (error) {
+    // Another writer was first: the next pass reads it again.
+    if (isConflict(error)) return manifest;
+    throw error;
+  }
+}
+
+/** Drops this controller's finalizers (upstream's three); the API server then removes a deleted Manifest. */
+async function releaseManifest(ctx: ReconcileContext, manifest: Manifest): Promise<void> {
+  const finalizers = manifest.metadata.finalizers ?? [];
+  if (!finalizers.some((f) => OWN_FINALIZERS.includes(f))) return;
+  await setFinalizers(
+    ctx,
+    manifest,
+    finalizers.filter((f) => !OWN_FINALIZERS.includes(f)),
+  );
+}
+
+interface StatusInput {
+  state: NonNullable<ManifestStatus['state']>;
+  operation: string;
+  synced: SyncedObject[];
+  resources?: boolean;
+  installation?: boolean;
+  moduleCr?: boolean;
+}
+
+/** Upstream's conditions, each kept True once it turned True. */
+function manifestConditions(ctx: ReconcileContext, manifest: Manifest, input: StatusInput): Condition[] {
+  const { resources, installation, moduleCr } = MANIFEST_CONDITIONS;
+  const entries: [typeof resources | typeof installation | typeof moduleCr, boolean | undefined][] = [
+    [resources, input.resources],
+    [installation, input.installation],
+    ...(hasDefaultCr(manifest) && manifest.spec.customResourcePolicy !== 'Ignore'
+      ? ([[moduleCr, input.moduleCr]] as [typeof moduleCr, boolean | undefined][])
+      : []),
+  ];
+  return conditionsFor(
+    entries.map(([condition, ok]) => {
+      const on = ok ?? conditionTrue(manifest, condition.type);
+      return {
+        type: condition.type,
+        ok: on,
+        reason: condition.reason,
+        message: on ? condition.trueMessage : condition.falseMessage,
+      };
+    }),
+    manifest.status?.conditions,
+    ctx.clock(),
+    undefined,
+  );
+}
+
+/** Writes the status when a reader would see a change (state, operation, conditions, synced); answers the Manifest. */
+async function writeStatus(ctx: ReconcileContext, manifest: Manifest, input: StatusInput): Promise<Manifest> {
+  const conditions = manifestConditions(ctx, manifest, input);
+  const previous = manifest.status;
+  const comparable = (status: ManifestStatus | undefined) => ({
+    state: status?.state ?? '',
+    operation: status?.lastOperation?.operation,
+    synced: status?.synced ?? [],
+    conditions: (status?.conditions ?? []).map(({ type, status: value, message }) => ({
+      type,
+      value,
+      message,
+    })),
+  });
+  const status: ManifestStatus = {
+    state: input.state,
+    lastOperation: { operation: input.operation, lastUpdateTime: ctx.clock().toISOString() },
+    conditions,
+    synced: input.synced,
+  };
+  if (isDeepStrictEqual(comparable(previous), comparable(status))) return manifest;
+  const written = await applyCustomStatus(
+    ctx.kcp.custom,
+    refOfManifest(manifest),
+    {
+      apiVersion: apiVersionOf('manifest'),
+      kind: KINDS.manifest.kind,
+      metadata: { name: manifest.metadata.name, namespace: manifest.metadata.namespace },
+      status,
+    },
+    { fieldManager: MANIFEST.applyFieldManager, force: true },
+  );
+  return parseManifest(written, `Manifest ${manifest.metadata.name}`);
+}
+
+/** The objects of the raw manifest, each with apiVersion, kind and metadata.name; anything else fails the module. */
+function setMembers(objects: readonly unknown[], what: string): SetMember[] {
+  return objects.map((object, index) => {
+    if (
+      !isRecord(object) ||
+      typeof object['apiVersion'] !== 'string' ||
+      typeof object['kind'] !== 'string' ||
+      !isRecord(object['metadata']) ||
+      typeof object['metadata']['name'] !== 'string'
+    )
+      throw new Error(
+        `${what}: document ${index + 1} is not a Kubernetes object with apiVersion, kind and metadata.name`,
+      );
+    return object as SetMember;
+  });
+}
+
+/** The default CR as it is created in the SKR: the Manifest's spec.resource, watched by the SKR webhook. */
+function defaultCrBody(manifest: Manifest): KubernetesObject {
+  const resource = structuredClone(manifest.spec.resource!) as KubernetesObject & Record<string, unknown>;
+  const metadata = { ...(resource.metadata ?? {}) } as Record<string, unknown>;
+  metadata['labels'] = {
+    ...(isRecord(metadata['labels']) ? metadata['labels'] : {}),
+    [LABELS.watchedBy]: DEFAULTS.manager,
+  };
+  return { ...resource, metadata } as KubernetesObject;
+}
+
+function defaultCrRef(manifest: Manifest) {
+  const resource = manifest.spec.resource!;
+  return {
+    apiVersion: resource.apiVersion,
+    kind: resource.kind,
+    name: resource.metadata?.name ?? manifest.metadata.name,
+    ...(resource.metadata?.namespace ? { namespace: resource.metadata.namespace } : {}),
+  };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** One pass over a Manifest: install (or upgrade), or remove when it is being deleted. */
+export async function reconcileManifest(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  installation: ModuleInstallation,
+  manifest: Manifest,
+  kyma: KymaEventTarget,
+): Promise<ManifestOutcome> {
+  if (manifest.metadata.labels?.[LABELS.skipReconciliation] === 'true') return { manifest };
+  const log = ctx.logger.child({ manifest: `${manifest.metadata.namespace}/${manifest.metadata.name}` });
+  if (manifest.metadata.annotations?.[ANNOTATIONS.isUnmanaged] === 'true') {
+    await leaveModule(ctx, manifest, kyma, 'ModuleUnmanaged', 'the module is unmanaged (managed: false)');
+    return { manifest: undefined };
+  }
+  if (manifest.metadata.deletionTimestamp) return removeModule(ctx, skr, manifest);
+
+  const finalizers = manifest.metadata.finalizers ?? [];
+  const wanted = [
+    MANIFEST.finalizer,
+    MANIFEST.labelRemovalFinalizer,
+    ...(hasDefaultCr(manifest) ? [MANIFEST.resourceFinalizer] : []),
+  ];
+  if (wanted.some((f) => !finalizers.includes(f))) {
+    const next = await setFinalizers(ctx, manifest, [
+      ...finalizers,
+      ...wanted.filter((f) => !finalizers.includes(f)),
+    ]);
+    if (next) manifest = next;
+  }
+  const synced = manifest.status?.synced ?? [];
+  const what = `Manifest ${manifest.metadata.name} (${manifest.spec.install.source.name ?? '?'} ${manifest.spec.version ?? ''})`;
+
+  let objects: SetMember[];
+  try {
+    objects = setMembers(await installation.objects(manifest), what);
+  } catch (error) {
+    if (error instanceof KubeRequestError) throw error;
+    return {
+      manifest: await writeStatus(ctx, manifest, {
+        state: 'Error',
+        operation: messageOf(error),
+        synced,
+        resources: false,
+      }),
+    };
+  }
+
+  const namespace = manifest.metadata.namespace ?? ctx.namespace;
+  const applied = await applyObjectSet(
+    skr,
+    { objects: objects.map((object) => ({ object })), inventory: synced },
+    {
+      fieldManager: MANIFEST.applyFieldManager,
+      transforms: [
+        managedByOwnedBy({ namespace, name: manifest.metadata.name }),
+        kymaComponent(manifest.metadata.name),
+        disclaimer(),
+        localizeImages(manifest.spec.localizedImages ?? []),
+      ],
+    },
+  );
+  if (applied.state === 'failed') {
+    const failed = applied.results.filter(
+      (result) => result.outcome === 'failed' || result.outcome === 'refused',
+    );
+    const message = failed
+      .map((result) => result.message)
+      .slice(0, 3)
+      .join('; ');
+    return {
+      manifest: await writeStatus(ctx, manifest, {
+        state: 'Error',
+        operation: message,
+        synced: applied.inventory,
+        resources: true,
+      }),
+    };
+  }
+  if (applied.state === 'waiting') {
+    const waiting = applied.results.find((result) => result.outcome === 'waiting');
+    return {
+      manifest: await writeStatus(ctx, manifest, {
+        state: 'Processing',
+        operation: waiting?.message ?? 'waiting for resources to be applied',
+        synced: applied.inventory,
+        resources: true,
+      }),
+    };
+  }
+
+  // The default CR, once, after the set (and so its CRD) is in place; a user's deletion of it stands.
+  let moduleCr: boolean | undefined;
+  if (hasDefaultCr(manifest) && !conditionTrue(manifest, MANIFEST_CONDITIONS.moduleCr.type)) {
+    try {
+      await createIfAbsent(skr.objects, defaultCrBody(manifest), MANIFEST.resourceFieldManager);
+      moduleCr = true;
+      log.info(
+        { gvk: `${manifest.spec.resource!.apiVersion}/${manifest.spec.resource!.kind}` },
+        'default CR created',
+      );
+    } catch (error) {
+      if (isUnreachable(error) || !(error instanceof KubeRequestError)) throw error;
+      return {
+        manifest: await writeStatus(ctx, manifest, {
+          state: 'Error',
+          operation: `default CR: ${messageOf(error)}`,
+          synced: applied.inventory,
+          resources: true,
+          moduleCr: false,
+        }),
+      };
+    }
+  }
+
+  const readiness = await readinessOfSet(skr, applied.inventory);
+  const state = readiness.state;
+  const operation =
+    state === 'Ready'
+      ? 'resources are ready'
+      : (readiness.message ?? 'waiting for resources to become ready');
+  let next = await writeStatus(ctx, manifest, {
+    state,
+    operation,
+    synced: applied.inventory,
+    resources: true,
+    installation: state === 'Ready' ? true : undefined,
+    ...(moduleCr === undefined ? {} : { moduleCr }),
+  });
+  // The digest last fully installed, as upstream records it.
+  const ref = manifest.spec.install.source.ref;
+  if (state === 'Ready' && ref && manifest.metadata.annotations?.[ANNOTATIONS.syncOciRef] !== ref) {
+    const written = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
+      metadata: { annotations: { [ANNOTATIONS.syncOciRef]: ref } },
+    });
+    next = parseManifest(written, `Manifest ${manifest.metadata.name}`);
+  }
+  return { manifest: next };
+}
+
+/** CRs of the default CR's kind in any namespace other than the default CR itself: users' CRs, which block removal. */
+async function usersCrs(skr: ClusterClient, manifest: Manifest): Promise<string[]> {
+  const ref = defaultCrRef(manifest);
+  let items: KubernetesObject[];
+  try {
+    items = (await skr.objects.list(ref.apiVersion, ref.kind)).items;
+  } catch (error) {
+    // The kind is not served (its CRD is gone): nobody's CRs are left.
+    if (
+      (error as { code?: number }).code === 404 ||
+      /Unrecognized API version and kind/.test(messageOf(error))
+    )
+      return [];
+    throw new KubeRequestError(`list ${ref.kind} in ${skr.name}`, error);
+  }
+  const isDefault = (object: KubernetesObject) =>
+    manifest.spec.customResourcePolicy !== 'Ignore' &&
+    object.metadata?.name === ref.name &&
+    (object.metadata?.namespace ?? '') === (ref.namespace ?? '');
+  return items
+    .filter((object) => !isDefault(object))
+    .map(
+      (object) =>
+        `${object.metadata?.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata?.name}`,
+    );
+}
+
+/** Removal of a deleted Manifest's module, one step per pass: user CRs gone, default CR, the set, the finalizers. */
+async function removeModule(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  manifest: Manifest,
+): Promise<ManifestOutcome> {
+  const synced = manifest.status?.synced ?? [];
+  if (!(manifest.metadata.finalizers ?? []).some((f) => OWN_FINALIZERS.includes(f))) return { manifest };
+  const deleting = async (operation: string) => ({
+    manifest: await writeStatus(ctx, manifest, { state: 'Deleting', operation, synced }),
+  });
+  if (manifest.spec.resource) {
+    const users = await usersCrs(skr, manifest);
+    if (users.length > 0)
+      return deleting(
+        `waiting for module CRs deletion: ${manifest.spec.resource.kind} ${users.slice(0, 5).join(', ')}${users.length > 5 ? ` and ${users.length - 5} more` : ''}`,
+      );
+    if (hasDefaultCr(manifest)) {
+      const ref = defaultCrRef(manifest);
+      if (await readObject(skr.objects, ref)) {
+        await deleteIfExists(skr.objects, ref);
+        return deleting(`deleting the default CR ${ref.kind} ${ref.namespace ?? ''}/${ref.name}`);
+      }
+    }
+  }
+  const removal = await removeObjects(skr, synced);
+  if (!removal.finished) {
+    const pending = removal.results.find(
+      (result) => result.outcome !== 'deleted' && result.outcome !== 'kept',
+    );
+    return {
+      manifest: await writeStatus(ctx, manifest, {
+        state: 'Deleting',
+        operation: pending?.message ?? 'waiting for resources to be deleted',
+        synced: removal.remaining,
+      }),
+    };
+  }
+  await releaseManifest(ctx, manifest);
+  ctx.logger.info({ manifest: manifest.metadata.name }, 'module removed from the SKR');
+  return { manifest: undefined };
+}
+
+/**
+ * The module's SKR objects stay where they are and the Manifest goes (its finalizers dropped, then deleted), with an
+ * Event on the Kyma that says so: an unmanaged module (the user runs it now) or an SKR without credentials.
+ */
+export async function leaveModule(
+  ctx: ReconcileContext,
+  manifest: Manifest,
+  kyma: KymaEventTarget,
+  reason: string,
+  why: string,
+): Promise<void> {
+  await releaseManifest(ctx, manifest);
+  await withContext(`delete Manifest ${manifest.metadata.name}`, () =>
+    deleteCustomObjectIfExists(ctx.kcp.custom, refOfManifest(manifest)),
+  );
+  const synced = manifest.status?.synced ?? [];
+  const module = manifest.metadata.labels?.[LABELS.moduleName] ?? manifest.metadata.name;
+  await ctx.events.normal(
+    kyma,
+    reason,
+    `module ${module}: ${why}; Manifest ${manifest.metadata.name} removed, its ${synced.length} object(s) left in the SKR`,
+  );
+  ctx.logger.info(
+    { manifest: manifest.metadata.name, reason },
+    'Manifest removed; its objects left in the SKR',
+  );
+}
+
+/** Every Manifest of the Kyma, read from etcd (deletion decides from it). */
+async function manifestsOfKyma(ctx: ReconcileContext, kyma: string): Promise<Manifest[]> {
+  const list = await listKcp(ctx, 'manifest', `${LABELS.kymaName}=${kyma}`, 'consistent');
+  const items = isRecord(list) && Array.isArray(list['items']) ? (list['items'] as unknown[]) : [];
+  return items.map((item) => parseManifest(item, 'Manifest'));
+}
+
+/**
+ * Deletion of a Kyma with module installation: its Manifests are deleted and each removes its module in upstream's
+ * order; without an SKR client (no kubeconfig Secret) the modules are left in the SKR. Answers what still blocks.
+ */
+export async function removeModulesOfKyma(
+  ctx: ReconcileContext,
+  kyma: KymaEventTarget,
+  skr: ClusterClient | undefined,
+): Promise<{ finished: boolean; message: string | undefined }> {
+  const installation = ctx.modules;
+  if (!installation) return { finished: true, message: undefined };
+  const pending: string[] = [];
+  for (let manifest of await manifestsOfKyma(ctx, kyma.name)) {
+    if (!skr) {
+      await leaveModule(ctx, manifest, kyma, 'ModuleCleanupSkipped', 'no kubeconfig Secret for the SKR');
+      continue;
+    }
+    if (!manifest.metadata.deletionTimestamp) {
+      await deleteCustomObjectIfExists(ctx.kcp.custom, refOfManifest(manifest));
+      const fresh = await getCustomObject(ctx.kcp.custom, refOfManifest(manifest));
+      if (fresh === undefined) continue;
+      manifest = parseManifest(fresh, `Manifest ${manifest.metadata.name}`);
+    }
+    const outcome = await reconcileManifest(ctx, skr, installation, manifest, kyma);
+    if (outcome.manifest)
+      pending.push(
+        `${manifest.metadata.name}: ${outcome.manifest.status?.lastOperation?.operation ?? 'being removed'}`,
+      );
+  }
+  return {
+    finished: pending.length === 0,
+    message: pending.length === 0 ? undefined : `modules being removed: ${pending.slice(0, 3).join('; ')}`,
+  };
+}
+
+/** Without SKR credentials, Manifests being deleted go and leave their objects in the SKR (upstream's rule). */
+export async function leaveDeletedModules(ctx: ReconcileContext, kyma: KymaEventTarget): Promise<void> {
+  if (!ctx.modules) return;
+  for (const manifest of await manifestsOfKyma(ctx, kyma.name)) {
+    if (manifest.metadata.deletionTimestamp)
+      await leaveModule(ctx, manifest, kyma, 'ModuleCleanupSkipped', 'no kubeconfig Secret for the SKR');
+  }
+}

@@ -1,0 +1,383 @@
+// Module installation end to end on a real KCP, a real SKR and a real registry (issue 25, decision 021): a module
+// published with publishModule (modulectl's layout) is pulled, rendered with upstream's transforms, applied into the
+// SKR (CRDs first, default CR once after its CRD), reported Ready in the Manifest and the Kyma; upgraded with what
+// left the set pruned only after the new set applied; removed in upstream's order (users' CRs block it); mandatory,
+// unmanaged, and adoption of a Manifest upstream wrote.
+import { expect } from 'chai';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName } from '@skr-watcher/api';
+import { custom, getOrUndefined, refTo } from './support/planes.js';
+import { configMapYaml, crdYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
+
+describe('module installation from a registry (Manifests)', function () {
+  this.timeout(300_000);
+  const suite = moduleSuite();
+  const { planes } = suite;
+  const skrCore = () => planes.skr.makeApiClient(CoreV1Api);
+  const configMap = (name: string, namespace = 'kyma-system') =>
+    getOrUndefined(() => skrCore().readNamespacedConfigMap({ name, namespace }));
+  /** The module's CR kind in its own group, so suites share the SKR without meeting. */
+  const kindOf = (module: string) => {
+    const kind = module
+      .split('-')
+      .map((part) => `${part[0]!.toUpperCase()}${part.slice(1)}`)
+      .join('');
+    return { group: `${module}.test.io`, kind, plural: `${kind.toLowerCase()}s` };
+  };
+  const moduleCr = (module: string, name: string, namespace = 'kyma-system') => {
+    const { group, plural } = kindOf(module);
+    return getOrUndefined(() =>
+      custom(planes.skr).getNamespacedCustomObject({ group, version: 'v1', plural, namespace, name }),
+    ) as Promise<Json | undefined>;
+  };
+  const defaultCr = (module: string, greeting = 'hello') => {
+    const { group, kind } = kindOf(module);
+    return `apiVersion: ${group}/v1\nkind: ${kind}\nmetadata:\n  name: ${module}-default\n  namespace: kyma-system\nspec:\n  greeting: ${greeting}\n`;
+  };
+  const rawManifest = (module: string, ...configMaps: string[]) => {
+    const { group, kind } = kindOf(module);
+    return docs(crdYaml(group, kind), ...configMaps.map((name) => configMapYaml(name, 'kyma-system')));
+  };
+  /** Module names are lower-case letters (the ModuleTemplate's pattern): one suffix per test. */
+  const unique = (base: string) =>
+    `${base}-${String.fromCharCode(97 + (suite.state.counter % 26)).repeat(3)}${process.pid
+      .toString(26)
+      .replace(/[0-9]/g, (d) => String.fromCharCode(107 + Number(d)))}`;
+
+  it('installs a module: objects applied with upstream labels, default CR after its CRD, Ready in Manifest and Kyma; a second pass asks the registry nothing', async function () {
+    const module = unique('alpha');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+      defaultCr: defaultCr(module),
+    });
+    await suite.kyma('k1', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k1',
+      async () => (await suite.moduleStatus('k1', module))?.state === 'Ready',
+      'module Ready',
+    );
+
+    const name = manifestName(`kyma-project.io/module/${module}`, 'k1', module);
+    const manifest = (await suite
+      .api()
+      .getNamespacedCustomObject(refTo('manifest', suite.state.ns, name))) as Json;
+    expect(manifest.status.state).to.equal('Ready');
+    expect(manifest.metadata.finalizers).to.include.members([
+      MANIFEST.finalizer,
+      MANIFEST.labelRemovalFinalizer,
+      MANIFEST.resourceFinalizer,
+    ]);
+    expect(manifest.metadata.annotations[ANNOTATIONS.syncOciRef]).to.equal(manifest.spec.install.source.ref);
+    expect(manifest.status.synced.map((s: Json) => `${s.kind}/${s.name}`).sort()).to.deep.equal(
+      [
+        `ConfigMap/${module}-config`,
+        `CustomResourceDefinition/${kindOf(module).plural}.${module}.test.io`,
+      ].sort(),
+    );
+    const conditions = Object.fromEntries(manifest.status.conditions.map((c: Json) => [c.type, c.status]));
+    expect(conditions).to.deep.equal({ Resources: 'True', Installation: 'True', ModuleCR: 'True' });
+
+    const applied = await configMap(`${module}-config`);
+    expect(applied?.metadata?.labels).to.include({
+      [LABELS.managedBy]: 'kyma',
+      'app.kubernetes.io/part-of': 'Kyma',
+    });
+    expect(applied?.metadata?.annotations?.['deprecated-operator.kyma-project.io/owned-by']).to.equal(
+      `${suite.state.ns}/${name}`,
+    );
+    const cr = await moduleCr(module, `${module}-default`);
+    expect(cr?.spec).to.deep.equal({ greeting: 'hello' });
+    expect(cr?.metadata.managedFields.map((f: Json) => f.manager)).to.include(MANIFEST.resourceFieldManager);
+
+    const entry = await suite.moduleStatus('k1', module);
+    expect(entry?.manifest.metadata.name).to.equal(name);
+    expect(entry?.version).to.equal('1.0.0');
+    expect(entry?.resource.metadata).to.deep.include({ name: `${module}-default` });
+
+    // Created once: a user's deletion of the default CR stands.
+    const { group, plural } = kindOf(module);
+    await custom(planes.skr).deleteNamespacedCustomObject({
+      group,
+      version: 'v1',
+      plural,
+      namespace: 'kyma-system',
+      name: `${module}-default`,
+    });
+    const sent = { ...suite.state.installation!.source.requests() };
+    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k1`);
+    expect(await moduleCr(module, `${module}-default`)).to.equal(undefined);
+    // Everything came from the cache: not one registry request for a pass over an installed module.
+    expect(suite.state.installation!.source.requests()).to.deep.equal(sent);
+  });
+
+  it('upgrades: an object that left the set is pruned only once every object of the new set is applied', async function () {
+    const module = unique('beta');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-a`, `${module}-b`),
+    });
+    await suite.kyma('k2', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k2',
+      async () => (await suite.moduleStatus('k2', module))?.state === 'Ready',
+      'v1 Ready',
+    );
+    expect(await configMap(`${module}-b`)).to.not.equal(undefined);
+
+    // 2.0.0 drops b, adds c, and holds an object that cannot be applied yet (its namespace does not exist).
+    const later = `${module}-later`;
+    await suite.publish({
+      moduleName: module,
+      version: '2.0.0',
+      rawManifest: docs(
+        rawManifest(module, `${module}-a`, `${module}-c`),
+        configMapYaml(`${module}-d`, later),
+      ),
+    });
+    await suite.reconcileUntil(
+      'k2',
+      async () => {
+        const entry = await suite.moduleStatus('k2', module);
+        return entry?.version === '2.0.0' && entry.state === 'Error';
+      },
+      'v2 applied except the object in the missing namespace',
+    );
+    expect(await configMap(`${module}-c`), 'the new object is applied').to.not.equal(undefined);
+    expect(
+      await configMap(`${module}-b`),
+      'the dropped object stays while the new set is not in place',
+    ).to.not.equal(undefined);
+    expect((await suite.moduleStatus('k2', module))?.message).to.match(new RegExp(later));
+
+    await skrCore().createNamespace({ body: { metadata: { name: later } } });
+    await suite.reconcileUntil(
+      'k2',
+      async () =>
+        (await suite.moduleStatus('k2', module))?.state === 'Ready' && !(await configMap(`${module}-b`)),
+      'v2 Ready and the dropped object pruned',
+    );
+    expect(await configMap(`${module}-a`)).to.not.equal(undefined);
+    expect(await configMap(`${module}-d`, later)).to.not.equal(undefined);
+    const manifest = (await suite.manifests())[0]!;
+    expect(manifest.status.synced.map((s: Json) => s.name)).to.not.include(`${module}-b`);
+  });
+
+  it("removes a module in upstream's order: users' CRs block, then the default CR, then the set, then the Manifest", async function () {
+    const module = unique('gamma');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+      defaultCr: defaultCr(module),
+    });
+    await suite.kyma('k3', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k3',
+      async () => (await suite.moduleStatus('k3', module))?.state === 'Ready',
+      'Ready',
+    );
+    const { group, kind, plural } = kindOf(module);
+    await custom(planes.skr).createNamespacedCustomObject({
+      group,
+      version: 'v1',
+      plural,
+      namespace: 'default',
+      body: { apiVersion: `${group}/v1`, kind, metadata: { name: 'users', namespace: 'default' }, spec: {} },
+    });
+
+    await suite.skrModules([]);
+    await suite.reconcileUntil(
+      'k3',
+      async () =>
+        /waiting for module CRs deletion/.test((await suite.moduleStatus('k3', module))?.message ?? ''),
+      'removal blocked by the user CR',
+    );
+    // Nothing was removed while a user's CR of the module's kind exists.
+    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k3`);
+    expect((await suite.moduleStatus('k3', module))?.state).to.equal('Deleting');
+    expect(await moduleCr(module, `${module}-default`)).to.not.equal(undefined);
+    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+    expect(await suite.manifests()).to.have.length(1);
+
+    await custom(planes.skr).deleteNamespacedCustomObject({
+      group,
+      version: 'v1',
+      plural,
+      namespace: 'default',
+      name: 'users',
+    });
+    await suite.reconcileUntil(
+      'k3',
+      async () => (await suite.manifests()).length === 0 && !(await suite.moduleStatus('k3', module)),
+      'module removed',
+    );
+    expect(await moduleCr(module, `${module}-default`)).to.equal(undefined);
+    expect(await configMap(`${module}-config`)).to.equal(undefined);
+    const crd = await getOrUndefined(() =>
+      planes.skr.makeApiClient(CoreV1Api).readNamespace({ name: 'kyma-system' }),
+    );
+    expect(crd, 'kyma-system stays').to.not.equal(undefined);
+  });
+
+  it('installs a mandatory module that no Kyma lists', async function () {
+    const module = unique('delta');
+    await suite.publish({
+      moduleName: module,
+      version: '3.0.0',
+      mandatory: true,
+      rawManifest: rawManifest(module, `${module}-config`),
+    });
+    await suite.kyma('k4', []);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k4',
+      async () => (await suite.moduleStatus('k4', module))?.state === 'Ready',
+      'Ready',
+    );
+    const [manifest] = await suite.manifests();
+    expect(manifest?.metadata.labels[LABELS.mandatoryModule]).to.equal('true');
+    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+  });
+
+  it('leaves the objects of a module turned unmanaged in the SKR and removes its Manifest, with an Event', async function () {
+    const module = unique('eps');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+    });
+    await suite.kyma('k5', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k5',
+      async () => (await suite.moduleStatus('k5', module))?.state === 'Ready',
+      'Ready',
+    );
+    await suite.skrModules([{ name: module, managed: false }]);
+    await suite.reconcileUntil(
+      'k5',
+      async () =>
+        (await suite.moduleStatus('k5', module))?.state === 'Unmanaged' &&
+        (await suite.manifests()).length === 0,
+      'Unmanaged, Manifest gone',
+    );
+    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+    const events = await planes.kcp
+      .makeApiClient(CoreV1Api)
+      .listNamespacedEvent({ namespace: suite.state.ns });
+    expect(events.items.map((e) => e.reason)).to.include('ModuleUnmanaged');
+  });
+
+  it('adopts a Manifest upstream lifecycle-manager wrote and installed: same object, nothing doubled', async function () {
+    const module = unique('zeta');
+    const published = await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+    });
+    const kcpKyma = await suite.kyma('k6', [{ name: module }]);
+    const component = `kyma-project.io/module/${module}`;
+    const name = manifestName(component, 'k6', module);
+    const { group, kind } = kindOf(module);
+    // What upstream leaves behind: its Manifest (under its field manager, finalizers, status) and the SKR objects
+    // its applier wrote.
+    await skrCore().createNamespacedConfigMap({
+      namespace: 'kyma-system',
+      body: {
+        metadata: {
+          name: `${module}-config`,
+          namespace: 'kyma-system',
+          labels: { [LABELS.managedBy]: 'kyma' },
+        },
+      },
+      fieldManager: MANIFEST.applyFieldManager,
+    });
+    const created = (await suite.api().createNamespacedCustomObject({
+      ...refTo('manifest', suite.state.ns, name),
+      fieldManager: MANIFEST.kymaFieldManager,
+      body: {
+        apiVersion: `${GROUP}/${KINDS.manifest.version}`,
+        kind: KINDS.manifest.kind,
+        metadata: {
+          name,
+          namespace: suite.state.ns,
+          labels: {
+            [LABELS.kymaName]: 'k6',
+            [LABELS.moduleName]: module,
+            [LABELS.channel]: 'regular',
+            [LABELS.managedBy]: MANIFEST.managedBy,
+          },
+          annotations: { [ANNOTATIONS.ocmComponentName]: component, [ANNOTATIONS.fqdn]: component },
+          finalizers: [MANIFEST.finalizer, MANIFEST.labelRemovalFinalizer],
+          ownerReferences: [
+            {
+              apiVersion: `${GROUP}/v1beta2`,
+              kind: 'Kyma',
+              name: 'k6',
+              uid: kcpKyma.metadata.uid,
+              controller: true,
+              blockOwnerDeletion: true,
+            },
+          ],
+        },
+        spec: {
+          remote: false,
+          version: '1.0.0',
+          install: {
+            name: 'raw-manifest',
+            // Written before 2025-10: the repo still carries /component-descriptors.
+            source: {
+              repo: `${suite.state.registry.host}/component-descriptors`,
+              name: component,
+              ref: published.component.layers.find((layer) => layer.name === 'raw-manifest')!.digest,
+              type: 'oci-dir',
+            },
+          },
+        },
+      },
+    })) as Json;
+    await suite.api().patchNamespacedCustomObjectStatus(
+      {
+        ...refTo('manifest', suite.state.ns, name),
+        body: {
+          status: {
+            state: 'Ready',
+            synced: [
+              {
+                group: '',
+                version: 'v1',
+                kind: 'ConfigMap',
+                name: `${module}-config`,
+                namespace: 'kyma-system',
+              },
+            ],
+          },
+        },
+      },
+      mergePatch,
+    );
+    await suite.start();
+    await suite.reconcileUntil(
+      'k6',
+      async () => (await suite.moduleStatus('k6', module))?.state === 'Ready',
+      'Ready',
+    );
+    const all = await suite.manifests();
+    expect(all.map((m) => m.metadata.name)).to.deep.equal([name]);
+    expect(all[0]!.metadata.uid).to.equal(created.metadata.uid);
+    expect(all[0]!.status.synced.map((s: Json) => s.kind).sort()).to.deep.equal([
+      'ConfigMap',
+      'CustomResourceDefinition',
+    ]);
+    const crd = await getOrUndefined(() =>
+      custom(planes.skr).listClusterCustomObject({ group, version: 'v1', plural: `${kind.toLowerCase()}s` }),
+    );
+    expect(crd, 'the CRD of the adopted set is served').to.not.equal(undefined);
+  });
+});
