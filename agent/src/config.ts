@@ -59,6 +59,10 @@ export interface AgentConfig {
 
 /** Where modules are pulled from (upstream lifecycle-manager's flags) and how much of them is kept in memory. */
 export interface ModulesConfig {
+  /** Directory holding the maintenance policy (`policy.json`); unset: upgrades that need downtime are an Error. */
+  maintenancePolicyDir?: string;
+  /** An open window counts only with this much of it left (upstream's --min-maintenance-window-size). */
+  minMaintenanceWindowMs: number;
   /** Registry host, optionally with a path; `http://` means plain HTTP. */
   registryHost: string;
   /** Appended to the host with one `/` (upstream's string concatenation). */
@@ -179,6 +183,8 @@ export interface RunFlags {
   modulesRepositorySubpath?: string;
   ociRegistryCredSecret?: string;
   moduleCacheBytes?: string;
+  maintenancePolicyPath?: string;
+  minMaintenanceWindowSize?: string;
 }
 
 export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -286,7 +292,13 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
     throw new ConfigError(
       `--oci-registry-host: expected host[:port][/path] or http(s)://..., got ${JSON.stringify(host)}`,
     );
+  const policyDir = flags.maintenancePolicyPath?.trim();
   return {
+    ...(policyDir ? { maintenancePolicyDir: policyDir } : {}),
+    minMaintenanceWindowMs: parseDurationFlag(
+      '--min-maintenance-window-size',
+      flags.minMaintenanceWindowSize ?? '20m',
+    ),
     registryHost: host,
     ...(flags.modulesRepositorySubpath ? { repositorySubpath: flags.modulesRepositorySubpath } : {}),
     ...(flags.ociRegistryCredSecret ? { credSecret: flags.ociRegistryCredSecret } : {}),

@@ -13,6 +13,7 @@ import type { EventStream } from './event-stream.js';
 import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler, type Reconciler } from './reconcile/index.js';
 import { createRegistryInstallation } from './reconcile/manifest-source.js';
+import { watchPolicy } from './rollout/policy-file.js';
 import { createWatcherHealth } from './registration/index.js';
 import type { Sharding } from './sharding/index.js';
 
@@ -51,6 +52,18 @@ export async function startWork(
       })
     : undefined;
   if (modules) logger.info({ registry: modules.source.repo }, 'module installation on');
+  // Maintenance windows (issue 30): the policy file, read again every 30 s; its reason kept when unreadable.
+  const policy = config.modules?.maintenancePolicyDir
+    ? await watchPolicy(config.modules.maintenancePolicyDir, {
+        registry,
+        onError: (error) => logger.warn({ error }, 'maintenance policy not read'),
+      })
+    : undefined;
+  if (modules && config.modules)
+    modules.maintenance = {
+      policy: () => policy?.current(),
+      minWindowMs: config.modules.minMaintenanceWindowMs,
+    };
   const unguarded = createReconciler({
     kcp,
     namespace: config.namespace,
@@ -138,6 +151,7 @@ export async function startWork(
     await controller?.stop();
     await reconciler.close();
     await modules?.close();
+    policy?.stop();
   };
   try {
     controller = createController({

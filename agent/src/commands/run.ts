@@ -302,6 +302,16 @@ export function runCommand(): Command {
       '--module-cache-bytes <bytes>',
       'bound on the in-memory cache of module descriptors and raw manifests (default 32 MiB)',
     )
+    .option(
+      '--maintenance-policy-path <dir>',
+      "directory with the maintenance policy (policy.json, upstream's format); upgrades that need downtime wait for the Kyma's window (default: $MAINTENANCE_POLICY_PATH)",
+      process.env['MAINTENANCE_POLICY_PATH'],
+    )
+    .option(
+      '--min-maintenance-window-size <duration>',
+      'an open maintenance window counts only with this much of it left',
+      '20m',
+    )
     .addOption(logLevelOption('info'))
     .action(async (flags: RunFlags & MetricsSecurityFlags) => {
       await run(flags);

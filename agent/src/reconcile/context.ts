@@ -1,4 +1,5 @@
 // What every step of a reconcile needs, built once per Reconciler and passed down explicitly.
+import type { LoadedPolicy } from '../rollout/policy-file.js';
 import {
   GROUP,
   KINDS,
@@ -31,6 +32,11 @@ export interface ModuleInstallation {
    * what fails this module (registry, digest, malformed YAML); the message goes into the Manifest's status.
    */
   objects(manifest: Manifest): Promise<unknown[]>;
+  /**
+   * Maintenance windows: an upgrade whose template `requiresDowntime` waits for the Kyma's window. `policy()` is the
+   * policy as last read (or why it could not be); without this setting such an upgrade is an Error, as upstream's.
+   */
+  maintenance?: { policy(): LoadedPolicy | undefined; minWindowMs: number };
 }
 
 /** Names from a cache; undefined when the cache does not cover the Kyma (a sharded replica's other buckets). */

@@ -3,6 +3,7 @@
 // in place), the default CR created once after its CRD exists, readiness from every workload of the set; deletion in
 // upstream's order (users' CRs of the module's kind block it, then the default CR, then the set in two phases, then
 // the finalizers). It runs inside its Kyma's pass, with the Kyma's SKR client, so it shares the Kyma's lane and shard.
+import { checkState, parseStateChecks, type StateCheck } from '../rollout/custom-state-check.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
@@ -209,6 +210,37 @@ function defaultCrRef(manifest: Manifest) {
   };
 }
 
+/**
+ * The module's state from its default CR by the template's customStateCheck (carried in the Manifest's annotation);
+ * undefined without one. An unusable check or a missing CR is the module's Error, with the reason.
+ */
+async function customState(
+  skr: ClusterClient,
+  manifest: Manifest,
+  now: Date,
+): Promise<{ state: StatusInput['state']; operation: string } | undefined> {
+  const text = manifest.metadata.annotations?.[ANNOTATIONS.customStateCheck];
+  if (!text) return undefined;
+  if (!hasDefaultCr(manifest))
+    return { state: 'Error', operation: 'customStateCheck is set but the module has no default CR to read' };
+  let checks: StateCheck[];
+  try {
+    checks = parseStateChecks(text);
+  } catch (error) {
+    return { state: 'Error', operation: messageOf(error) };
+  }
+  const ref = defaultCrRef(manifest);
+  const cr = (await readObject(skr.objects, ref)) as KubernetesObject | undefined;
+  if (!cr) return { state: 'Error', operation: `default CR ${ref.kind} ${ref.name} is missing` };
+  const created = cr.metadata?.creationTimestamp;
+  try {
+    const checked = checkState(cr, checks, now, created ? new Date(created) : undefined);
+    return { state: checked.state, operation: `customStateCheck: ${checked.reason}` };
+  } catch (error) {
+    return { state: 'Error', operation: messageOf(error) };
+  }
+}
+
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -328,11 +360,16 @@ export async function reconcileManifest(
   }
 
   const readiness = await readinessOfSet(skr, applied.inventory);
-  const state = readiness.state;
-  const operation =
+  let state: StatusInput['state'] = readiness.state;
+  let operation =
     state === 'Ready'
       ? 'resources are ready'
       : (readiness.message ?? 'waiting for resources to become ready');
+  // With a customStateCheck the default CR has the last word once the workloads are up (issue 30).
+  if (state === 'Ready') {
+    const custom = await customState(skr, manifest, ctx.clock());
+    if (custom) ({ state, operation } = custom);
+  }
   let next = await writeStatus(ctx, manifest, {
     state,
     operation,

@@ -114,6 +114,9 @@ export async function applyManifest(
   const templateLabels = resolved.template.metadata.labels;
   const resource = manifestResource(resolved, name, input.skrNamespace);
   const owners = existing?.metadata.ownerReferences;
+  const customStateCheck = resolved.template.spec.customStateCheck?.filter(
+    (check) => check.mappedState !== '',
+  );
   const body = {
     apiVersion: apiVersionOf('manifest'),
     kind: KINDS.manifest.kind,
@@ -132,6 +135,10 @@ export async function applyManifest(
       annotations: {
         [ANNOTATIONS.ocmComponentName]: ocmComponentName,
         [ANNOTATIONS.fqdn]: ocmComponentName,
+        // Upstream's former carrier of the template's customStateCheck; absent when the template sets none.
+        ...(customStateCheck?.length
+          ? { [ANNOTATIONS.customStateCheck]: JSON.stringify(customStateCheck) }
+          : {}),
       },
       // Upstream sets the Kyma as controller only when the Manifest has no owner yet; applying it again keeps it.
       ...(owners && owners.length > 0 && !owners.some((owner) => owner.uid === kyma.metadata.uid)

@@ -2,6 +2,7 @@
 // Module CR in the SKR (created from the template's spec.data when absent) and its ModuleConfig mirror in KCP;
 // for each module no longer wanted, its ModuleConfig and the Module CR the agent created. The result is the
 // Kyma's status.modules in upstream's shape.
+import { gateUpgrade, runtimeOfKyma } from '../rollout/maintenance-window.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   DEFAULTS,
@@ -280,6 +281,7 @@ async function reconcileModule(
       manifests,
     );
     if ('state' in installed) return installed;
+    const { waiting } = installed;
     // The Manifest's own reconcile (decision 021): pull, render, apply, default CR, readiness, status.
     const outcome = await reconcileManifest(
       ctx,
@@ -296,6 +298,8 @@ async function reconcileModule(
         message: `Manifest ${installed.manifest.metadata.name} was removed; it is written again on the next pass`,
       };
     base = withManifest(base, manifest);
+    // Held for a maintenance window: the running version stays, and the entry says why (upstream's shape).
+    if (waiting) base = { ...base, maintenance: true, message: waiting };
   }
   const resource = manifest ? trackedObject(base.resource) : resolved.resource;
   if (!resource?.namespace) {
@@ -400,7 +404,7 @@ async function manifestOfModule(
   skrNamespace: string,
   previous: KymaModuleStatus | undefined,
   manifests: Map<string, Manifest>,
-): Promise<{ manifest: Manifest } | KymaModuleStatus> {
+): Promise<{ manifest: Manifest; waiting?: string } | KymaModuleStatus> {
   const installation = ctx.modules!;
   const component = resolved.fqdn;
   if (!component) {
@@ -423,6 +427,21 @@ async function manifestOfModule(
   };
   const reason = rewriteReason(input);
   if (!reason) return { manifest: existing! };
+  if (existing && existing.spec.version !== resolved.version) {
+    const gate = gateUpgrade({
+      requiresDowntime: resolved.template.spec.requiresDowntime === true,
+      skipMaintenanceWindows: kyma.spec.skipMaintenanceWindows === true,
+      installedVersion: previous?.version ?? existing.spec.version,
+      targetVersion: resolved.version,
+      runtime: runtimeOfKyma(kyma.metadata.labels),
+      now: ctx.clock(),
+      policy: installation.maintenance?.policy(),
+      minWindowMs: installation.maintenance?.minWindowMs ?? 0,
+    });
+    if (gate.kind === 'wait') return { manifest: existing, waiting: gate.message };
+    if (gate.kind === 'error')
+      return { ...withManifest(resolvedStatus(resolved), existing), state: 'Error', message: gate.message };
+  }
   try {
     const manifest = await applyManifest(ctx, installation, input);
     ctx.logger.info(

@@ -31,6 +31,33 @@ export class StateCheckError extends Error {
   override name = 'StateCheckError';
 }
 
+const MAX_CHECKS = 100;
+const STATES: readonly string[] = [...PRIORITY, 'Processing', ''];
+
+/** The checks from their JSON (a Manifest annotation): an array of {jsonPath, value, mappedState}, bounded. */
+export function parseStateChecks(text: string): StateCheck[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new StateCheckError('customStateCheck is not JSON');
+  }
+  if (!Array.isArray(json) || json.length > MAX_CHECKS)
+    throw new StateCheckError(`customStateCheck must be a list of at most ${MAX_CHECKS} checks`);
+  return json.map((entry: unknown, i) => {
+    const check = entry as Partial<Record<keyof StateCheck, unknown>> | null;
+    if (
+      !check ||
+      typeof check.jsonPath !== 'string' ||
+      typeof check.value !== 'string' ||
+      typeof check.mappedState !== 'string' ||
+      !STATES.includes(check.mappedState)
+    )
+      throw new StateCheckError(`customStateCheck[${i}] is not {jsonPath, value, mappedState}`);
+    return check as StateCheck;
+  });
+}
+
 /** Refuses a customStateCheck that cannot decide: Ready and Error mapped, paths readable. */
 export function validateStateChecks(checks: readonly StateCheck[]): void {
   for (const needed of ['Ready', 'Error'] as const)

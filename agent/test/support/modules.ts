@@ -141,7 +141,10 @@ export function moduleSuite() {
     );
   }
 
-  async function start(options: Partial<RegistryInstallationOptions> = {}): Promise<Reconciler> {
+  async function start(
+    options: Partial<RegistryInstallationOptions> = {},
+    reconcilerOptions: { clock?: () => Date } = {},
+  ): Promise<Reconciler> {
     state.installation = await createRegistryInstallation({
       settings: { registryHost: `http://${state.registry.host}`, cacheBytes: 32 * 1024 * 1024 },
       ...options,
@@ -151,6 +154,7 @@ export function moduleSuite() {
       namespace: state.ns,
       skrTimeoutMs: 10_000,
       modules: state.installation,
+      ...reconcilerOptions,
     });
     return state.reconciler;
   }

@@ -92,6 +92,8 @@ export const ANNOTATIONS = {
   fqdn: 'operator.kyma-project.io/fqdn',
   /** "true" on a Manifest whose module is `managed: false`: its SKR objects are left to the user (upstream's). */
   isUnmanaged: 'operator.kyma-project.io/is-unmanaged',
+  /** On a Manifest: the JSON of its template's `customStateCheck`, how the default CR maps onto the module's state. */
+  customStateCheck: 'operator.kyma-project.io/custom-state-check',
   /** On a Manifest: the raw-manifest digest last fully installed, so an upgrade is seen as one (upstream's key). */
   syncOciRef: 'sync-oci-ref',
 } as const;
