@@ -35,7 +35,7 @@ describe('listener (gateway mode, X-Forwarded-Client-Cert)', function () {
       port: 0,
       mode: { kind: 'gateway', trustedProxies: [GATEWAY, '10.0.0.0/8'] },
       resolveKyma: (runtimeId) => KYMAS[runtimeId],
-      enqueue: (key) => enqueued.push(key),
+      enqueue: (key) => void enqueued.push(key),
     });
   });
 

@@ -67,7 +67,7 @@ describe('listener (direct mTLS)', function () {
       port: 0,
       mode: { kind: 'direct', ...serving, caBundlePem: kcpCa.certPem },
       resolveKyma: (runtimeId) => KYMAS[runtimeId],
-      enqueue: (key) => enqueued.push(key),
+      enqueue: (key) => void enqueued.push(key),
       onAccepted: (event) => accepted.push(event),
       registry,
     });
@@ -172,7 +172,7 @@ describe('listener (direct mTLS)', function () {
       port: 0,
       mode: { kind: 'direct', ...own, caBundlePem: ca.certPem },
       resolveKyma: (runtimeId) => ({ namespace: 'kcp-system', name: `kyma-of-${runtimeId}` }),
-      enqueue: (key) => enqueued.push(key),
+      enqueue: (key) => void enqueued.push(key),
     });
     const answer = await sendCallback(listener.port, agentFor({ ...own, caPem: ca.certPem }), {
       body: v2Body(),
@@ -520,7 +520,7 @@ describe('listener (direct mTLS)', function () {
       port: 0,
       mode: { kind: 'direct', ...serving, caBundlePem: kcpCa.certPem },
       resolveKyma: (runtimeId) => KYMAS[runtimeId],
-      enqueue: (key) => keys.push(key),
+      enqueue: (key) => void keys.push(key),
       coalesceWindowMs: 200,
       clock,
     });

@@ -207,4 +207,35 @@ describe('sharded skr-agent processes forward a callback to the Kyma’s owner',
     expect(answer.status, answer.text).to.equal(200);
     expect(await forwardMetrics(owner, other)).to.deep.equal(before);
   });
+
+  // Last: it kills a replica. Issue 26 item 2: a webhook that got 200 would never send again.
+  it('a callback for a Kyma whose owner was killed (-9) is answered 503 with Retry-After until the survivor owns it', async () => {
+    const current = await owners();
+    const [survivor, victim] = replicas as [Replica, Replica];
+    const kyma = kymas.find((k) => current.get(k) === victim.identity) as string;
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    // The victim's Lease (6 s) has not expired: the survivor still names it the owner, and cannot reach it.
+    const greeting = `after ${victim.identity} died`;
+    const { answer } = await editAndCallBack(kyma, survivor, greeting);
+    expect(answer.status, answer.text).to.equal(503);
+    expect(answer.headers['retry-after']).to.equal('1');
+    expect(answer.json?.message).to.contain('did not reach the replica that owns the Kyma');
+    // As the webhook does: send again after Retry-After until taken; then the edit is in the ModuleConfig.
+    let retries = 0;
+    await wait(
+      `${survivor.identity} takes the callback for ${kyma} once it owns the Kyma`,
+      async () => {
+        retries++;
+        const again = await editAndCallBack(kyma, survivor, greeting);
+        if (again.answer.status === 200) return true;
+        expect(again.answer.status, again.answer.text).to.equal(503);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        return false;
+      },
+      60_000,
+    );
+    expect((await owners()).get(kyma)).to.equal(survivor.identity);
+    console.log(`      answered 503 until ${survivor.identity} owned ${kyma}: ${retries} sends`);
+  });
 });

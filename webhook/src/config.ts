@@ -1,6 +1,6 @@
 // Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { CONNECTION_LIMITS, KCP_LISTENER_IDENTITY, LIMITS, versionLine } from '@skr-watcher/api';
+import { CONNECTION_LIMITS, DEFAULTS, KCP_LISTENER_IDENTITY, LIMITS, versionLine } from '@skr-watcher/api';
 
 export interface WebhookConfig {
   /** Address the admission and metrics servers bind to. */
@@ -18,6 +18,11 @@ export interface WebhookConfig {
    */
   kcpServerCn: string;
   kcpContract: 'v2';
+  /**
+   * Manager whose callback path carries the "look at everything" event the webhook sends as it starts (changes made
+   * while no webhook ran have no event of their own); upstream's lifecycle-manager listens as `lifecycle-manager`.
+   */
+  resyncManager: string;
   maxBodyBytes: number;
   maxBodyBytesInFlight: number;
   maxConnections: number;
@@ -39,6 +44,7 @@ export const CONFIG_DEFAULTS = {
   metricsPort: 2112,
   kcpServerCn: KCP_LISTENER_IDENTITY,
   kcpContract: 'v2',
+  resyncManager: DEFAULTS.manager,
   maxBodyBytes: LIMITS.admissionBodyBytes,
   maxBodyBytesInFlight: LIMITS.admissionBodyBytesInFlight,
   maxConnections: CONNECTION_LIMITS.webhook.maxConnections,
@@ -64,6 +70,7 @@ export function dispatchSettings(
     | 'eventMaxAgeMs'
     | 'callbackTimeoutMs'
     | 'kcpServerCn'
+    | 'resyncManager'
   >,
 ) {
   return {
@@ -74,6 +81,7 @@ export function dispatchSettings(
     maxAgeMs: config.eventMaxAgeMs,
     callbackTimeoutMs: config.callbackTimeoutMs,
     kcpServerCn: config.kcpServerCn,
+    resyncManager: config.resyncManager,
   };
 }
 
@@ -146,6 +154,15 @@ const SETTINGS: Setting[] = [
     env: 'KCP_CONTRACT',
     description: 'callback contract; only v2 is supported',
     kind: 'contract',
+  },
+  {
+    key: 'resyncManager',
+    flag: '--resync-manager <name>',
+    env: 'RESYNC_MANAGER',
+    description:
+      'manager whose path (/v2/<name>/event) carries the callback, sent at start, that asks KCP to reconcile ' +
+      "this SKR in full (after dropped events the dropped events' manager is used)",
+    kind: 'string',
   },
   {
     key: 'maxBodyBytes',

@@ -17,6 +17,8 @@ export interface DispatchThreadData {
   callbackTimeoutMs: number;
   /** CN the KCP server's certificate must carry, or `*` (`--kcp-server-cn`). */
   kcpServerCn: string;
+  /** Manager whose path carries the start-up resync callback (`--resync-manager`). */
+  resyncManager: string;
   /** Level of the admission thread's logger; lines at or above it travel back to it. */
   logLevel: string;
 }

@@ -144,6 +144,7 @@ export class DispatchThread {
       maxAgeMs: this.options.maxAgeMs,
       callbackTimeoutMs: this.options.callbackTimeoutMs,
       kcpServerCn: this.options.kcpServerCn,
+      resyncManager: this.options.resyncManager,
       logLevel: this.options.logger.level,
     };
     const worker = new Worker(WORKER_URL, {

@@ -106,6 +106,8 @@ const dispatcher = new Dispatcher({
 });
 
 lowerThreadPriority();
+// Changes made while no webhook ran (or this one was starting) have no event: KCP looks at everything once.
+dispatcher.resync(data.resyncManager, 'webhook started');
 
 /**
  * On a busy node the admission thread and this one compete for the same cores; a higher nice value for this

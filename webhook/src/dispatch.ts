@@ -1,6 +1,6 @@
 // Asynchronous delivery of events to KCP (DESIGN 4.2): admission never waits on this.
 import type { Logger } from '@skr-watcher/telemetry';
-import { backoffDelay, systemClock, type Clock, type WatchEventV2 } from '@skr-watcher/api';
+import { RESYNC_EVENT, backoffDelay, systemClock, type Clock, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpBreaker, type BreakerState } from './breaker.js';
 import { LogThrottle } from './log-throttle.js';
 
@@ -13,8 +13,8 @@ const DROP_LOG_INTERVAL_MS = 1000;
 /** What one callback attempt came to. */
 export type DeliveryOutcome =
   | { result: 'delivered'; status: number }
-  /** 5xx, timeouts and network errors: KCP may take it later. */
-  | { result: 'retry'; reason: string; status?: number }
+  /** 5xx, timeouts and network errors: KCP may take it later; not before `retryAfterMs` when it said so. */
+  | { result: 'retry'; reason: string; status?: number; retryAfterMs?: number }
   /** Other 4xx: KCP will never take this body; retrying cannot help. */
   | { result: 'rejected'; reason: string; status: number };
 
@@ -96,6 +96,8 @@ interface Entry {
   changedDuringSend: boolean;
   /** When a waiting entry is due again. */
   dueAt: number;
+  /** The "look at everything" event (RESYNC_EVENT): kept until delivered, whatever its age or the queue's size. */
+  resync: boolean;
 }
 
 export interface DispatchStats {
@@ -120,9 +122,12 @@ export function dispatchKey(manager: string, event: WatchEventV2): string {
   return `${manager}\n${group}/${version}/${kind}\n${event.watched.Namespace}\n${event.watched.Name}`;
 }
 
-/** Outcomes that say KCP cannot be reached at all: no answer, or a gateway with no listener behind it. */
+/**
+ * Outcomes that say KCP cannot be reached at all: no answer, or a gateway with no listener behind it. A 503 with
+ * Retry-After is the listener itself asking for the event again (its Kyma's owner did not take it yet).
+ */
 export function isUnreachable(outcome: DeliveryOutcome): boolean {
-  if (outcome.result !== 'retry') return false;
+  if (outcome.result !== 'retry' || outcome.retryAfterMs !== undefined) return false;
   return (
     outcome.status === undefined || outcome.status === 502 || outcome.status === 503 || outcome.status === 504
   );
@@ -196,6 +201,10 @@ export class Dispatcher {
   private pumpScheduled = false;
   private closed = false;
   private emptied: (() => void) | undefined;
+  /** Managers whose events were dropped since the last pump: each gets a resync callback (issue 26 item 2). */
+  private readonly resyncWanted = new Set<string>();
+  /** Entries in `entries` that are resyncs. */
+  private resyncs = 0;
   private readonly dropLog: LogThrottle;
   private readonly clock: Clock;
   private readonly random: () => number;
@@ -216,9 +225,14 @@ export class Dispatcher {
     });
   }
 
-  /** Entries waiting, in flight or backing off. */
+  /** Objects with an event waiting, in flight or backing off (resync callbacks are not counted). */
   get depth(): number {
-    return this.entries.size;
+    return this.entries.size - this.resyncs;
+  }
+
+  /** Resync callbacks not delivered yet (one per manager at most). */
+  get resyncsPending(): number {
+    return this.resyncs;
   }
 
   /** Whether callbacks are held back because KCP could not be reached (see KcpBreaker). */
@@ -252,10 +266,40 @@ export class Dispatcher {
       this.drop(undefined, 'invalid', { manager, event, uid }, { why: invalid });
       return 'dropped';
     }
-    if (this.entries.size >= this.options.maxQueue) {
+    if (this.depth >= this.options.maxQueue) {
       this.drop(undefined, 'queue_full', { manager, event, uid });
       return 'dropped';
     }
+    this.add(key, manager, event, uid, false);
+    return 'enqueued';
+  }
+
+  /**
+   * Asks KCP to look at everything of `manager`'s: at start (changes made while no webhook ran have no event) and
+   * after drops. One per manager at a time; it holds no place of the queue's and is never dropped for its age.
+   */
+  resync(manager: string, why: string): void {
+    if (this.closed) return;
+    const key = dispatchKey(manager, RESYNC_EVENT);
+    const existing = this.entries.get(key);
+    if (existing) {
+      if (!existing.resync) this.resyncs++;
+      existing.resync = true;
+      // What KCP reads for the send under way may miss what made us ask: send once more after it.
+      if (existing.state === 'in-flight') existing.changedDuringSend = true;
+      return;
+    }
+    this.options.logger.info({ manager, why }, 'asking KCP to reconcile this SKR in full');
+    this.add(key, manager, RESYNC_EVENT, undefined, true);
+  }
+
+  private add(
+    key: string,
+    manager: string,
+    event: WatchEventV2,
+    uid: string | undefined,
+    resync: boolean,
+  ): void {
     const entry: Entry = {
       key,
       manager,
@@ -266,14 +310,18 @@ export class Dispatcher {
       state: 'ready',
       changedDuringSend: false,
       dueAt: 0,
+      resync,
     };
     this.entries.set(key, entry);
-    this.stats.enqueued++;
-    this.options.observer?.enqueued();
-    this.options.observer?.depth(this.entries.size);
+    if (resync) this.resyncs++;
+    // The counters are about users' changes; a resync is one line in the log.
+    if (!resync) {
+      this.stats.enqueued++;
+      this.options.observer?.enqueued();
+    }
+    this.options.observer?.depth(this.depth);
     this.fresh = true;
     this.makeReady(entry, true);
-    return 'enqueued';
   }
 
   /**
@@ -291,8 +339,9 @@ export class Dispatcher {
       this.clock.clearTimeout(timer);
       this.emptied = undefined;
     }
-    const left = [...this.entries.values()];
+    const left = [...this.entries.values()].filter((entry) => !entry.resync);
     this.entries.clear();
+    this.resyncs = 0;
     this.waiting.clear();
     this.ready = [];
     this.readyHead = 0;
@@ -345,11 +394,13 @@ export class Dispatcher {
   }
 
   private pump(): void {
+    for (const manager of this.resyncWanted) this.resync(manager, 'events were dropped');
+    this.resyncWanted.clear();
     const now = this.clock.now();
     while (this.active < this.options.workers) {
       const entry = this.peekReady();
       if (!entry) break;
-      if (now - entry.changedAt > this.options.maxAgeMs) {
+      if (now - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
         this.takeReady();
         this.remove(entry);
         this.drop(entry, 'max_age', entry);
@@ -382,7 +433,7 @@ export class Dispatcher {
     for (let i = this.readyHead; i < this.ready.length; i++) {
       const entry = this.ready[i] as Entry;
       if (this.entries.get(entry.key) !== entry || entry.state !== 'ready') continue;
-      if (now - entry.changedAt > this.options.maxAgeMs) {
+      if (now - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
         this.remove(entry);
         this.drop(entry, 'max_age', entry, { why: 'KCP unreachable' });
       } else kept.push(entry);
@@ -441,8 +492,10 @@ export class Dispatcher {
     entry.attempts++;
     switch (outcome.result) {
       case 'delivered':
-        this.stats.delivered++;
-        this.options.observer?.delivered();
+        if (!entry.resync) {
+          this.stats.delivered++;
+          this.options.observer?.delivered();
+        }
         if (entry.changedDuringSend) {
           entry.attempts = 0;
           entry.state = 'ready';
@@ -457,7 +510,7 @@ export class Dispatcher {
         this.drop(entry, 'rejected', entry, { status: outcome.status, why: outcome.reason });
         break;
       case 'retry':
-        this.scheduleRetry(entry, outcome.reason);
+        this.scheduleRetry(entry, outcome.reason, outcome.retryAfterMs);
         break;
     }
     this.pump();
@@ -473,7 +526,7 @@ export class Dispatcher {
           entry.state = 'ready';
           this.ready.push(entry);
         }
-        this.options.logger.info({ queued: this.entries.size }, 'KCP reachable again; callbacks resume');
+        this.options.logger.info({ queued: this.depth }, 'KCP reachable again; callbacks resume');
       }
       return;
     }
@@ -484,7 +537,7 @@ export class Dispatcher {
       // Once per outage, not per attempt: the failed probes are debug lines.
       this.options.logger.warn(
         {
-          queued: this.entries.size,
+          queued: this.depth,
           probeInMs: Math.round(this.breaker.delayMs),
           reason: outcome.result === 'retry' ? outcome.reason : undefined,
         },
@@ -492,21 +545,20 @@ export class Dispatcher {
       );
     } else if (this.options.logger.isLevelEnabled('debug')) {
       this.options.logger.debug(
-        { queued: this.entries.size, probeInMs: Math.round(this.breaker.delayMs) },
+        { queued: this.depth, probeInMs: Math.round(this.breaker.delayMs) },
         'KCP still unreachable',
       );
     }
   }
 
-  private scheduleRetry(entry: Entry, reason: string): void {
+  private scheduleRetry(entry: Entry, reason: string, retryAfterMs: number | undefined): void {
     const now = this.clock.now();
-    const delay = backoffDelay(
-      entry.attempts,
-      this.options.backoffInitialMs,
-      this.options.backoffMaxMs,
-      this.random,
+    // KCP's Retry-After (a busy or handing-over listener) is a floor: sooner would only be refused again.
+    const delay = Math.max(
+      retryAfterMs ?? 0,
+      backoffDelay(entry.attempts, this.options.backoffInitialMs, this.options.backoffMaxMs, this.random),
     );
-    if (now + delay - entry.changedAt > this.options.maxAgeMs) {
+    if (now + delay - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
       this.remove(entry);
       this.drop(entry, 'max_age', entry, { why: reason });
       return;
@@ -529,8 +581,11 @@ export class Dispatcher {
   }
 
   private remove(entry: Entry): void {
-    if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
-    this.options.observer?.depth(this.entries.size);
+    if (this.entries.get(entry.key) === entry) {
+      this.entries.delete(entry.key);
+      if (entry.resync) this.resyncs--;
+    }
+    this.options.observer?.depth(this.depth);
     if (this.entries.size === 0) {
       // Nothing left to wake for; stale slots go with it.
       this.waiting.clear();
@@ -549,6 +604,11 @@ export class Dispatcher {
   ): void {
     this.stats.dropped[reason]++;
     this.options.observer?.dropped(reason);
+    if ((reason === 'queue_full' || reason === 'max_age') && !this.closed) {
+      // KCP never hears of that change: ask it to look at everything once the current pass is done.
+      this.resyncWanted.add(what.manager);
+      this.schedulePump();
+    }
     const fields = {
       ...identity(what.manager, what.event),
       uid: what.uid,

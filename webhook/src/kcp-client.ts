@@ -38,6 +38,27 @@ export interface KcpClientOptions {
  */
 const RETRYABLE_4XX = new Set([401, 408, 429]);
 
+/** A Retry-After longer than this is taken as this: an event's max age, not the server, bounds how long it waits. */
+const RETRY_AFTER_CAP_MS = 5 * 60_000;
+
+/**
+ * Retry-After in milliseconds: delay-seconds or an HTTP date (RFC 9110 10.2.3); undefined when absent or unreadable.
+ * Sent by the KCP listener with 503 (the Kyma's owner did not take the event yet) and 429 (the SKR sends too much).
+ */
+export function retryAfterOf(header: string | undefined, now = Date.now()): number | undefined {
+  if (header === undefined) return undefined;
+  const text = header.trim();
+  let ms: number;
+  if (/^\d+$/.test(text)) ms = Number(text) * 1000;
+  else {
+    // An HTTP date names its weekday and month; Date.parse would take '-5' for a year.
+    const at = /^[A-Za-z]{3}, /.test(text) ? Date.parse(text) : NaN;
+    if (Number.isNaN(at)) return undefined;
+    ms = Math.max(0, at - now);
+  }
+  return Math.min(ms, RETRY_AFTER_CAP_MS);
+}
+
 export class KcpClient {
   private agent: Agent;
   private readonly retired = new Set<Agent>();
@@ -98,8 +119,14 @@ export class KcpClient {
         });
         res.on('end', () => {
           const why = `HTTP ${status} ${reason.trim()}`;
+          const retryAfterMs = retryAfterOf(res.headers['retry-after']);
           if (status >= 500 || RETRYABLE_4XX.has(status) || status < 200)
-            resolve({ result: 'retry', reason: why, status });
+            resolve({
+              result: 'retry',
+              reason: why,
+              status,
+              ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+            });
           else resolve({ result: 'rejected', reason: why, status });
         });
       });

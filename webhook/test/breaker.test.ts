@@ -245,11 +245,16 @@ describe('Dispatcher with KCP unreachable', () => {
     await clock.advance(7_000);
     expect(dispatcher.depth).to.equal(0);
     expect(dispatcher.stats.dropped.max_age).to.equal(20);
-    expect(clock.pendingTimers).to.equal(0);
+    expect(dispatcher.resyncsPending, 'what aged out is covered by a resync, kept until delivered').to.equal(
+      1,
+    );
     kcp.up = true;
     dispatcher.enqueue('m', event('after'));
-    await clock.advance(1_000);
+    await clock.advance(35_000);
     expect(dispatcher.stats.delivered).to.equal(1);
+    expect(dispatcher.resyncsPending).to.equal(0);
+    expect(kcp.calls.some((c) => c.name === 'skr-webhook')).to.equal(true);
+    expect(clock.pendingTimers).to.equal(0);
   });
 
   it('a change of a held object refreshes its age and is delivered after the outage', async () => {

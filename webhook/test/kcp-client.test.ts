@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
-import { KcpClient, parseKcpAddress } from '../src/kcp-client.js';
+import { KcpClient, parseKcpAddress, retryAfterOf } from '../src/kcp-client.js';
 import { issueLeaf } from '@skr-watcher/pki';
 import { testPki, type CertificateAndKey } from './support/certs.js';
 
@@ -18,6 +18,7 @@ describe('KcpClient', function () {
   const leaf = pki.leaf('skr-client');
   let server: Server;
   let answer: (path: string) => number | undefined = () => 200;
+  let answerHeaders: Record<string, string> = {};
   let client: KcpClient;
   /** A client of SKR `leaf` towards `target`, trusting `caPem`. */
   const oneShotClient = (target: Server, caPem: string, serverCommonName?: string) =>
@@ -61,7 +62,7 @@ describe('KcpClient', function () {
         req.resume();
         req.on('end', () => {
           const status = answer(req.url ?? '');
-          if (status !== undefined) res.writeHead(status).end(`answer ${status}`);
+          if (status !== undefined) res.writeHead(status, answerHeaders).end(`answer ${status}`);
           // undefined: never answer
         });
       },
@@ -106,6 +107,36 @@ describe('KcpClient', function () {
       if (outcome.result !== 'delivered') expect(outcome.reason).to.contain(`answer ${status}`);
     });
   }
+
+  it("a retry carries the listener's Retry-After (503 from a replica whose owner did not take it, 429)", async () => {
+    try {
+      for (const status of [503, 429]) {
+        answerHeaders = { 'retry-after': '2' };
+        answer = () => status;
+        expect(await client.send('lifecycle-manager', EVENT)).to.include({
+          result: 'retry',
+          status,
+          retryAfterMs: 2_000,
+        });
+      }
+      answerHeaders = {};
+      expect(await client.send('lifecycle-manager', EVENT)).to.not.have.property('retryAfterMs');
+    } finally {
+      answerHeaders = {};
+    }
+  });
+
+  it('reads Retry-After as seconds or an HTTP date, capped, and ignores junk', () => {
+    const now = Date.parse('2026-11-26T12:00:00Z');
+    expect(retryAfterOf('1', now)).to.equal(1_000);
+    expect(retryAfterOf(' 0 ', now)).to.equal(0);
+    expect(retryAfterOf('Thu, 26 Nov 2026 12:00:07 GMT', now)).to.equal(7_000);
+    expect(retryAfterOf('Thu, 26 Nov 2026 11:00:00 GMT', now), 'a date past is now').to.equal(0);
+    expect(retryAfterOf('99999', now)).to.equal(300_000);
+    expect(retryAfterOf('soon', now)).to.equal(undefined);
+    expect(retryAfterOf('-5', now)).to.equal(undefined);
+    expect(retryAfterOf(undefined, now)).to.equal(undefined);
+  });
 
   it('a KCP that never answers is a retry after the timeout, not a hang', async () => {
     answer = () => undefined;

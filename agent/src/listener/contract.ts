@@ -41,9 +41,10 @@ export interface ListenerOptions {
   /**
    * Wakes the reconciliation of `namespace/name`; the caller's work queue coalesces repeats. `event` is the
    * callback that woke it, so the caller can take a targeted path first; undefined for keys released from the
-   * coalescing window, which stand for several events.
+   * coalescing window, which stand for several events. A promise (a callback forwarded to the replica that owns
+   * the Kyma) is awaited before answering: when it rejects, the webhook gets 503 and sends the event again.
    */
-  enqueue(kymaKey: string, event?: AcceptedEvent): void;
+  enqueue(kymaKey: string, event?: AcceptedEvent): void | Promise<void>;
   /** Called after enqueue for every accepted event; exceptions are logged, never answered. */
   onAccepted?(event: AcceptedEvent): void;
   logger?: Logger;

@@ -57,6 +57,7 @@ const REASONS: Record<number, string> = {
   415: 'UnsupportedMediaType',
   431: 'RequestHeaderFieldsTooLarge',
   500: 'InternalError',
+  503: 'ServiceUnavailable',
 };
 
 const ACCEPTED_BODY = JSON.stringify({
@@ -191,9 +192,10 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
   };
   if (mode.kind === 'direct') warnUnlessListenerIdentity(mode.certPem);
 
-  const enqueueNow = (key: string, event?: AcceptedEvent): void => {
-    options.enqueue(key, event);
+  const enqueueNow = (key: string, event?: AcceptedEvent): void | Promise<void> => {
+    const delivered = options.enqueue(key, event);
     metrics.enqueued.inc();
+    return delivered;
   };
   const window =
     windowMs > 0
@@ -201,7 +203,9 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
           windowMs,
           (key) => {
             try {
-              enqueueNow(key);
+              void Promise.resolve(enqueueNow(key)).catch((error: unknown) =>
+                logger.warn({ err: error, kyma: key }, 'a held Kyma key did not reach its owner'),
+              );
             } catch (error) {
               logger.error({ err: error, kyma: key }, 'enqueue of a held Kyma key failed');
             }
@@ -430,7 +434,18 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     if (window && !closing) {
       window.hold(key);
     } else {
-      enqueueNow(key, accepted);
+      try {
+        await enqueueNow(key, accepted);
+      } catch (error) {
+        // Answered 2xx only once the Kyma's owner has the event: a webhook sends a 5xx again (issue 26 item 2).
+        logger.warn({ err: error, runtimeId, kyma: key }, "callback not delivered to the Kyma's owner");
+        reply({
+          code: LISTENER_STATUS.unavailable,
+          message: `the event did not reach the replica that owns the Kyma: ${error instanceof Error ? error.message : String(error)}; send it again`,
+          headers: { 'retry-after': '1' },
+        });
+        return;
+      }
     }
     metrics.accepted.inc({ contract: target.version });
     if (debugEnabled) {

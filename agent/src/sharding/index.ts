@@ -37,7 +37,10 @@ export {
   type PeerServer,
 } from './forward.js';
 
-type Route = (kymaKey: string, event?: AcceptedEvent) => void;
+/** Where this replica's own callbacks go (the work queue). */
+type OwnerRoute = (kymaKey: string, event?: AcceptedEvent) => void;
+/** The listener's enqueue: settles once the Kyma's owner has the event, rejects when it could not get it. */
+type Route = (kymaKey: string, event?: AcceptedEvent) => void | Promise<void>;
 
 export interface Sharding {
   readonly identity: string;
@@ -49,7 +52,7 @@ export interface Sharding {
    * Connects the running work: forwarded callbacks go to `route`; Kymas this replica just acquired (claimed from a
    * gone replica, handed to it, or back after a suspension) to `acquired`, which runs them ahead of routine work.
    */
-  attach(route: Route, acquired: (kymaKey: string) => void): void;
+  attach(route: OwnerRoute, acquired: (kymaKey: string) => void): void;
   /**
    * Runs a reconcile or a targeted mirror only while this replica owns the Kyma; else (or when the run was
    * withdrawn: the Kyma handed over, membership suspended) resolves to `absent`. A `paced` run (a reconcile) first
@@ -85,7 +88,7 @@ export interface ShardingOptions {
 export async function startSharding(options: ShardingOptions): Promise<Sharding> {
   const { config, logger, registry, namespace } = options;
   const log = logger.child({ subsystem: 'sharding', identity: config.identity });
-  let route: Route | undefined;
+  let route: OwnerRoute | undefined;
   let acquired: ((kymaKey: string) => void) | undefined;
   const me = config.identity;
 
@@ -172,16 +175,19 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       const owner = owned.ownerOf(kymaKey);
       if (owner === me) return route?.(kymaKey, event);
       const address = owner && membership.members().find((m) => m.identity === owner)?.peerAddress;
-      if (!event || !address || !forwarder) {
-        // No owner yet, or one we cannot reach: the claim (or its next reconcile) covers this change.
-        log.debug({ kyma: kymaKey, owner }, 'callback for a Kyma without a reachable owner; not forwarded');
+      if (!owner || !event) {
+        // No owner yet: the claim (its first reconcile reads everything) covers this change.
+        log.debug({ kyma: kymaKey }, 'callback for a Kyma without an owner yet; not forwarded');
         return;
       }
-      forwarder
-        .forward(address, event)
-        .catch((error: unknown) =>
-          log.warn({ err: error, kyma: kymaKey, owner }, 'forwarding a callback to its owner failed'),
-        );
+      // The listener answers only once the owner took it, so a webhook sends a lost event again (issue 26).
+      if (!address || !forwarder) {
+        return Promise.reject(new Error(`the owner ${owner} has no peer address this replica can reach`));
+      }
+      return forwarder.forward(address, event).catch((error: unknown) => {
+        log.warn({ err: error, kyma: kymaKey, owner }, 'forwarding a callback to its owner failed');
+        throw error;
+      });
     },
     updateTls(tls) {
       peerServer?.updateTls(tls);

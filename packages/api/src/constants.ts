@@ -328,4 +328,6 @@ export const LISTENER_STATUS = {
   methodNotAllowed: 405,
   payloadTooLarge: 413,
   unsupportedMediaType: 415,
+  /** Accepted but not delivered to the Kyma's owner (a replica gone or unreachable): the webhook sends it again. */
+  unavailable: 503,
 } as const;

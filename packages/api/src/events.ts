@@ -126,6 +126,17 @@ export function hasFingerprint(fingerprint: ChangeFingerprint): boolean {
   );
 }
 
+/**
+ * The webhook's "look at everything" callback (issue 26 item 2): sent when it starts and after it dropped events,
+ * because changes made while it was away or that it lost have no event of their own. An ordinary v2 body naming the
+ * webhook's own Deployment and without fingerprint, so upstream's listener takes it as any change (it reconciles the
+ * Kyma) and ours as one it cannot narrow down: the full reconcile of the SKR's Kyma.
+ */
+export const RESYNC_EVENT: WatchEventV2 = {
+  watched: { Namespace: 'kyma-system', Name: 'skr-webhook' },
+  watchedGvk: { group: 'apps', version: 'v1', kind: 'Deployment' },
+};
+
 /** Callback path for a manager and contract version: `/v2/lifecycle-manager/event`. */
 export function eventPath(manager: string, version: ContractVersion = 'v2'): string {
   return `/${version}/${manager}/event`;

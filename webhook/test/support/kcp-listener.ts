@@ -3,7 +3,7 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { parseEventPath, parseWatchEvent, type WatchEventV2 } from '@skr-watcher/api';
+import { RESYNC_EVENT, parseEventPath, parseWatchEvent, type WatchEventV2 } from '@skr-watcher/api';
 import type { CertificateAndKey } from './certs.js';
 
 export interface ReceivedEvent {
@@ -14,6 +14,8 @@ export interface ReceivedEvent {
 
 export class TestKcpListener {
   readonly received: ReceivedEvent[] = [];
+  /** "Look at everything" callbacks (RESYNC_EVENT), kept apart from the events of changes. */
+  readonly resyncs: ReceivedEvent[] = [];
   /** Bodies that failed the contract; a correct webhook never sends one. */
   readonly invalid: string[] = [];
   /** Status to answer with; 200 unless a test wants failures. */
@@ -55,11 +57,13 @@ export class TestKcpListener {
           }
           if (this.status >= 200 && this.status < 300) {
             const cert = (req.socket as TLSSocket).getPeerCertificate();
-            this.received.push({
+            const seen = {
               path: req.url ?? '',
               clientCn: String(cert.subject?.CN ?? ''),
               event: parsed.value,
-            });
+            };
+            const resync = JSON.stringify(parsed.value) === JSON.stringify(RESYNC_EVENT);
+            (resync ? this.resyncs : this.received).push(seen);
             for (const wake of this.waiters.splice(0)) wake();
           }
           res.writeHead(this.status, { 'content-type': 'application/json' }).end('{}');
