@@ -34,6 +34,10 @@ export interface ChildOptions {
 
 export interface Child {
   readonly name: string;
+  /** The arguments after the entry point, as started. */
+  readonly args: readonly string[];
+  /** Starts the same program again (e.g. after a kill -9 in a fault test), with `overrides` of its options. */
+  relaunch(overrides?: Partial<ChildOptions>): Child;
   readonly pid: number;
   readonly logFile: string;
   /** Resolves with the exit code (or the signal name) once the process is gone. */
@@ -93,6 +97,8 @@ export function startChild(options: ChildOptions): Child {
   });
   return {
     name: options.name,
+    args: options.args ?? [],
+    relaunch: (overrides = {}) => startChild({ ...options, ...overrides }),
     pid: child.pid,
     logFile: options.logFile,
     exited,

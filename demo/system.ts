@@ -112,6 +112,8 @@ export interface LocalSkr {
 
 export interface LocalSystem {
   dir: string;
+  /** The control planes and their etcd, for fault tests. */
+  env: Environment;
   namespace: string;
   kcpKubeconfigPath: string;
   kcp: KubeConfig;
@@ -592,6 +594,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     let stopping: Promise<void> | undefined;
     return {
       dir,
+      env,
       namespace,
       kcpKubeconfigPath: kcpPlane.kubeconfigPath,
       kcp,

@@ -44,6 +44,10 @@ export interface Environment {
   plane(name: string): ControlPlane;
   /** PIDs of every etcd and kube-apiserver of this environment that is still running. */
   pids(): number[];
+  /** Stops etcd (every API server loses its storage); for fault tests. */
+  stopEtcd(): Promise<void>;
+  /** Starts etcd again on the same port and data; resolves once it is healthy. */
+  startEtcd(): Promise<void>;
   /** With `nodes: true`: the nodes, the registry and the images in it. */
   readonly nodes?: Nodes;
   stop(): Promise<void>;
@@ -146,21 +150,33 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
   const etcdPort = await freePort();
   const peerPort = await freePort();
   const etcdLog = join(dir, 'etcd.log');
-  const etcd = startProcess(
-    binaries.etcd,
-    [
-      `--data-dir=${join(dir, 'etcd-data')}`,
-      `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
-      `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
-      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
-      '--unsafe-no-fsync',
-      '--log-level=warn',
-    ],
-    etcdLog,
-  );
+  const launchEtcd = () =>
+    startProcess(
+      binaries.etcd,
+      [
+        `--data-dir=${join(dir, 'etcd-data')}`,
+        `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+        '--unsafe-no-fsync',
+        '--log-level=warn',
+      ],
+      etcdLog,
+    );
+  let etcd = launchEtcd();
   processes.push(etcd);
+  const etcdHealthy = () =>
+    waitFor(
+      'etcd',
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${etcdPort}/health`).catch(() => undefined);
+        return !!res?.ok;
+      },
+      READY_TIMEOUT_MS,
+      etcdLog,
+    );
 
   const planes: ControlPlane[] = [];
   const stopAll = async () => {
@@ -172,15 +188,7 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
   };
 
   try {
-    await waitFor(
-      'etcd',
-      async () => {
-        const res = await fetch(`http://127.0.0.1:${etcdPort}/health`).catch(() => undefined);
-        return !!res?.ok;
-      },
-      READY_TIMEOUT_MS,
-      etcdLog,
-    );
+    await etcdHealthy();
     log(`[testenv] etcd ready on 127.0.0.1:${etcdPort}`);
 
     const crds = await loadCrds(options.crdDirs ?? [DEFAULT_CRD_DIR]);
@@ -215,6 +223,13 @@ export async function startEnvironment(options: EnvironmentOptions): Promise<Env
       [etcd, ...planes.map((p) => ({ pid: p.pid(), isRunning: () => p.pid() > 0 }))]
         .filter((p) => p.isRunning())
         .map((p) => p.pid),
+    stopEtcd: () => etcd.stop(),
+    async startEtcd() {
+      if (etcd.isRunning()) return;
+      etcd = launchEtcd();
+      processes.push(etcd);
+      await etcdHealthy();
+    },
     nodes,
     stop: stopAll,
   };
