@@ -2,6 +2,13 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { commonNamesOf, parseXfcc, runtimeIdFromXfcc, trustedProxies } from '../src/listener/index.js';
+import { createTestCa, issueTestLeaf } from './support/listener-certs.js';
+
+/** Go's url.QueryEscape: form encoding, a space as `+`, a `+` as %2B (upstream's listener tooling sends this). */
+const queryEscape = (text: string) =>
+  encodeURIComponent(text)
+    .replace(/%20/g, '+')
+    .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 describe('X-Forwarded-Client-Cert parsing', function () {
   it('splits elements and pairs, honouring quotes and escaped quotes', function () {
@@ -38,6 +45,23 @@ describe('X-Forwarded-Client-Cert parsing', function () {
       value: 'real',
     });
     expect(runtimeIdFromXfcc('Subject="CN=real",URI=spiffe://x').ok).to.equal(false);
+  });
+
+  it("reads a Cert encoded with Go's url.QueryEscape (`+` for spaces), as upstream accepts it (issue 26)", function () {
+    const ca = createTestCa('xfcc-ca');
+    // Many certificates until one has a `+` in its base64: it must stay a `+` (sent as %2B), not become a space.
+    let pem = '';
+    for (let i = 0; i < 20 && !pem.includes('+'); i++)
+      pem = issueTestLeaf(ca, { commonName: 'runtime-go' }).certPem;
+    expect(pem).to.contain('+');
+    const header = `Hash=abc;Cert="${queryEscape(pem)}";Subject="CN=runtime-go"`;
+    expect(header).to.contain('BEGIN+CERTIFICATE');
+    expect(runtimeIdFromXfcc(header)).to.deep.equal({ ok: true, value: 'runtime-go' });
+    // Envoy's percent-encoding still reads as before.
+    expect(runtimeIdFromXfcc(`Cert="${encodeURIComponent(pem)}"`)).to.deep.equal({
+      ok: true,
+      value: 'runtime-go',
+    });
   });
 
   it('never throws on arbitrary headers', function () {

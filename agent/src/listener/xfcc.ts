@@ -172,11 +172,19 @@ function commonNamesOfOneline(dn: string): ParseResult<string[]> {
   return { ok: true, value: names };
 }
 
-/** Subject CN of a URL-encoded PEM certificate, as Envoy forwards it in `Cert=`. */
+/**
+ * A PEM header written form-encoded: Go's `url.QueryEscape` (upstream's tooling) writes a space as `+` and a `+` as
+ * `%2B`, so once the header's space is a `+`, every `+` of the value is a space. Envoy's percent-encoding keeps
+ * spaces as `%20`.
+ */
+const FORM_ENCODED_PEM = /^-----BEGIN\+/;
+
+/** Subject CN of a URL-encoded PEM certificate, as Envoy (or upstream's Go tooling) forwards it in `Cert=`. */
 function commonNameOfForwardedCert(encoded: string): ParseResult<string> {
   let certificate: X509Certificate;
   try {
-    certificate = new X509Certificate(decodeURIComponent(encoded));
+    const percentEncoded = FORM_ENCODED_PEM.test(encoded) ? encoded.replace(/\+/g, ' ') : encoded;
+    certificate = new X509Certificate(decodeURIComponent(percentEncoded));
   } catch (cause) {
     return { ok: false, error: `Cert is not a URL-encoded PEM certificate (${(cause as Error).message})` };
   }
