@@ -4,7 +4,12 @@
 // process received the change.
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, LABELS, manifestName } from '@skr-watcher/api';
-import { mergePatchCustomObject, ResilientInformer, customResourceSource } from '@skr-watcher/kube';
+import {
+  customResourceSource,
+  getCustomObject,
+  mergePatchCustomObject,
+  ResilientInformer,
+} from '@skr-watcher/kube';
 import { z } from 'zod';
 import type { LiveEvent } from './live-events.js';
 import { GREETER, GREETER_DEFAULT_CR } from './modules.js';
@@ -38,11 +43,15 @@ export interface ModuleTimeline {
   manifest: string;
   sentAtMs: number;
   writeReturnedAtMs?: number;
+  /** Whether callbacks were watched (the live event stream); without it the step is left out. */
+  callbacksWatched: boolean;
   callbackAtMs?: number;
   manifestAtMs?: number;
   /** status.synced first listed objects: the set was applied in the SKR. */
   appliedAtMs?: number;
   applied?: string[];
+  /** `Kind namespace/name` of the module's default CR (none: the step is left out). */
+  defaultCr?: string;
   /** The ModuleCR condition turned True: the default CR was created. */
   defaultCrAtMs?: number;
   /** The Manifest's status.state became Ready. */
@@ -53,7 +62,24 @@ export interface ModuleTimeline {
   lastState?: string;
 }
 
-/** Enables `module` in the SKR Kyma of `skr` and follows it until the Kyma reports it Ready (or `timeoutMs`). */
+/** A module as a Kyma names it, and its OCM component (which names its Manifest). */
+export interface ModuleRef {
+  module: string;
+  ocmComponentName: string;
+  /** `Kind namespace/name` of its default CR, if it has one. */
+  defaultCr?: string;
+}
+
+const GREETER_REF: ModuleRef = {
+  module: GREETER.module,
+  ocmComponentName: GREETER.ocmComponentName,
+  defaultCr: `${GREETER_DEFAULT_CR.kind} ${GREETER_DEFAULT_CR.metadata.namespace}/${GREETER_DEFAULT_CR.metadata.name}`,
+};
+
+/**
+ * Enables a module (default: greeter) in the SKR Kyma of `skr` and follows it until the Kyma reports it Ready (or
+ * `timeoutMs`).
+ */
 export async function timeModuleInstall(options: {
   kcp: KubeConfig;
   skrConfig: KubeConfig;
@@ -61,13 +87,17 @@ export async function timeModuleInstall(options: {
   skr: string;
   observations?: EdgeObservations;
   timeoutMs: number;
+  module?: ModuleRef;
 }): Promise<ModuleTimeline> {
   const { kcp, skr } = options;
+  const { module, ocmComponentName, defaultCr } = options.module ?? GREETER_REF;
   const timeline: ModuleTimeline = {
     skr,
-    module: GREETER.module,
-    manifest: manifestName(GREETER.ocmComponentName, skr, GREETER.module),
+    module,
+    manifest: manifestName(ocmComponentName, skr, module),
     sentAtMs: 0,
+    callbacksWatched: options.observations !== undefined,
+    ...(defaultCr ? { defaultCr } : {}),
   };
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => (done = resolve));
@@ -116,7 +146,7 @@ export async function timeModuleInstall(options: {
     const atMs = Date.now();
     const parsed = kymaShape.safeParse(object);
     if (!started() || !parsed.success || parsed.data.metadata.name !== skr) return;
-    const entry = parsed.data.status?.modules?.find((m) => m.name === GREETER.module);
+    const entry = parsed.data.status?.modules?.find((m) => m.name === module);
     if (entry?.state === 'Ready' && timeline.readyAtMs !== undefined) {
       timeline.kymaReadyAtMs ??= atMs;
       done();
@@ -138,10 +168,10 @@ export async function timeModuleInstall(options: {
     const skrKyma = SKR_KYMA;
     const api = options.skrConfig.makeApiClient(CustomObjectsApi);
     const current = (await api.getNamespacedCustomObject(skrKyma)) as { spec?: { modules?: unknown[] } };
-    const modules = [...(current.spec?.modules ?? []), { name: GREETER.module, channel: 'regular' }];
+    const modules = [...(current.spec?.modules ?? []), { name: module, channel: 'regular' }];
     timeline.sentAtMs = Date.now();
     await mergePatchCustomObject(api, skrKyma, { spec: { modules } }).catch((cause: unknown) => {
-      throw new Error(`enable module ${GREETER.module} in the Kyma of ${skr}`, { cause });
+      throw new Error(`enable module ${module} in the Kyma of ${skr}`, { cause });
     });
     timeline.writeReturnedAtMs = Date.now();
     await Promise.race([
@@ -165,16 +195,17 @@ export function formatModuleTimeline(timeline: ModuleTimeline): string[] {
       what: `module ${timeline.module} enabled: added to spec.modules of Kyma ${DEFAULTS.skrNamespace}/${DEFAULTS.skrKymaName} in ${skr}`,
     },
     { atMs: timeline.writeReturnedAtMs, what: `edit accepted by the ${skr} API server (write returned)` },
-    { atMs: timeline.callbackAtMs, what: `callback accepted by the KCP listener (Kyma of ${skr})` },
+    ...(timeline.callbacksWatched
+      ? [{ atMs: timeline.callbackAtMs, what: `callback accepted by the KCP listener (Kyma of ${skr})` }]
+      : []),
     { atMs: timeline.manifestAtMs, what: `Manifest ${timeline.manifest} written in KCP` },
     {
       atMs: timeline.appliedAtMs,
       what: `objects applied in ${skr} (Manifest status.synced: ${timeline.applied?.join(', ') ?? '…'})`,
     },
-    {
-      atMs: timeline.defaultCrAtMs,
-      what: `default CR ${GREETER_DEFAULT_CR.kind} ${GREETER_DEFAULT_CR.metadata.namespace}/${GREETER_DEFAULT_CR.metadata.name} created in ${skr}`,
-    },
+    ...(timeline.defaultCr
+      ? [{ atMs: timeline.defaultCrAtMs, what: `default CR ${timeline.defaultCr} created in ${skr}` }]
+      : []),
     { atMs: timeline.readyAtMs, what: 'Manifest Ready' },
     {
       atMs: timeline.kymaReadyAtMs,
@@ -212,4 +243,61 @@ export async function moduleObjectsIn(skrConfig: KubeConfig): Promise<string[]> 
       `${GREETER.kind} ${GREETER_DEFAULT_CR.metadata.namespace}/${GREETER_DEFAULT_CR.metadata.name}`,
     );
   return found;
+}
+
+/**
+ * Removes a module from the SKR Kyma of `skr` and waits until its Manifest is gone from KCP and the Kyma status no
+ * longer lists it; answers how long that took (ms), or undefined on timeout.
+ */
+export async function disableModule(options: {
+  kcp: KubeConfig;
+  skrConfig: KubeConfig;
+  namespace: string;
+  skr: string;
+  module: ModuleRef;
+  timeoutMs: number;
+}): Promise<number | undefined> {
+  const { module, ocmComponentName } = options.module;
+  const api = options.skrConfig.makeApiClient(CustomObjectsApi);
+  const kcp = options.kcp.makeApiClient(CustomObjectsApi);
+  const current = (await api.getNamespacedCustomObject(SKR_KYMA)) as {
+    spec?: { modules?: { name?: string }[] };
+  };
+  const modules = (current.spec?.modules ?? []).filter((m) => m.name !== module);
+  const sent = Date.now();
+  await mergePatchCustomObject(api, SKR_KYMA, { spec: { modules } });
+  const manifest = {
+    group: GROUP,
+    version: KINDS.manifest.version,
+    plural: KINDS.manifest.plural,
+    namespace: options.namespace,
+    name: manifestName(ocmComponentName, options.skr, module),
+  };
+  const kyma = {
+    group: GROUP,
+    version: KINDS.kyma.version,
+    plural: KINDS.kyma.plural,
+    namespace: options.namespace,
+  };
+  while (Date.now() - sent < options.timeoutMs) {
+    const manifestGone = (await getCustomObject(kcp, manifest)) === undefined;
+    const listed = kymaShape
+      .safeParse(await kcp.getNamespacedCustomObject({ ...kyma, name: options.skr }))
+      .data?.status?.modules?.some((m) => m.name === module);
+    if (manifestGone && !listed) return Date.now() - sent;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return undefined;
+}
+
+/** The greeter operator's Pods in the SKR (with `--pods`): name, phase, readiness and the node each runs on. */
+export async function operatorPods(skrConfig: KubeConfig): Promise<string[]> {
+  const pods = await skrConfig.makeApiClient(CoreV1Api).listNamespacedPod({
+    namespace: GREETER.namespace,
+    labelSelector: `app.kubernetes.io/name=${GREETER.deployment}`,
+  });
+  return pods.items.map((pod) => {
+    const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    return `Pod ${GREETER.namespace}/${pod.metadata?.name} ${pod.status?.phase}${ready ? ', Ready' : ''} on node ${pod.spec?.nodeName}`;
+  });
 }

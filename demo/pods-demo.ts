@@ -5,6 +5,16 @@ import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem, runCleanupScript } from '@skr-watcher/testenv';
+import { DEFAULTS } from '@skr-watcher/api';
+import { formatModuleTimeline, moduleObjectsIn, operatorPods, timeModuleInstall } from './module-timeline.js';
+import {
+  agentInstallsModules,
+  createCatalog,
+  GREETER,
+  greeterModule,
+  publishModules,
+  sampleModules,
+} from './modules.js';
 import { startPodSystem, type PodSystem } from './pods.js';
 import { SAMPLE_MODULE } from './system.js';
 
@@ -56,6 +66,7 @@ export async function podsDemo(options: {
   dir: string;
   once: boolean;
   editTimeoutMs: number;
+  moduleTimeoutMs: number;
 }): Promise<number> {
   const problem = nodeSupportProblem();
   if (problem) {
@@ -80,7 +91,32 @@ export async function podsDemo(options: {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    system = await startPodSystem({ dir: options.dir, progress: (line) => print(`${elapsed()} ${line}`) });
+    const progress = (line: string) => print(`${elapsed()} ${line}`);
+    const modules = agentInstallsModules();
+    let registryHost: string | undefined;
+    system = await startPodSystem({
+      dir: options.dir,
+      progress,
+      // Modules come from the run's registry (the one kubelets pull the image from); the operator runs that image.
+      ...(modules
+        ? {
+            prepareAgent: async (env) => {
+              const nodes = env.nodes;
+              if (!nodes) return [];
+              registryHost = `http://${nodes.registry}`;
+              progress(
+                `publishing modules greeter ${GREETER.version} (operator image ${nodes.images.app}) and sample to ${registryHost}`,
+              );
+              const [greeter] = await publishModules(registryHost, [
+                greeterModule({ operatorImage: nodes.images.app }),
+                ...sampleModules(),
+              ]);
+              if (greeter) await createCatalog(env.plane('kcp').kubeConfig(), DEFAULTS.kcpNamespace, greeter);
+              return [`--oci-registry-host=${registryHost}`];
+            },
+          }
+        : {}),
+    });
     print(`${elapsed()} ready; start-up (s): ${JSON.stringify(system.timings)}`);
     const { module: _module, ...ref } = SAMPLE_MODULE;
     const greeting = `hello from the pods demo at ${new Date().toISOString()}`;
@@ -103,6 +139,38 @@ export async function podsDemo(options: {
       return 1;
     }
     print(`edit in skr1 → webhook Pod → agent Pod → ModuleConfig in KCP: ${arrived} ms`);
+    print();
+    print(`Module installation: greeter ${GREETER.version} from ${registryHost ?? 'the run registry'}`);
+    if (!modules) {
+      print(
+        '  not available yet: this skr-agent has no --oci-registry-host (issue 25); nothing was enabled or timed.',
+      );
+    } else {
+      const skrConfig = system.env.plane('skr1').kubeConfig();
+      const timeline = await timeModuleInstall({
+        kcp: system.kcp,
+        skrConfig,
+        namespace: system.namespace,
+        skr: 'skr1',
+        timeoutMs: options.moduleTimeoutMs,
+      });
+      print(
+        'Timeline (Ready: every workload of the module available, here its operator Pod on the skr1 node):',
+      );
+      for (const line of formatModuleTimeline(timeline)) print(line);
+      if (timeline.readyAtMs === undefined || timeline.kymaReadyAtMs === undefined) {
+        print(
+          `demo failed: module ${GREETER.module} was not Ready within ${options.moduleTimeoutMs / 1000} s (Manifest state: ${timeline.lastState ?? 'no Manifest'})`,
+        );
+        return 1;
+      }
+      print(
+        `Module enabled → Manifest Ready (operator available): ${timeline.readyAtMs - timeline.sentAtMs} ms`,
+      );
+      print(`In skr1 now: ${(await moduleObjectsIn(skrConfig)).join(', ')}`);
+      for (const line of await operatorPods(skrConfig)) print(`  ${line}`);
+    }
+    print();
     const kcp = `kubectl --kubeconfig ${system.env.plane('kcp').kubeconfigPath}`;
     const skr = `kubectl --kubeconfig ${system.env.plane('skr1').kubeconfigPath}`;
     print('Try:');

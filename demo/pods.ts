@@ -40,6 +40,8 @@ export interface PodSystemOptions {
   agentArgs?: string[];
   /** Agent replicas (manifests/kcp ships two). */
   agentReplicas?: number;
+  /** Runs once the clusters and the samples are there, before the agent is deployed; answers more agent flags. */
+  prepareAgent?: (env: Environment) => Promise<string[]>;
 }
 
 export interface PodSystem {
@@ -206,7 +208,10 @@ export async function startPodSystem(options: PodSystemOptions): Promise<PodSyst
       image: nodes.images.app,
       kcpAddress: listenerAddress,
       replicas: options.agentReplicas ?? 2,
-      agentArgs: options.agentArgs ?? [],
+      agentArgs: [
+        ...(options.agentArgs ?? []),
+        ...(options.prepareAgent ? await options.prepareAgent(env) : []),
+      ],
     });
     await writeFile(join(overlayDir, 'built.yaml'), objects.map((o) => JSON.stringify(o)).join('\n---\n'));
     const objectApi = KubernetesObjectApi.makeApiClient(kcp);

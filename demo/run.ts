@@ -296,7 +296,10 @@ const command = new Command('npm run demo --')
       .default(30_000, '30s'),
   )
   .addOption(
-    new Option('--module-timeout <duration>', 'how long the enabled module may take to become Ready')
+    new Option(
+      '--module-timeout <duration>',
+      'how long the enabled module may take to become Ready (with --pods at least 240s: image pull and Pod start)',
+    )
       .argParser(duration)
       .default(90_000, '90s'),
   )
@@ -307,6 +310,7 @@ const command = new Command('npm run demo --')
           dir: resolve(flags.dir, 'pods'),
           once: flags.once,
           editTimeoutMs: flags.editTimeout,
+          moduleTimeoutMs: Math.max(flags.moduleTimeout, 240_000),
         })
       : await demo({ ...flags, dir: resolve(flags.dir) });
   });

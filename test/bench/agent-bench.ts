@@ -42,6 +42,7 @@ import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { createCa, issueLeaf, webhookDnsNames } from '@skr-watcher/pki';
 import { freePort, startEnvironment } from '@skr-watcher/testenv';
 import { createBenchFleet } from '../support/bench-fleet.js';
+import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { realisticCatalog } from '../support/module-catalog.js';
 import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
 import {
@@ -78,22 +79,6 @@ const NODE_FLAGS = flag('node-flags', '').split(' ').filter(Boolean);
 const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
 /** glibc's malloc_stats() of the agent at the end of the steady phase (needs gdb; stops the agent for a moment). */
 const MALLOC_STATS = process.argv.includes('--malloc-stats');
-
-type Samples = Map<string, number>;
-
-/** Parses Prometheus text into `name{labels}` → value. */
-function parseMetrics(text: string): Samples {
-  const samples: Samples = new Map();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const space = line.lastIndexOf(' ');
-    samples.set(line.slice(0, space), Number(line.slice(space + 1)));
-  }
-  return samples;
-}
-
-const sumOf = (samples: Samples, prefix: string) =>
-  [...samples].filter(([key]) => key.startsWith(prefix)).reduce((sum, [, value]) => sum + value, 0);
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 const load = () => loadavg()[0]!.toFixed(1);

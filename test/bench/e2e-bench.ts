@@ -39,6 +39,7 @@ import {
   type AdmissionSeen,
   type LocalSystem,
 } from '../../demo/system.js';
+import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
 import { seedKyma } from '../support/kcp-seed.js';
 
@@ -99,21 +100,9 @@ function summary(label: string, latencies: number[]): string {
   return `${label.padEnd(16)} n=${String(sorted.length).padStart(4)}  p50 ${fmt(percentile(sorted, 50))}  p99 ${fmt(percentile(sorted, 99))}  max ${fmt(sorted.at(-1) ?? Number.NaN)}`;
 }
 
-type Samples = Map<string, number>;
-
 async function scrape(port: number): Promise<Samples> {
-  const samples: Samples = new Map();
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const space = line.lastIndexOf(' ');
-    samples.set(line.slice(0, space), Number(line.slice(space + 1)));
-  }
-  return samples;
+  return parseMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
 }
-
-const sumOf = (samples: Samples, prefix: string) =>
-  [...samples].filter(([key]) => key.startsWith(prefix)).reduce((sum, [, value]) => sum + value, 0);
 
 /** Runs `edits` paced at `rate`/s; resolves when every edit arrived in KCP or `SETTLE_MS` after the last. */
 async function runEdits(system: LocalSystem, edits: Edit[]): Promise<void> {

@@ -1,5 +1,6 @@
-// Journey test of the one-command demo: `npm run demo -- --once` brings up planes, agent and webhooks, follows
-// a Module CR edit from SKR 1 through a callback into its ModuleConfig in KCP, exits 0 and leaves nothing behind.
+// Journey test of the one-command demo: `npm run demo -- --once` brings up planes, agent, webhooks and a registry,
+// follows a Module CR edit from SKR 1 through a callback into its ModuleConfig in KCP, installs a module from the
+// registry into SKR 1, exits 0 and leaves nothing behind (but what a pods run left in the same directory).
 // Also the demo's kubelet-like Secret volume, on a real API server.
 import { spawn } from 'node:child_process';
 import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
@@ -66,12 +67,18 @@ describe('npm run demo -- --once', function () {
     expect(stdout, output).to.match(/\+\d+ ms {2}sample-manager's SyncResource updated in KCP/);
     expect(stdout, output).to.match(/\+\d+ ms {2}ConfigMap kyma-system\/sample-config updated in skr1/);
     expect(stdout, output).to.match(/Round trip \(edit sent → object updated in the SKR\): \d+ ms/);
-    // Module installation (issue 25): published into a real registry, then timed to Ready, or said to be missing.
+    // Module installation (issue 25): published into a real registry, enabled in the SKR Kyma, installed by the agent.
     expect(stdout, output).to.match(
       /Module installation: greeter 1\.0\.0 from the OCI registry http:\/\/127\.0\.0\.1:\d+/,
     );
+    expect(stdout, output).to.match(/\+\d+ ms {2}Manifest skr1-greeter-\d+ written in KCP/);
     expect(stdout, output).to.match(
-      /not available yet: this skr-agent has no --oci-registry-host|Module enabled → Manifest Ready: \d+ ms/,
+      /\+\d+ ms {2}objects applied in skr1 \(Manifest status\.synced: CustomResourceDefinition greeters\.demo\.kyma-project\.io, ConfigMap greeter-config\)/,
+    );
+    expect(stdout, output).to.match(/\+\d+ ms {2}module greeter Ready in the status of Kyma skr1 \(KCP\)/);
+    expect(stdout, output).to.match(/Module enabled → Manifest Ready: \d+ ms/);
+    expect(stdout, output).to.include(
+      'In skr1 now: CustomResourceDefinition greeters.demo.kyma-project.io, ConfigMap kyma-system/greeter-config, Greeter kyma-system/default',
     );
     expect(await readdir(dir), 'scratch directory: only what the pods run left').to.deep.equal(['pods']);
     expect(await readFile(podsLeftover, 'utf8')).to.equal('left by a pods run\n');

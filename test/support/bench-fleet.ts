@@ -14,6 +14,8 @@ export interface BenchFleet {
   labels?: Record<string, string>;
   /** runtime-id of Kyma i (default `runtime-<i>`); Kymas that share an SKR may share its runtime-id. */
   runtimeId?: (i: number) => string;
+  /** Modules every Kyma enables (default none). */
+  modules?: { name: string }[];
 }
 
 /** Creates the namespace's Secrets and Kymas `kyma-<i>` (runtime-id `runtime-<i>`), 16 at a time. */
@@ -47,7 +49,7 @@ export async function createBenchFleet(fleet: BenchFleet): Promise<void> {
               namespace,
               labels: { [LABELS.runtimeId]: fleet.runtimeId?.(i) ?? `runtime-${i}`, ...fleet.labels },
             },
-            spec: { channel: 'regular', modules: [], sync: { namespace: `bench-${i}` } },
+            spec: { channel: 'regular', modules: fleet.modules ?? [], sync: { namespace: `bench-${i}` } },
           },
         });
       }

@@ -1,0 +1,324 @@
+// Modules at scale (DESIGN 5, issue 25): 1,000 Kymas × 5 modules on one agent replica. Real planes (a KCP and two
+// SKR API servers shared by the Kymas, as in bench:agent-single), a real OCI registry, the built skr-agent with
+// --oci-registry-host and the shipped 256 MB old-space cap.
+//
+//   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--skrs 2] [--workers 8] [--steady 60]
+//                                  [--resync 4m] [--node-flags '--max-old-space-size=256']
+//
+// Prints: time until every Kyma is Ready with all its modules Ready (from the agent's start), the registry requests
+// by operation against the digests the modules have (bar: one pull per digest), what a no-op pass over every Kyma
+// costs (bar: 0 SKR writes, 0 registry requests; the agent's request counters over one full resync), and the agent's
+// RSS at every sample of the steady phase after it (bar ≤ 300 MB). Figures only; nothing passes or fails.
+//
+// The modules' raw manifests hold no objects of their own, and their CRDs are created up front in each SKR API
+// server: with 1,000 Kymas on two SKR API servers, one object of a module would be one object applied by 500
+// Manifests, each stamping its own owned-by annotation on it (a write on every pass), which no fleet with one SKR
+// per Kyma has. What every Manifest does do: its descriptor and raw manifest from the process cache, the set (empty)
+// applied, its default CR created once in the Kyma's own SKR namespace (bench-<i>), readiness, its status.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
+import { freePort, startEnvironment, startRegistry } from '@skr-watcher/testenv';
+import { stringify } from 'yaml';
+import { createCatalog, publishModules } from '../../demo/modules.js';
+import { createBenchFleet } from '../support/bench-fleet.js';
+import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
+
+function flag(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 && process.argv[at + 1] ? (process.argv[at + 1] as string) : fallback;
+}
+
+const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
+const KYMAS = Number(flag('kymas', '1000'));
+const MODULES = Number(flag('modules', '5'));
+const SKRS = Array.from({ length: Number(flag('skrs', '2')) }, (_, i) => `skr${i + 1}`);
+const WORKERS = flag('workers', '8');
+const STEADY_S = Number(flag('steady', '60'));
+const RESYNC = flag('resync', '4m');
+const NODE_FLAGS = flag('node-flags', '--max-old-space-size=256').split(' ').filter(Boolean);
+const NAMESPACE = 'kcp-bench';
+const BENCH_GROUP = 'bench.kyma-project.io';
+
+const uptime = () => execFileSync('uptime', { encoding: 'utf8' }).trim();
+const load = () => loadavg()[0]!.toFixed(1);
+const mb = (bytes: number) => `${Math.round(bytes / 1048576)} MB`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Counter increases between two scrapes, for the series of `prefix`, by series. */
+function increases(before: Samples, after: Samples, prefix: string): [string, number][] {
+  return [...after]
+    .filter(([key]) => key.startsWith(prefix))
+    .map(([key, value]): [string, number] => [key.slice(prefix.length), value - (before.get(key) ?? 0)])
+    .filter(([, delta]) => delta > 0);
+}
+
+const rssOf = (pid: number) =>
+  Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+
+/** Module names are lower-case words (the ModuleTemplate CRD's pattern). */
+const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliett'];
+
+function word(k: number): string {
+  const found = WORDS[k - 1];
+  if (!found) throw new Error(`--modules ${MODULES}: at most ${WORDS.length}`);
+  return found;
+}
+
+function moduleName(k: number): string {
+  return `scale-${word(k)}`;
+}
+
+const kindOf = (k: number) => `Scale${word(k)[0]!.toUpperCase()}${word(k).slice(1)}`;
+
+function crdOf(k: number) {
+  const plural = `scale${word(k)}s`;
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${BENCH_GROUP}` },
+    spec: {
+      group: BENCH_GROUP,
+      names: { kind: kindOf(k), plural },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+        },
+      ],
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  console.log(`start: ${uptime()}`);
+  const t0 = Date.now();
+  const env = await startEnvironment({ planes: ['kcp', ...SKRS] });
+  const registry = await startRegistry();
+  let agentExit: Promise<void> | undefined;
+  let stopAgent = () => {};
+  try {
+    const kcp = env.plane('kcp').kubeConfig();
+    await kcp.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NAMESPACE } } });
+    for (const skr of SKRS) {
+      const crds = env.plane(skr).kubeConfig().makeApiClient(ApiextensionsV1Api);
+      for (let k = 1; k <= MODULES; k++) await crds.createCustomResourceDefinition({ body: crdOf(k) });
+    }
+    const published = await publishModules(
+      registry.url,
+      Array.from({ length: MODULES }, (_, i) => ({
+        moduleName: moduleName(i + 1),
+        version: '1.0.0',
+        channels: ['regular'],
+        ocmComponentName: `kyma-project.io/module/${moduleName(i + 1)}`,
+        rawManifest: '',
+        defaultCr: stringify({
+          apiVersion: `${BENCH_GROUP}/v1`,
+          kind: kindOf(i + 1),
+          metadata: { name: 'default' },
+          spec: { module: i + 1 },
+        }),
+      })),
+    );
+    for (const module of published) await createCatalog(kcp, NAMESPACE, module);
+    const kubeconfigs = await Promise.all(SKRS.map((skr) => readFile(env.plane(skr).kubeconfigPath, 'utf8')));
+    await createBenchFleet({
+      kcp,
+      namespace: NAMESPACE,
+      kymas: KYMAS,
+      kubeconfigs,
+      modules: published.map((p) => ({ name: p.moduleTemplate.spec['moduleName'] as string })),
+    });
+    console.log(
+      `setup: ${KYMAS} Kymas × ${MODULES} modules over ${SKRS.length} SKR API servers, registry ${registry.url}, ${Date.now() - t0} ms`,
+    );
+
+    const metricsPort = await freePort();
+    const logFile = join(mkdtempSync(join(tmpdir(), 'modules-scale-')), 'agent.log');
+    console.log(`agent log: ${logFile}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}`);
+    const agent = spawn(
+      process.execPath,
+      [
+        ...NODE_FLAGS,
+        BUILT,
+        'run',
+        '--kubeconfig',
+        env.plane('kcp').kubeconfigPath,
+        '--namespace',
+        NAMESPACE,
+        '--no-listener',
+        '--metrics-address',
+        `127.0.0.1:${metricsPort}`,
+        '--events-address',
+        '127.0.0.1:0',
+        '--workers',
+        WORKERS,
+        '--requeue-ready',
+        '1h',
+        '--resync-interval',
+        RESYNC,
+        '--oci-registry-host',
+        registry.url,
+        '--log-level',
+        'warn',
+      ],
+      { stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] },
+    );
+    agentExit = new Promise((resolve) => agent.once('exit', () => resolve()));
+    stopAgent = () => agent.kill('SIGTERM');
+    const pid = agent.pid as number;
+    const scrape = async (): Promise<Samples> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return parseMetrics(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
+        } catch (error) {
+          if (attempt >= 50) throw error;
+          await sleep(200);
+        }
+      }
+    };
+    const started = Date.now();
+    const rss: { atMs: number; rss: number; load: string }[] = [];
+    const sampler = setInterval(() => {
+      try {
+        rss.push({ atMs: Date.now() - started, rss: rssOf(pid), load: load() });
+      } catch {
+        // the agent is gone; the phases below say so
+      }
+    }, 1_000);
+
+    // Phase 1: every Kyma Ready with all its modules Ready.
+    const api = kcp.makeApiClient(CustomObjectsApi);
+    const installed = async () => {
+      const list = (await api.listNamespacedCustomObject({
+        group: GROUP,
+        version: KINDS.kyma.version,
+        plural: KINDS.kyma.plural,
+        namespace: NAMESPACE,
+      })) as { items: Kyma[] };
+      let kymas = 0;
+      let modules = 0;
+      for (const kyma of list.items) {
+        const ready = (kyma.status?.modules ?? []).filter((m) => m.state === 'Ready').length;
+        modules += ready;
+        if (kyma.status?.state === 'Ready' && ready === MODULES) kymas++;
+      }
+      return { kymas, modules };
+    };
+    let lastReport = Date.now();
+    for (;;) {
+      const { kymas, modules } = await installed();
+      if (kymas >= KYMAS) break;
+      if (Date.now() - lastReport > 30_000) {
+        lastReport = Date.now();
+        console.log(
+          `  ${Math.round((Date.now() - started) / 1000)} s: ${kymas} Kymas Ready, ${modules} modules Ready; RSS ${mb(rssOf(pid))}, load ${load()}`,
+        );
+      }
+      if (Date.now() - started > 30 * 60_000)
+        throw new Error(`only ${kymas}/${KYMAS} Kymas installed after 30 min`);
+      await sleep(2_000);
+    }
+    const installMs = Date.now() - started;
+    const afterInstall = await scrape();
+    const registryRequests = increases(new Map(), afterInstall, 'skr_agent_oci_registry_requests_total');
+    const pulls = sumOf(afterInstall, 'skr_agent_oci_registry_requests_total', 'operation="blob"');
+    const manifestsRead = sumOf(
+      afterInstall,
+      'skr_agent_oci_registry_requests_total',
+      'operation="manifest"',
+    );
+    console.log(
+      `install: ${KYMAS} Kymas × ${MODULES} modules Ready ${installMs} ms after the agent started; load ${load()}`,
+    );
+    console.log(
+      `  registry requests: ${registryRequests.map(([series, n]) => `${series} ${n}`).join(', ') || 'none'}`,
+    );
+    console.log(
+      `  ${manifestsRead} manifest and ${pulls} blob requests for ${MODULES} component versions, whose digests the agent needs are ${MODULES} manifests and ${3 * MODULES} blobs (config, descriptor layer, raw manifest); bar: one pull per digest`,
+    );
+
+    // Phase 2: a no-op pass over every Kyma (the periodic resync), its requests by cluster, verb and resource.
+    const resyncs = (m: Samples) => sumOf(m, 'skr_agent_triggers_total{source="resync"}');
+    const busy = (m: Samples) =>
+      sumOf(m, 'workqueue_depth{name="kyma"}') + sumOf(m, 'workqueue_in_flight{name="kyma"}');
+    const resyncsBefore = resyncs(afterInstall);
+    let before: Samples | undefined;
+    let passStart = 0;
+    let after: Samples | undefined;
+    const deadline = Date.now() + 20 * 60_000;
+    console.log(`no-op pass: waiting for the next resync (--resync ${RESYNC})`);
+    while (Date.now() < deadline) {
+      const m = await scrape();
+      if (!before && resyncs(m) > resyncsBefore) {
+        before = m;
+        passStart = Date.now();
+      }
+      if (before && resyncs(m) - resyncsBefore >= KYMAS && busy(m) === 0) {
+        after = m;
+        break;
+      }
+      await sleep(500);
+    }
+    if (!before || !after) {
+      console.log('  the resync did not complete within 20 min');
+    } else {
+      const reconciles =
+        sumOf(after, 'skr_agent_reconcile_total') - sumOf(before, 'skr_agent_reconcile_total');
+      const requests = increases(before, after, 'skr_agent_kube_requests_total');
+      const skrWrites = requests.filter(
+        ([series]) => series.includes('cluster="skr"') && !/verb="(get|list|watch|discovery)"/.test(series),
+      );
+      const kcpWrites = requests.filter(
+        ([series]) => series.includes('cluster="kcp"') && !/verb="(get|list|watch|discovery)"/.test(series),
+      );
+      const registryInPass = increases(before, after, 'skr_agent_oci_registry_requests_total');
+      console.log(
+        `  ${reconciles} reconciles in ${Date.now() - passStart} ms; load ${load()}\n` +
+          `  SKR write requests: ${skrWrites.reduce((n, [, d]) => n + d, 0)} ${skrWrites.map(([s, d]) => `${s} ${d}`).join(', ')}\n` +
+          `  KCP write requests: ${kcpWrites.reduce((n, [, d]) => n + d, 0)} ${kcpWrites.map(([s, d]) => `${s} ${d}`).join(', ')}\n` +
+          `  registry requests: ${registryInPass.reduce((n, [, d]) => n + d, 0)}\n` +
+          `  all requests: ${requests.map(([s, d]) => `${s} ${d}`).join(', ')}`,
+      );
+    }
+
+    // Phase 3: steady state; every RSS sample of it.
+    const steadyFrom = Date.now() - started;
+    await sleep(STEADY_S * 1000);
+    clearInterval(sampler);
+    const steady = rss.filter((s) => s.atMs >= steadyFrom);
+    const peak = Math.max(...rss.map((s) => s.rss));
+    console.log(
+      `memory: peak RSS ${mb(peak)} over the whole run; steady phase (${STEADY_S} s after the no-op pass): max ${mb(Math.max(...steady.map((s) => s.rss)))}, min ${mb(Math.min(...steady.map((s) => s.rss)))} (bar ≤ 300 MB at every sample)`,
+    );
+    console.log(`  every steady sample (MB): ${steady.map((s) => Math.round(s.rss / 1048576)).join(' ')}`);
+    console.log(
+      `  over the run (t s: MB, every 20th): ${rss
+        .filter((_, i) => i % 20 === 0)
+        .map((s) => `${Math.round(s.atMs / 1000)}: ${Math.round(s.rss / 1048576)}`)
+        .join(', ')}`,
+    );
+    console.log(`end: ${uptime()}`);
+  } finally {
+    stopAgent();
+    await Promise.race([agentExit, sleep(15_000)]);
+    await registry.stop();
+    await env.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
