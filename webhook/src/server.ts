@@ -75,6 +75,12 @@ function closeIfBodyFollows(req: IncomingMessage, res: ServerResponse): void {
   else req.resume();
 }
 
+/** As upstream's webhook answers: HTTPS only, and nothing in an answer may load or run anything. */
+const SECURITY_HEADERS = {
+  'strict-transport-security': 'max-age=31536000; includeSubDomains',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+} as const;
+
 export async function startAdmissionServer(options: AdmissionServerOptions): Promise<AdmissionServer> {
   const { logger, metrics, maxBodyBytes, maxBodyBytesInFlight } = options;
   /** Bytes of request bodies held (reserved) by reviews being read, across all connections. */
@@ -84,6 +90,7 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
 
   const answer = (res: ServerResponse, started: number, code: number, body: string, json: boolean) => {
     res.writeHead(code, {
+      ...SECURITY_HEADERS,
       'content-type': json ? 'application/json' : 'text/plain; charset=utf-8',
       'content-length': Buffer.byteLength(body),
     });

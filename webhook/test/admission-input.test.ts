@@ -1,6 +1,7 @@
 // Admission reviews that once took the webhook down or were refused, sent over a real TLS socket to an
 // in-process webhook with a real mTLS KCP stand-in behind it.
 import { expect } from 'chai';
+import { ADMISSION_ALLOWED_MESSAGE } from '@skr-watcher/api';
 import {
   callWebhook,
   sampleReview,
@@ -38,7 +39,9 @@ describe('skr-webhook: hostile and unusual admission reviews on a real socket', 
     expect(body.length).to.be.within(90_000, 120_000);
     const answer = await post(body);
     expect(answer.status).to.equal(200);
-    expect(JSON.parse(answer.body)).to.deep.include({ response: { uid: 'deep-1', allowed: true } });
+    expect(JSON.parse(answer.body)).to.deep.include({
+      response: { uid: 'deep-1', allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
+    });
     await fixture.kcp.waitFor(
       (received) => received.some((r) => r.event.watched.Name === 'deep'),
       10_000,
@@ -64,7 +67,7 @@ describe('skr-webhook: hostile and unusual admission reviews on a real socket', 
     expect(JSON.parse(answer.body)).to.deep.equal({
       apiVersion: 'admission.k8s.io/v1beta1',
       kind: 'AdmissionReview',
-      response: { uid: 'beta-1', allowed: true },
+      response: { uid: 'beta-1', allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
     });
     await fixture.kcp.waitFor(
       (received) => received.some((r) => r.event.watched.Name === 'beta'),

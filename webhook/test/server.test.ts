@@ -2,6 +2,7 @@
 import { connect } from 'node:tls';
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { ADMISSION_ALLOWED_MESSAGE } from '@skr-watcher/api';
 import {
   startWebhookFixture,
   callWebhook,
@@ -29,10 +30,13 @@ describe('admission server', function () {
     const answer = await call({ body: JSON.stringify(sampleReview('uid-create-1', 'CREATE', 'created-1')) });
     expect(answer.status).to.equal(200);
     expect(answer.headers['content-type']).to.equal('application/json');
+    // As upstream's webhook answers (issue 26): HSTS and a CSP that lets nothing load.
+    expect(answer.headers['strict-transport-security']).to.equal('max-age=31536000; includeSubDomains');
+    expect(answer.headers['content-security-policy']).to.equal("default-src 'none'; frame-ancestors 'none'");
     expect(JSON.parse(answer.body)).to.deep.equal({
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',
-      response: { uid: 'uid-create-1', allowed: true },
+      response: { uid: 'uid-create-1', allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
     });
     await fx.kcp.waitFor(
       (r) => r.some((e) => e.event.watched.Name === 'created-1'),
@@ -239,7 +243,9 @@ describe('admission server', function () {
         expect([200, 400]).to.include(answer.status);
         if (answer.status === 200) {
           expect(cut).to.equal(false);
-          expect(JSON.parse(answer.body)).to.deep.include({ response: { uid: r.uid, allowed: true } });
+          expect(JSON.parse(answer.body)).to.deep.include({
+            response: { uid: r.uid, allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
+          });
         }
       }),
       { numRuns: 150 },

@@ -64,6 +64,9 @@ export function parseAdmissionReview(body: unknown): ParseResult<AdmissionReview
     : { ok: false, error: describeIssues(result.error) };
 }
 
+/** The `result.message` of every answer: the webhook watches and never denies. */
+export const ADMISSION_ALLOWED_MESSAGE = 'allowed: skr-webhook only watches this change';
+
 /** The answer the webhook always gives: allowed, in the request's apiVersion, with its uid. */
 export function allowedResponse(
   uid: string,
@@ -72,6 +75,7 @@ export function allowedResponse(
   return JSON.stringify({
     apiVersion,
     kind: 'AdmissionReview',
-    response: { uid, allowed: true },
+    // result.message as upstream's webhook answers: the API server shows it in audit logs.
+    response: { uid, allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
   });
 }

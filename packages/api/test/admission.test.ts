@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { allowedResponse, parseAdmissionReview } from '../src/index.js';
+import { ADMISSION_ALLOWED_MESSAGE, allowedResponse, parseAdmissionReview } from '../src/index.js';
 
 const review = {
   apiVersion: 'admission.k8s.io/v1',
@@ -37,7 +37,7 @@ describe('AdmissionReview contract', () => {
     expect(JSON.parse(allowedResponse('u-1', result.value.apiVersion))).to.deep.equal({
       apiVersion: 'admission.k8s.io/v1beta1',
       kind: 'AdmissionReview',
-      response: { uid: 'u-1', allowed: true },
+      response: { uid: 'u-1', allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
     });
   });
 
@@ -59,7 +59,7 @@ describe('AdmissionReview contract', () => {
     expect(JSON.parse(allowedResponse('u-1'))).to.deep.equal({
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',
-      response: { uid: 'u-1', allowed: true },
+      response: { uid: 'u-1', allowed: true, result: { message: ADMISSION_ALLOWED_MESSAGE } },
     });
   });
 });
