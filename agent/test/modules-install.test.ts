@@ -6,7 +6,15 @@
 import { expect } from 'chai';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName } from '@skr-watcher/api';
-import { custom, getOrUndefined, refTo } from './support/planes.js';
+import { pooledKubeConfig } from '@skr-watcher/kube';
+import { createRegistry, silentLogger } from '@skr-watcher/telemetry';
+import { waitUntil } from '../../test/support/eventually.js';
+import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
+import { agentConfigFromFlags } from '../src/config.js';
+import { testRunFlags } from './support/run-flags.js';
+import { createEventStream } from '../src/event-stream.js';
+import { startWork } from '../src/work.js';
+import { custom, getOrUndefined, kymaRef, refTo } from './support/planes.js';
 import { configMapYaml, crdYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
 describe('module installation from a registry (Manifests)', function () {
@@ -379,5 +387,92 @@ describe('module installation from a registry (Manifests)', function () {
       custom(planes.skr).listClusterCustomObject({ group, version: 'v1', plural: `${kind.toLowerCase()}s` }),
     );
     expect(crd, 'the CRD of the adopted set is served').to.not.equal(undefined);
+  });
+  it('runs from the flags: skr-agent work with --oci-registry-host installs a module, and a Manifest deleted by hand comes back (Manifest watch)', async function () {
+    const module = unique('eta');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+    });
+    await suite.kyma('k7', [{ name: module }]);
+    const kcp = await kubeConfigAsAgent(planes.kcp, suite.state.ns);
+    // Only watches wake passes here: a Ready Kyma is looked at again after 10 minutes.
+    const config = agentConfigFromFlags(
+      testRunFlags(suite.state.ns, {
+        requeueReady: '10m',
+        requeueProcessing: '1s',
+        requeueWarning: '1s',
+        requeueError: '1s',
+        ociRegistryHost: `http://${suite.state.registry.host}`,
+      }),
+    );
+    expect(config.modules?.registryHost).to.equal(`http://${suite.state.registry.host}`);
+    const pool = await pooledKubeConfig(kcp);
+    const events = createEventStream();
+    const work = await startWork(config, kcp, silentLogger(), createRegistry(), events, pool);
+    planes.cleanups.push(async () => {
+      await work.stop();
+      await events.close();
+      await pool.close();
+    });
+    const name = manifestName(`kyma-project.io/module/${module}`, 'k7', module);
+    const readyManifest = async () =>
+      (
+        (await getOrUndefined(() =>
+          suite.api().getNamespacedCustomObject(refTo('manifest', suite.state.ns, name)),
+        )) as Json | undefined
+      )?.status?.state === 'Ready';
+    await waitUntil(
+      'module Ready',
+      async () => (await suite.moduleStatus('k7', module))?.state === 'Ready',
+      120_000,
+    );
+    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+
+    // Deleted by hand: its removal and its return are driven by the Manifest watch alone.
+    const first = (await suite
+      .api()
+      .getNamespacedCustomObject(refTo('manifest', suite.state.ns, name))) as Json;
+    await suite.api().deleteNamespacedCustomObject(refTo('manifest', suite.state.ns, name));
+    await waitUntil(
+      'a new Manifest Ready',
+      async () => {
+        const now = (await getOrUndefined(() =>
+          suite.api().getNamespacedCustomObject(refTo('manifest', suite.state.ns, name)),
+        )) as Json | undefined;
+        return now !== undefined && now.metadata.uid !== first.metadata.uid && (await readyManifest());
+      },
+      120_000,
+    );
+    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+  });
+
+  it('removes every module of a deleted Kyma before the Kyma goes', async function () {
+    const module = unique('theta');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+      defaultCr: defaultCr(module),
+    });
+    await suite.kyma('k8', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k8',
+      async () => (await suite.moduleStatus('k8', module))?.state === 'Ready',
+      'Ready',
+    );
+    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, 'k8'));
+    await suite.reconcileUntil(
+      'k8',
+      async () =>
+        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, 'k8')))) ===
+        undefined,
+      'Kyma gone',
+    );
+    expect(await suite.manifests()).to.deep.equal([]);
+    expect(await configMap(`${module}-config`)).to.equal(undefined);
+    expect(await moduleCr(module, `${module}-default`)).to.equal(undefined);
   });
 });

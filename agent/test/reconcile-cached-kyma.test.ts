@@ -18,7 +18,8 @@ import type { Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
 import { seedKcp } from '../../test/support/kcp-seed.js';
-import { agentConfigFromFlags, type RunFlags } from '../src/config.js';
+import { agentConfigFromFlags } from '../src/config.js';
+import { testRunFlags } from './support/run-flags.js';
 import { createEventStream } from '../src/event-stream.js';
 import { createReconciler, type Reconciler, type WatchCaches } from '../src/reconcile/index.js';
 import { startWork } from '../src/work.js';
@@ -135,31 +136,8 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
   it('sends no KCP get of the Kyma on a no-op pass run by the controller, and still applies a KCP Kyma edit', async function () {
     const { namespace, name, key } = await kymaOnSkr();
     const agentKcp = await kubeConfigAsAgent(kcp, namespace);
-    const config = agentConfigFromFlags({
-      namespace,
-      listener: false,
-      listenAddress: '127.0.0.1:0',
-      metricsAddress: '127.0.0.1:0',
-      eventsAddress: '127.0.0.1:0',
-      leaseName: 'unused',
-      shardRing: 'unused',
-      peerAddress: '127.0.0.1:0',
-      leaseDuration: '15s',
-      renewDeadline: '10s',
-      retryPeriod: '2s',
-      workers: '2',
-      // Passes every half second once Ready, so a few no-op passes take a moment.
-      requeueReady: '500ms',
-      requeueProcessing: '500ms',
-      requeueWarning: '500ms',
-      requeueError: '500ms',
-      resyncInterval: '10m',
-      logLevel: 'silent',
-      skrWebhookImage: 'unused',
-      skrWebhookNamespace: DEFAULTS.skrNamespace,
-      watcherProbeAfter: '10m',
-      watcherProbeTimeout: '1m',
-    } satisfies RunFlags);
+    // Passes every half second once Ready, so a few no-op passes take a moment.
+    const config = agentConfigFromFlags(testRunFlags(namespace));
     const registry = createRegistry();
     const pool = await pooledKubeConfig(agentKcp);
     const events = createEventStream();
