@@ -19,7 +19,7 @@ describe('module installation flags', function () {
         moduleCacheBytes: '1048576',
       }),
     );
-    expect(config.modules).to.deep.equal({
+    expect(config.modules).to.deep.include({
       registryHost: 'http://registry.local:5000',
       repositorySubpath: 'team/modules',
       credSecret: 'module-registry',
