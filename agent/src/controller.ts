@@ -6,6 +6,7 @@ import {
   GROUP,
   KINDS,
   LABELS,
+  MODULE_MIRROR,
   type Kyma,
   type Manifest,
   type ModuleConfig,
@@ -37,6 +38,11 @@ import { isOwnMirror, type WatchCaches } from './reconcile/index.js';
 export interface KymaReconciler {
   /** `phase`: the work queue's view of the run; a sharded replica says when it waits for a pacing slot. */
   reconcile(kymaKey: string, phase?: RunPhase): Promise<{ requeueAfterMs?: number }>;
+  /**
+   * The targeted path of a SyncResource change (reconcile/sync-resource.ts): applies that one into its SKR at once.
+   * Without it a SyncResource change wakes the Kyma's full reconcile.
+   */
+  applySyncResource?(kymaKey: string, name: string): Promise<{ outcome: 'applied' | 'skipped' }>;
 }
 
 export interface ControllerOptions {
@@ -242,13 +248,55 @@ export function createController(options: ControllerOptions): Controller {
     logger,
     ...(options.dependents ? { scope: options.dependents } : {}),
   };
+  // A SyncResource's spec change is applied on its own at once (the targeted path); the Kyma's full reconcile, which
+  // writes the Kyma's status and is the safety net, follows after the window, so a burst of changes costs one.
+  // Anything the targeted path did not do (Kyma absent or paused, no credentials, a failure) is the full pass's, now.
+  // Until the workers start, the initial lists' adds only enqueue: every Kyma's first pass applies them anyway.
+  let live = false;
+  const syncResourceChanged = (sync: SyncResource) => {
+    const kymaName = kymaNameOf(sync);
+    const name = sync.metadata?.name;
+    const targeted = reconciler.applySyncResource?.bind(reconciler);
+    if (
+      !targeted ||
+      !live ||
+      !kymaName ||
+      !name ||
+      (options.dependents && !kymas.get(`${namespace}/${kymaName}`))
+    ) {
+      enqueueDependentKymaOf('syncresource', kymaName);
+      return;
+    }
+    const kymaKey = `${namespace}/${kymaName}`;
+    triggers?.inc({ source: 'syncresource-targeted' });
+    void targeted(kymaKey, name).then(
+      ({ outcome }) => {
+        if (outcome === 'applied') queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
+        else enqueueKymaOf('syncresource', kymaName);
+      },
+      (error: unknown) => {
+        logger?.debug(
+          { err: error, kyma: kymaKey, syncResource: name },
+          'targeted SyncResource apply failed',
+        );
+        enqueueKymaOf('syncresource', kymaName);
+      },
+    );
+  };
   // The reconciler asks which SyncResources belong to a Kyma; the cache answers without a list call.
   const syncResources = createDependentCache<SyncResource>({
     ...dependentDefaults,
     kind: KINDS.syncResource,
     watch: (labelSelector) => custom<SyncResource>(KINDS.syncResource, labelSelector),
     kymaOf: kymaNameOf,
-    handlers: onSpecChange<SyncResource>((s) => enqueueDependentKymaOf('syncresource', kymaNameOf(s))),
+    handlers: {
+      onAdd: syncResourceChanged,
+      onUpdate: (previous, sync) => {
+        if (previous.metadata?.generation !== sync.metadata?.generation) syncResourceChanged(sync);
+      },
+      // Its objects are removed by the finalizer's pass; one deleted without (no agent ran) is the full pass's.
+      onDelete: (sync) => enqueueDependentKymaOf('syncresource', kymaNameOf(sync)),
+    },
   });
   // A ModuleConfig edited or deleted by hand is put back; on add it is most likely our own write, and an update
   // whose spec hashes to the agent's annotation is our own write too (a reconcile would find nothing to do).
@@ -358,9 +406,11 @@ export function createController(options: ControllerOptions): Controller {
         'caches synced; starting workers',
       );
       queue.start();
+      live = true;
     },
     async stop() {
       await Promise.all([...informers, ...dependents].map((informer) => informer.stop()));
+      live = false;
       await queue.stop();
       warnedAmbiguous = new Set();
     },

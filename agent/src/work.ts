@@ -136,6 +136,14 @@ export async function startWork(
             { outcome: 'not-a-module' as const, reads: 0 },
             false,
           ),
+        // As a mirror: one SyncResource a user's edit waits for, not paced.
+        applySyncResource: (key, name) =>
+          sharding.guard(
+            key,
+            () => unguarded.applySyncResource(key, name),
+            { outcome: 'skipped' as const, reason: 'Kyma not owned here' },
+            false,
+          ),
         acquired: (key) => unguarded.acquired(key),
         close: () => unguarded.close(),
       }

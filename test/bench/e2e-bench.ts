@@ -469,6 +469,7 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
     const applied = new Map<Edit, number>();
     const stops = [track(edits, manager.syncResources, synced), track(edits, manager.configMaps, applied)];
     const writesBefore = await syncResourceWrites(manager);
+    const agentBefore = await scrape(system.agentMetricsPort);
     console.log(
       `Round trips: ${ROUND_TRIPS} Module CR edits at ${RATE}/s, alternating SKRs (load average ${load()})`,
     );
@@ -478,6 +479,8 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, 20));
     for (const stop of stops) stop();
     const writes = (await syncResourceWrites(manager)) - writesBefore;
+    const agentAfter = await scrape(system.agentMetricsPort);
+    const agentDelta = (name: string) => sumOf(agentAfter, name) - sumOf(agentBefore, name);
     const spans = (from: (edit: Edit) => number | undefined, to: (edit: Edit) => number | undefined) =>
       edits.flatMap((edit) => {
         const a = from(edit);
@@ -527,6 +530,11 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
         `p99 ≤ 200 ms (${Math.round(p99)} ms: ${p99 <= 200 ? 'met' : 'NOT met'}); ` +
         `lost (not in the SKR within ${SETTLE_MS / 1000} s): ${lost} of ${ROUND_TRIPS}; failed writes: ${edits.filter((e) => e.failed).length}${edits.find((e) => e.failed) ? ` (first: ${edits.find((e) => e.failed)?.failed})` : ''}; ` +
         `SyncResource writes: ${writes}`,
+    );
+    // The agent's side of the last stage: SyncResource changes applied on their own (targeted) and full passes.
+    console.log(
+      `Agent: ${agentDelta('skr_agent_sync_resource_applies_total')} targeted SyncResource applies, ` +
+        `${agentDelta('skr_agent_reconcile_total')} full Kyma reconciles (load average ${load()})`,
     );
 
     if (NOOP_EDITS > 0) {

@@ -89,11 +89,13 @@ import { isPaused, reconcileLiveKyma } from './kyma.js';
 import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
 import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
 import { watchPkiSecrets } from '../registration/index.js';
+import { applyChangedSyncResource, type SyncResourceApplyOutcome } from './sync-resource.js';
 
 export type { ModuleDescription, ModuleInstallation, RegistrationSettings, WatchCaches } from './context.js';
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
 export { isOwnMirror, moduleConfigName } from './module-config.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './mirror-lanes.js';
+export type { SyncResourceApplyOutcome } from './sync-resource.js';
 export { CONDITIONS } from './status.js';
 export { SKR_WEBHOOK_CONDITION } from './skr-webhook.js';
 
@@ -165,6 +167,11 @@ export interface Reconciler {
    */
   mirrorModuleCr(kymaKey: string, change: ModuleCrChange): Promise<ModuleMirrorResult>;
   /**
+   * The targeted path of a SyncResource: its watch saw a spec change, so that SyncResource alone is applied into
+   * its Kyma's SKR now (sync-resource.ts), without a full pass. Changes of one SyncResource that wait coalesce.
+   */
+  applySyncResource(kymaKey: string, name: string): Promise<SyncResourceApplyOutcome>;
+  /**
    * This replica just took the Kyma over (sharding): its next pass reads it from the API server, since another
    * replica may have written it after this replica's Kyma watch last showed it.
    */
@@ -180,6 +187,7 @@ export const DEFAULT_RECONCILE_DEADLINE_MS = 30_000;
 export const DEFAULT_DELETION_TIMEOUT_MS = 10 * 60_000;
 
 interface ReconcileMetrics {
+  syncApplies: Counter<'outcome'>;
   total: Counter<'result'>;
   duration: Histogram<'result'>;
   mirrors: Counter<'outcome'>;
@@ -190,6 +198,17 @@ function metricsIn(registry: Registry | undefined): ReconcileMetrics | undefined
   if (!registry) return undefined;
   const registers = [registry];
   return {
+    syncApplies: registeredMetric(
+      registry,
+      'skr_agent_sync_resource_applies_total',
+      () =>
+        new Counter({
+          name: 'skr_agent_sync_resource_applies_total',
+          help: 'SyncResource changes applied on the targeted path, by outcome (applied, skipped, failed).',
+          labelNames: ['outcome'],
+          registers,
+        }),
+    ),
     mirrors: registeredMetric(
       registry,
       'skr_agent_module_mirrors_total',
@@ -248,6 +267,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   // the Module CR inside its lane, so a pass that read it before an edit never writes over the targeted mirror.
   // Nothing else of a full reconcile holds a mirror up (decision 010).
   const lanes = new MirrorLanes();
+  /** Targeted SyncResource applies queued and not started yet, by Kyma key and name: a later change joins one. */
+  const waitingApplies = new Map<string, Promise<SyncResourceApplyOutcome>>();
   // Run by a controller (it hands over its caches), a pass with registration takes the CA, the bundle and its leaf
   // from watches when it changes nothing; `reconcile --once` reads them (decision 016, session 10).
   const pki =
@@ -442,6 +463,49 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         );
         return result;
       });
+    },
+    applySyncResource: (kymaKey, syncName) => {
+      const queuedAt = epochMs();
+      let kymaNamespace: string;
+      let name: string;
+      try {
+        ({ namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace));
+      } catch (error) {
+        return Promise.reject(error as Error);
+      }
+      const waitingKey = `${kymaNamespace}/${name}\0${syncName}`;
+      const waiting = waitingApplies.get(waitingKey);
+      if (waiting) return waiting;
+      const entry: { apply?: Promise<SyncResourceApplyOutcome> } = {};
+      const apply = (async () => {
+        const { ctx } = await ready;
+        const kyma = getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name)).then((raw) =>
+          raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`),
+        );
+        let startedAt: number | undefined;
+        try {
+          const result = await applyChangedSyncResource(ctx, kyma, name, syncName, () => {
+            // Started: from here a new change needs a new apply.
+            waitingApplies.delete(waitingKey);
+            startedAt = epochMs();
+          });
+          metrics?.syncApplies.inc({ outcome: result.outcome });
+          // Timestamps (epoch ms): bench:e2e reads them to say where a round trip's milliseconds go.
+          logger.debug(
+            { kyma: kymaKey, syncResource: syncName, ...result, queuedAt, startedAt, doneAt: epochMs() },
+            'SyncResource applied on its change',
+          );
+          return result;
+        } catch (error) {
+          metrics?.syncApplies.inc({ outcome: 'failed' });
+          throw error;
+        } finally {
+          if (waitingApplies.get(waitingKey) === entry.apply) waitingApplies.delete(waitingKey);
+        }
+      })();
+      entry.apply = apply;
+      waitingApplies.set(waitingKey, apply);
+      return apply;
     },
     acquired(kymaKey) {
       try {

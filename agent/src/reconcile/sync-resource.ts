@@ -5,13 +5,18 @@
 // as the set's inventory (status.synced), so an object that left the set (an item dropped or renamed, a deleted
 // SyncResource) is removed from the SKR, once the new set is in place. Items are refused when the allow-list does
 // not admit them or when they name what the agent runs in the SKR itself (agent-owned.ts), whatever the allow-list.
+// Two paths apply one: the Kyma's full pass (every SyncResource of the Kyma), and the targeted path, which applies
+// one changed SyncResource at once when its watch reports a spec change (applyChangedSyncResource). Both run in the
+// SyncResource's lane, so they never apply one SyncResource at the same time.
 import { isDeepStrictEqual } from 'node:util';
 import {
   FIELD_MANAGER,
+  GROUP,
   KINDS,
   LABELS,
   MANAGED_BY,
   splitApiVersion,
+  type Kyma,
   type ResourceState,
   type SyncItemStatus,
   listItems,
@@ -39,7 +44,14 @@ import {
 } from '@skr-watcher/kube';
 import { bucketOf } from '../sharding/ring.js';
 import { agentOwnedObjects, type AgentOwnedObjects } from './agent-owned.js';
-import { apiVersionOf, listKcp, refOf, type ReconcileContext, type SyncResourcePolicy } from './context.js';
+import {
+  apiVersionOf,
+  listKcp,
+  refOf,
+  type MirroredObject,
+  type ReconcileContext,
+  type SyncResourcePolicy,
+} from './context.js';
 import { addFinalizer, dropFinalizer } from './finalizers.js';
 import { worstState } from './status.js';
 
@@ -159,12 +171,114 @@ function inventoryOf(sync: RawSyncResource): SyncedObject[] {
 
 const READY_OUTCOMES = new Set<MemberResult['outcome']>(['applied', 'created', 'present', 'left']);
 
-/** Applies every item of one SyncResource to the SKR and records the outcome in its status. */
-export async function reconcileSyncResource(
+/**
+ * The lane of one SyncResource of a Kyma. Its group is prefixed, so no SKR object (a Module CR's lane) can share it.
+ */
+function syncResourceLane(ctx: ReconcileContext, name: string): MirroredObject {
+  return { group: `kcp:${GROUP}`, kind: KINDS.syncResource.kind, namespace: ctx.namespace, name };
+}
+
+/**
+ * Per reconciler (its KCP client), the newest generation of each SyncResource (by uid) the targeted path applied;
+ * one whose deletion it finished counts as newer than any. A full pass read its SyncResources when it started; where
+ * the targeted path applied a newer generation meanwhile, the pass reads that SyncResource again rather than put an
+ * older spec back into the SKR.
+ */
+const targetedGenerations = new WeakMap<ClusterClient, Map<string, number>>();
+
+function generationsOf(ctx: ReconcileContext): Map<string, number> {
+  let generations = targetedGenerations.get(ctx.kcp);
+  if (!generations) targetedGenerations.set(ctx.kcp, (generations = new Map()));
+  return generations;
+}
+
+async function readSyncResource(ctx: ReconcileContext, name: string): Promise<RawSyncResource | undefined> {
+  const raw = await getCustomObject(ctx.kcp.custom, refOf('syncResource', ctx.namespace, name));
+  return raw === undefined ? undefined : parseOrWarn(ctx, raw);
+}
+
+/**
+ * Applies every item of one SyncResource to the SKR and records the outcome in its status (the full pass's step),
+ * in the SyncResource's lane.
+ */
+export function reconcileSyncResource(
   ctx: ReconcileContext,
   skr: ClusterClient,
   sync: RawSyncResource,
   owned: AgentOwnedObjects = agentOwnedObjects(),
+): Promise<SyncResourceOutcome> {
+  const kymaKey = `${ctx.namespace}/${sync.spec.kyma}`;
+  return ctx.inMirrorLane(kymaKey, syncResourceLane(ctx, sync.metadata.name), async () => {
+    const generations = generationsOf(ctx);
+    const uid = sync.metadata.uid ?? '';
+    const applied = generations.get(uid);
+    if (applied === undefined || applied <= (sync.metadata.generation ?? 0))
+      return applySyncResource(ctx, skr, sync, owned);
+    const fresh = await readSyncResource(ctx, sync.metadata.name);
+    // Gone (or another object of that name), or moved to another Kyma since the pass listed it: not this pass's.
+    if (fresh?.metadata.uid !== uid || fresh.spec.kyma !== sync.spec.kyma) {
+      if (fresh?.metadata.uid !== uid) generations.delete(uid);
+      return { name: sync.metadata.name, state: 'Ready', failures: [] };
+    }
+    return applySyncResource(ctx, skr, fresh, owned);
+  });
+}
+
+/** What the targeted path did with one SyncResource change. */
+export type SyncResourceApplyOutcome =
+  /** Applied (or found in place); `state` is the SyncResource's. */
+  | { outcome: 'applied'; state: ResourceState }
+  /** Nothing to do here: the SyncResource is gone or names another Kyma, or the Kyma is absent, paused or deleting,
+   * or has no SKR credentials: the full pass decides. */
+  | { outcome: 'skipped'; reason: string };
+
+/**
+ * The targeted path: one SyncResource of `kymaName` changed, so it alone is applied into the Kyma's SKR now, under
+ * the same guard as in the full pass (allow-list, the agent's own objects as the Kyma's last status names them),
+ * its status written; the Kyma's full pass follows later (its status, every other SyncResource). `kyma` is the KCP
+ * Kyma as read now (undefined: absent); `started` is called once the apply has its lane (it reads everything after).
+ */
+export function applyChangedSyncResource(
+  ctx: ReconcileContext,
+  kyma: Promise<Kyma | undefined>,
+  kymaName: string,
+  name: string,
+  started: () => void = () => {},
+): Promise<SyncResourceApplyOutcome> {
+  kyma.catch(() => undefined);
+  return ctx.inMirrorLane(`${ctx.namespace}/${kymaName}`, syncResourceLane(ctx, name), async () => {
+    started();
+    const syncRead = readSyncResource(ctx, name);
+    syncRead.catch(() => undefined);
+    const current = await kyma;
+    if (!current) return { outcome: 'skipped', reason: 'Kyma absent' };
+    if (current.metadata.labels?.[LABELS.skipReconciliation] === 'true')
+      return { outcome: 'skipped', reason: 'Kyma paused' };
+    if (current.metadata.deletionTimestamp) return { outcome: 'skipped', reason: 'Kyma deleting' };
+    const sync = await syncRead;
+    if (!sync) return { outcome: 'skipped', reason: 'SyncResource absent' };
+    if (sync.spec.kyma !== kymaName) return { outcome: 'skipped', reason: 'SyncResource of another Kyma' };
+    const lookup = await ctx.skrClients.forKyma(kymaName);
+    if (!lookup) return { outcome: 'skipped', reason: 'no kubeconfig Secret' };
+    const owned = agentOwnedObjects({ modules: current.status?.modules ?? [] });
+    const outcome = await applySyncResource(ctx, lookup.client, sync, owned);
+    const uid = sync.metadata.uid;
+    if (uid) {
+      const generations = generationsOf(ctx);
+      const generation = sync.metadata.deletionTimestamp
+        ? Number.MAX_SAFE_INTEGER
+        : (sync.metadata.generation ?? 0);
+      generations.set(uid, Math.max(generations.get(uid) ?? 0, generation));
+    }
+    return { outcome: 'applied', state: outcome.state };
+  });
+}
+
+async function applySyncResource(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  sync: RawSyncResource,
+  owned: AgentOwnedObjects,
 ): Promise<SyncResourceOutcome> {
   const syncName = sync.metadata.name;
   if (sync.metadata.deletionTimestamp) {
