@@ -53,6 +53,7 @@ import {
   type SyncResourcePolicy,
 } from './context.js';
 import { addFinalizer, dropFinalizer } from './finalizers.js';
+import { manifestsOf } from './manifest-kyma.js';
 import { worstState } from './status.js';
 
 type Applied = NonNullable<SyncItemStatus['applied']>;
@@ -234,9 +235,10 @@ export type SyncResourceApplyOutcome =
 
 /**
  * The targeted path: one SyncResource of `kymaName` changed, so it alone is applied into the Kyma's SKR now, under
- * the same guard as in the full pass (allow-list, the agent's own objects as the Kyma's last status names them),
- * its status written; the Kyma's full pass follows later (its status, every other SyncResource). `kyma` is the KCP
- * Kyma as read now (undefined: absent); `started` is called once the apply has its lane (it reads everything after).
+ * the same guard as in the full pass (allow-list; the agent's own objects: the Module CRs the Kyma's last status
+ * names and its Manifests' objects), its status written; the Kyma's full pass follows later (its status, every other
+ * SyncResource). `kyma` is the KCP Kyma as read now (undefined: absent); `started` is called once the apply has its
+ * lane (it reads everything after).
  */
 export function applyChangedSyncResource(
   ctx: ReconcileContext,
@@ -260,7 +262,12 @@ export function applyChangedSyncResource(
     if (sync.spec.kyma !== kymaName) return { outcome: 'skipped', reason: 'SyncResource of another Kyma' };
     const lookup = await ctx.skrClients.forKyma(kymaName);
     if (!lookup) return { outcome: 'skipped', reason: 'no kubeconfig Secret' };
-    const owned = agentOwnedObjects({ modules: current.status?.modules ?? [] });
+    // The guard of the full pass: the Module CRs (from the Kyma's last status) and the Kyma's Manifests' objects.
+    const manifests = ctx.modules ? await manifestsOf(ctx, kymaName) : undefined;
+    const owned = agentOwnedObjects({
+      modules: current.status?.modules ?? [],
+      manifestObjects: [...(manifests?.values() ?? [])].flatMap((manifest) => manifest.status?.synced ?? []),
+    });
     const outcome = await applySyncResource(ctx, lookup.client, sync, owned);
     const uid = sync.metadata.uid;
     if (uid) {
