@@ -6,6 +6,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
+import { createRegistry } from '@skr-watcher/telemetry';
 import { custom, kymaRef } from './support/planes.js';
 import { crdYaml, docs, configMapYaml, mergePatch, moduleSuite, type Json } from './support/modules.js';
 import { loadPolicy, type LoadedPolicy } from '../src/rollout/policy-file.js';
@@ -130,6 +131,32 @@ describe('module rollouts: maintenance windows and customStateCheck (real planes
         (m: Json) => m.metadata.labels['operator.kyma-project.io/module-name'] === held,
       )?.spec.version,
     ).to.equal('1.0.0');
+  });
+
+  it('counts installs, upgrades and removals in skr_agent_module_operations_total', async () => {
+    const module = unique('counted');
+    const registry = createRegistry();
+    const count = async (operation: string, outcome: string) => {
+      const metric = await registry.getSingleMetric('skr_agent_module_operations_total')?.get();
+      return (
+        metric?.values.find((v) => v.labels['operation'] === operation && v.labels['outcome'] === outcome)
+          ?.value ?? 0
+      );
+    };
+    await publishVersion(module, '1.0.0', false);
+    await suite.kyma('w5', [{ name: module }]);
+    await suite.start({ metrics: registry });
+    await readyAt('w5', module, '1.0.0');
+    // More passes over an installed module count nothing more.
+    for (let pass = 0; pass < 2; pass++) await suite.state.reconciler!.reconcile(`${suite.state.ns}/w5`);
+    expect(await count('install', 'success')).to.equal(1);
+    await publishVersion(module, '2.0.0', false);
+    await readyAt('w5', module, '2.0.0');
+    expect(await count('upgrade', 'success')).to.equal(1);
+    await suite.skrModules([]);
+    await suite.reconcileUntil('w5', async () => (await suite.manifests()).length === 0, 'module removed');
+    expect(await count('delete', 'success')).to.equal(1);
+    expect(await count('install', 'error')).to.equal(0);
   });
 
   it("maps the default CR's fields onto the module's state by the template's customStateCheck", async () => {

@@ -37,7 +37,11 @@ export interface ModuleInstallation {
    * policy as last read (or why it could not be); without this setting such an upgrade is an Error, as upstream's.
    */
   maintenance?: { policy(): LoadedPolicy | undefined; minWindowMs: number };
+  /** Counts what a Manifest's pass did: an install, upgrade or removal finished, or a pass of one that failed. */
+  observe?(operation: ModuleOperation, outcome: 'success' | 'error'): void;
 }
+
+export type ModuleOperation = 'install' | 'upgrade' | 'delete';
 
 /** Names from a cache; undefined when the cache does not cover the Kyma (a sharded replica's other buckets). */
 export type SyncResourceNames = string[] | undefined;

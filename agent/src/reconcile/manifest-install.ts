@@ -253,6 +253,42 @@ export async function reconcileManifest(
   manifest: Manifest,
   kyma: KymaEventTarget,
 ): Promise<ManifestOutcome> {
+  const outcome = await reconcileManifestPass(ctx, skr, installation, manifest, kyma);
+  if (installation.observe) observeOutcome(installation.observe, manifest, outcome.manifest);
+  return outcome;
+}
+
+/**
+ * What a pass finished, for `skr_agent_module_operations_total`: a removal once the Manifest is gone (or its
+ * finalizers are), an install or upgrade once the Manifest records a new digest as fully installed (sync-oci-ref),
+ * and any pass that leaves the Manifest in Error as an error of what it was doing.
+ */
+function observeOutcome(
+  observe: NonNullable<ModuleInstallation['observe']>,
+  before: Manifest,
+  after: Manifest | undefined,
+): void {
+  if (before.metadata.labels?.[LABELS.skipReconciliation] === 'true') return;
+  if (before.metadata.annotations?.[ANNOTATIONS.isUnmanaged] === 'true') return;
+  if (before.metadata.deletionTimestamp) {
+    if (!after || (after.metadata.finalizers ?? []).length === 0) observe('delete', 'success');
+    else if (after.status?.state === 'Error') observe('delete', 'error');
+    return;
+  }
+  if (!after) return;
+  const installed = before.metadata.annotations?.[ANNOTATIONS.syncOciRef];
+  const operation = installed === undefined ? 'install' : 'upgrade';
+  if (after.status?.state === 'Error') observe(operation, 'error');
+  else if (after.metadata.annotations?.[ANNOTATIONS.syncOciRef] !== installed) observe(operation, 'success');
+}
+
+async function reconcileManifestPass(
+  ctx: ReconcileContext,
+  skr: ClusterClient,
+  installation: ModuleInstallation,
+  manifest: Manifest,
+  kyma: KymaEventTarget,
+): Promise<ManifestOutcome> {
   if (manifest.metadata.labels?.[LABELS.skipReconciliation] === 'true') return { manifest };
   const log = ctx.logger.child({ manifest: `${manifest.metadata.namespace}/${manifest.metadata.name}` });
   if (manifest.metadata.annotations?.[ANNOTATIONS.isUnmanaged] === 'true') {

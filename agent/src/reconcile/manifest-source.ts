@@ -14,7 +14,7 @@ import {
   type ModuleSource,
   type ModuleSourceBounds,
 } from '@skr-watcher/oci';
-import type { Registry } from '@skr-watcher/telemetry';
+import { Counter, registeredMetric, type Registry } from '@skr-watcher/telemetry';
 import type { ModuleDescription, ModuleInstallation } from './context.js';
 
 /** Upstream lifecycle-manager's three flags, and our bound on what is kept in memory. */
@@ -145,8 +145,23 @@ export async function createRegistryInstallation(
     ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   const attempt = failureBackoff({ ...DEFAULT_RETRY, ...options.retry }, options.now);
+  const registry = options.metrics;
+  const operations = registry
+    ? registeredMetric(
+        registry,
+        'skr_agent_module_operations_total',
+        () =>
+          new Counter({
+            name: 'skr_agent_module_operations_total',
+            help: 'Module installs, upgrades and removals finished (outcome success), and Manifest passes that ended in Error while doing one (outcome error).',
+            labelNames: ['operation', 'outcome'],
+            registers: [registry],
+          }),
+      )
+    : undefined;
   return {
     source,
+    ...(operations ? { observe: (operation, outcome) => operations.inc({ operation, outcome }) } : {}),
     async describe(ocmComponentName, version): Promise<ModuleDescription> {
       const resolved = await attempt(`descriptor ${ocmComponentName}:${version}`, () =>
         source.resolve(ocmComponentName, version),
