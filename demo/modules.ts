@@ -72,8 +72,10 @@ function greeterCrd() {
  * process demo has no kubelet or controller-manager, so a Deployment there would never become available and the
  * module would never be Ready (readiness: every workload of the set available, decision 020).
  */
-function greeterOperator(image: string) {
+function greeterOperator(image: string, version: string) {
   const labels = { 'app.kubernetes.io/name': GREETER.deployment };
+  // The version only in the Pod template (a selector is immutable): a new version rolls the Deployment.
+  const podLabels = { ...labels, 'app.kubernetes.io/version': version };
   return [
     {
       apiVersion: 'v1',
@@ -88,7 +90,7 @@ function greeterOperator(image: string) {
         replicas: 1,
         selector: { matchLabels: labels },
         template: {
-          metadata: { labels },
+          metadata: { labels: podLabels },
           spec: {
             serviceAccountName: GREETER.deployment,
             automountServiceAccountToken: false,
@@ -119,8 +121,12 @@ function greeterOperator(image: string) {
   ];
 }
 
-/** The greeter module version: CRD, ConfigMap, and the operator when `operatorImage` is given. */
-export function greeterModule(options: { operatorImage?: string } = {}): ModuleVersion {
+/**
+ * A greeter module version (default GREETER.version): CRD, ConfigMap, and the operator when `operatorImage` is
+ * given.
+ */
+export function greeterModule(options: { operatorImage?: string; version?: string } = {}): ModuleVersion {
+  const version = options.version ?? GREETER.version;
   const objects: unknown[] = [
     greeterCrd(),
     {
@@ -129,11 +135,11 @@ export function greeterModule(options: { operatorImage?: string } = {}): ModuleV
       metadata: { name: GREETER.configMap, namespace: GREETER.namespace },
       data: { greeting: 'hello', installedBy: 'the greeter module (raw manifest from the OCI registry)' },
     },
-    ...(options.operatorImage ? greeterOperator(options.operatorImage) : []),
+    ...(options.operatorImage ? greeterOperator(options.operatorImage, version) : []),
   ];
   return {
     moduleName: GREETER.module,
-    version: GREETER.version,
+    version,
     channels: ['regular'],
     ocmComponentName: GREETER.ocmComponentName,
     rawManifest: objects.map((object) => stringify(object)).join('---\n'),

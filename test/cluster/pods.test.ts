@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import {
   AdmissionregistrationV1Api,
+  ApiextensionsV1Api,
   AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
@@ -16,12 +17,14 @@ import {
   KubernetesObjectApi,
   NetworkingV1Api,
   RbacAuthorizationV1Api,
+  Watch,
   loadAllYaml,
+  type KubeConfig,
   type KubernetesObject,
   type V1Deployment,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { DEFAULTS } from '@skr-watcher/api';
+import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
 import { applyObject, mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem } from '@skr-watcher/testenv';
 import { SAMPLE_MODULE } from '../../demo/system.js';
@@ -32,6 +35,8 @@ import {
   startPodSystem,
   type PodSystem,
 } from '../../demo/pods.js';
+import { disableModule, timeModuleInstall } from '../../demo/module-timeline.js';
+import { GREETER, createCatalog, greeterModule, publishModules, sampleModules } from '../../demo/modules.js';
 import { eventually } from '../support/eventually.js';
 
 const CERTS_MAIN = fileURLToPath(new URL('../../certs/src/main.ts', import.meta.url));
@@ -89,6 +94,48 @@ function scrapeAgent(pod: V1Pod, token?: string): Promise<{ status: number; text
   });
 }
 
+/**
+ * Follows the greeter operator's Pods from a list onwards: which are Ready (and not terminating) after every
+ * change, and the fewest seen at once. Every state change arrives as a watch event, so a moment without a Ready
+ * Pod cannot fall between two samples.
+ */
+async function followOperatorPods(config: KubeConfig) {
+  const namespace = GREETER.namespace;
+  const labelSelector = `app.kubernetes.io/name=${GREETER.deployment}`;
+  const listed = await config.makeApiClient(CoreV1Api).listNamespacedPod({ namespace, labelSelector });
+  const ready = new Map<string, string>();
+  const record = (pod: V1Pod, gone: boolean) => {
+    const name = pod.metadata?.name ?? '';
+    if (!gone && running(pod)) ready.set(name, pod.metadata?.labels?.['app.kubernetes.io/version'] ?? '');
+    else ready.delete(name);
+  };
+  for (const pod of listed.items) record(pod, false);
+  let fewest = ready.size;
+  let failure: unknown;
+  let stopped = false;
+  const request = await new Watch(config).watch(
+    `/api/v1/namespaces/${namespace}/pods`,
+    { labelSelector, resourceVersion: listed.metadata?.resourceVersion, allowWatchBookmarks: false },
+    (type: string, pod: V1Pod) => {
+      record(pod, type === 'DELETED');
+      fewest = Math.min(fewest, ready.size);
+    },
+    (error: unknown) => {
+      if (!stopped) failure = error ?? new Error('the watch of the operator Pods ended early');
+    },
+  );
+  return {
+    /** Versions of the Pods Ready now. */
+    readyVersions: () => [...ready.values()].sort(),
+    stop: () => {
+      stopped = true;
+      request.abort();
+      if (failure) throw new Error('watching the operator Pods failed', { cause: failure });
+      return { fewest };
+    },
+  };
+}
+
 /** Counter value from a Prometheus text exposition (sum over label sets). */
 function counter(text: string, name: string): number {
   return text
@@ -104,6 +151,8 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
   let system: PodSystem;
   /** A token of the ServiceAccount bound to skr-watcher-metrics-reader. */
   let scraperToken = '';
+  let registryHost = '';
+  let operatorImage = '';
   const SCRAPER = 'metrics-scraper';
   const problem = nodeSupportProblem();
 
@@ -119,6 +168,20 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
       progress: (line) => process.stderr.write(`  ${line}\n`),
       // Periodic work far apart: only callbacks explain what arrives within a test.
       agentArgs: ['--requeue-ready=1h', '--requeue-warning=1h', '--resync-interval=1h'],
+      // Modules from the run's registry (the one kubelets pull the image from); the greeter operator runs that
+      // image. The sample module (the Module CR the edits go to) then goes through a Manifest too.
+      prepareAgent: async (env) => {
+        const nodes = env.nodes;
+        if (!nodes) throw new Error('the pod system started without nodes');
+        registryHost = `http://${nodes.registry}`;
+        operatorImage = nodes.images.app;
+        const [greeter] = await publishModules(registryHost, [
+          greeterModule({ operatorImage }),
+          ...sampleModules(),
+        ]);
+        if (greeter) await createCatalog(env.plane('kcp').kubeConfig(), DEFAULTS.kcpNamespace, greeter);
+        return [`--oci-registry-host=${registryHost}`];
+      },
     });
     process.stderr.write(`  start-up figures (s): ${JSON.stringify(system.timings)}\n`);
     // A scraper as an operator sets one up: a ServiceAccount bound to the reader ClusterRole manifests/kcp ships.
@@ -281,6 +344,108 @@ describe('in pods on real nodes: agent Deployment in KCP, in-cluster webhook in 
     expect(pods.items.filter(running).map((pod) => pod.spec?.containers[0]?.image)).to.deep.equal([
       system.image,
     ]);
+  });
+
+  it('installs a module whose operator becomes available on a node, upgrades it with an operator Pod Ready throughout, and removes it', async () => {
+    const kcp = system.kcp;
+    const greeterOf = async () => {
+      const kyma = (await kcp.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+        group: GROUP,
+        version: KINDS.kyma.version,
+        plural: KINDS.kyma.plural,
+        namespace: system.namespace,
+        name: 'skr1',
+      })) as { status?: { modules?: { name?: string; version?: string; state?: string }[] } };
+      return kyma.status?.modules?.find((entry) => entry.name === GREETER.module);
+    };
+    // Install: Ready means every workload of the set is available, here the operator Pod on skr1's node.
+    const installed = await timeModuleInstall({
+      kcp,
+      skrConfig: skr(),
+      namespace: system.namespace,
+      skr: 'skr1',
+      timeoutMs: CONVERGE_MS,
+    });
+    expect(installed.readyAtMs, `greeter Ready (last state ${installed.lastState})`).to.not.equal(undefined);
+    const pods = await skr()
+      .makeApiClient(CoreV1Api)
+      .listNamespacedPod({
+        namespace: GREETER.namespace,
+        labelSelector: `app.kubernetes.io/name=${GREETER.deployment}`,
+      });
+    const ready = pods.items.filter(running);
+    expect(ready.map((pod) => pod.spec?.containers[0]?.image)).to.deep.equal([operatorImage]);
+    expect(ready[0]?.spec?.nodeName, 'scheduled on a node').to.be.a('string').and.not.equal('');
+
+    // Upgrade to 1.1.0 (a new Pod template): the Deployment rolls, the old Pod stops only once the new one is Ready.
+    const follow = await followOperatorPods(skr());
+    const [next] = await publishModules(registryHost, [greeterModule({ operatorImage, version: '1.1.0' })]);
+    if (!next) throw new Error('publishing greeter 1.1.0 answered nothing');
+    const catalog = kcp.makeApiClient(CustomObjectsApi);
+    await catalog.createNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.moduleTemplate.version,
+      plural: KINDS.moduleTemplate.plural,
+      namespace: system.namespace,
+      body: {
+        ...next.moduleTemplate,
+        metadata: { ...next.moduleTemplate.metadata, namespace: system.namespace },
+      },
+    });
+    await mergePatchCustomObject(
+      catalog,
+      {
+        group: GROUP,
+        version: KINDS.moduleReleaseMeta.version,
+        plural: KINDS.moduleReleaseMeta.plural,
+        namespace: system.namespace,
+        name: next.moduleReleaseMeta.metadata.name,
+      },
+      { spec: { channels: [{ channel: 'regular', version: '1.1.0' }] } },
+    );
+    await eventually(
+      'greeter 1.1.0 Ready and only 1.1.0 operator Pods Ready',
+      async () => {
+        const entry = await greeterOf();
+        const versions = follow.readyVersions();
+        return entry?.version === '1.1.0' &&
+          entry.state === 'Ready' &&
+          versions.length > 0 &&
+          versions.every((v) => v === '1.1.0')
+          ? true
+          : undefined;
+      },
+      CONVERGE_MS,
+    );
+    const { fewest } = follow.stop();
+    expect(fewest, 'Ready operator Pods at the worst moment of the upgrade').to.be.greaterThan(0);
+
+    // Remove: the Manifest goes, and with it the module's objects in the SKR.
+    const took = await disableModule({
+      kcp,
+      skrConfig: skr(),
+      namespace: system.namespace,
+      skr: 'skr1',
+      module: { module: GREETER.module, ocmComponentName: GREETER.ocmComponentName },
+      timeoutMs: CONVERGE_MS,
+    });
+    expect(took, 'greeter removed from the Kyma and its Manifest deleted').to.not.equal(undefined);
+    const apps = skr().makeApiClient(AppsV1Api);
+    const crds = skr().makeApiClient(ApiextensionsV1Api);
+    await eventually(
+      "greeter's Deployment and CRD gone from skr1",
+      async () => {
+        const deployments = await apps.listNamespacedDeployment({
+          namespace: GREETER.namespace,
+          fieldSelector: `metadata.name=${GREETER.deployment}`,
+        });
+        const definitions = await crds.listCustomResourceDefinition({
+          fieldSelector: `metadata.name=${GREETER.plural}.${GREETER.group}`,
+        });
+        return deployments.items.length === 0 && definitions.items.length === 0 ? true : undefined;
+      },
+      CONVERGE_MS,
+    );
   });
 
   it('a CA rotation under continuous edits, followed by kubelets refreshing the Secret volumes, drops nothing', async () => {
