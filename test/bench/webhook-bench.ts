@@ -132,6 +132,9 @@ async function startExpressWebhook(dir: string, kcpAddr: string): Promise<number
   return (server.address() as AddressInfo).port;
 }
 
+/** Callbacks the KCP stand-in answered (its role only). */
+let callbacks = 0;
+
 async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: string): Promise<void> {
   // The KCP stand-in serves the listener's certificate: the webhook refuses an SKR leaf as its KCP server.
   const cert = readFileSync(`${dir}/${role === 'kcp' ? 'kcp-tls.crt' : 'tls.crt'}`, 'utf8');
@@ -164,6 +167,7 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
         req.on('data', (chunk: Buffer) => chunks.push(chunk));
         req.on('end', () => {
           if (role === 'kcp') {
+            callbacks++;
             res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
             return;
           }
@@ -212,6 +216,7 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
         burstMaxMs: bursts.count > 0 ? bursts.max / 1000 : NaN,
       } satisfies LoopDelay);
     }
+    if (message === 'callbacks') process.send?.({ callbacks });
     if (message === 'cpu') {
       const usage = process.cpuUsage();
       process.send?.({ cpuMicros: usage.user + usage.system });
@@ -347,7 +352,13 @@ function reviewParts(objects: number): [string, string][] {
   return parts;
 }
 
-const PARTS = reviewParts(500);
+/**
+ * The review mixes: `many`, UPDATEs spread over 500 objects (every one a callback of its own); `one`, every UPDATE
+ * of the same object (the webhook's queue coalesces them into the callback in flight and one after it).
+ */
+const MIXES = { many: reviewParts(500), one: reviewParts(1) } as const;
+type Mix = keyof typeof MIXES;
+let PARTS: [string, string][] = MIXES.many;
 let uidCounter = 0;
 
 function send(agent: Agent, port: number, caPem: string, onDone: (ok: boolean) => void): void {
@@ -497,6 +508,86 @@ function row(label: string, s: Summary, rssBytes?: number): string {
   return `${label.padEnd(34)} p50 ${ms(s.p50)}  p99 ${ms(s.p99)}  max ${ms(s.max)}  ${s.rps.toFixed(0).padStart(6)} req/s  failed ${String(s.failed).padStart(4)} ${rss}`;
 }
 
+interface SteadyRow {
+  mix: Mix;
+  /** Index of the server in the started list. */
+  server: number;
+  open: Summary;
+  cpuMicrosPerRequest: number;
+  kcpCpuMicrosPerRequest: number;
+  callbacksPerSecond: number;
+}
+
+function callbacksOf(kcp: Server): Promise<number> {
+  return new Promise((resolve) => {
+    kcp.child.once('message', (message) => resolve((message as { callbacks: number }).callbacks));
+    kcp.child.send('callbacks');
+  });
+}
+
+/**
+ * Each server alone under sustained load, as its API server would load it: for every mix, every server in random
+ * order gets a 1 s warm-up on that mix and then `seconds` of open-loop load, and its callbacks drain for 1 s before
+ * the next one starts. Unlike short interleaved slices, a server's dispatch thread cannot work off its callbacks
+ * while another server is measured: what its callbacks cost lands in its own figures.
+ */
+async function measureSteady(run: {
+  started: Server[];
+  agents: Agent[];
+  kcp: Server;
+  mixes: Mix[];
+  caPem: string;
+  rate: number;
+  seconds: number;
+}): Promise<SteadyRow[]> {
+  const rows: SteadyRow[] = [];
+  for (const mix of run.mixes) {
+    PARTS = MIXES[mix];
+    for (const i of [...run.started.keys()].sort(() => Math.random() - 0.5)) {
+      const server = run.started[i] as Server;
+      const agent = run.agents[i] as Agent;
+      await openLoop(agent, server.port, run.caPem, run.rate, 1);
+      const before = {
+        cpu: await cpuMicros(server),
+        kcp: await cpuMicros(run.kcp),
+        sent: await callbacksOf(run.kcp),
+      };
+      const result = await openLoop(agent, server.port, run.caPem, run.rate, run.seconds);
+      const completed = Math.max(1, result.completed);
+      rows.push({
+        mix,
+        server: i,
+        open: summarise(result),
+        cpuMicrosPerRequest: ((await cpuMicros(server)) - before.cpu) / completed,
+        kcpCpuMicrosPerRequest: ((await cpuMicros(run.kcp)) - before.kcp) / completed,
+        callbacksPerSecond: ((await callbacksOf(run.kcp)) - before.sent) / result.seconds,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+  PARTS = MIXES.many;
+  return rows;
+}
+
+function printSteady(rows: SteadyRow[], labels: string[]): void {
+  const floorIndex = labels.findIndex((label) => label.startsWith('floor'));
+  for (const mix of new Set(rows.map((r) => r.mix))) {
+    const ofMix = rows.filter((r) => r.mix === mix).sort((a, b) => a.server - b.server);
+    const floor = ofMix.find((r) => r.server === floorIndex);
+    console.log('');
+    console.log(
+      `steady open loop, mix "${mix}" (p99 ratio to the floor, bar <= 1.5; CPU per review; callbacks/s):`,
+    );
+    for (const r of ofMix) {
+      const ratio = floor && r !== floor ? `  ratio ${(r.open.p99 / floor.open.p99).toFixed(2)}` : '';
+      console.log(
+        `${row(`  ${labels[r.server] ?? r.server}`, r.open)}${ratio}\n` +
+          `      server CPU ${r.cpuMicrosPerRequest.toFixed(0)} µs/review, KCP stand-in ${r.kcpCpuMicrosPerRequest.toFixed(0)} µs/review, ${r.callbacksPerSecond.toFixed(0)} callbacks/s`,
+      );
+    }
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -508,6 +599,15 @@ async function main(): Promise<void> {
       seconds: { type: 'string', default: '10' },
       connections: { type: 'string', default: '200' },
       'saturation-seconds': { type: 'string', default: '5' },
+      /**
+       * steady (default): each server alone for --seconds of sustained load per mix, back to back, as an API server
+       * loads its webhook; interleaved: --slice-ms slices of every server in random order, repeated.
+       */
+      method: { type: 'string', default: 'steady' },
+      /** Review mixes for the steady method: many, one, or both (comma-separated). */
+      mix: { type: 'string', default: 'many,one' },
+      /** Kept-alive connections of the open loop (an API server keeps a pool per webhook). */
+      'open-connections': { type: 'string', default: '32' },
       'slice-ms': { type: 'string', default: '250' },
       /**
        * Comma-separated subset of floor,up,down (for profiling one of them); with --baseline also
@@ -530,6 +630,9 @@ async function main(): Promise<void> {
   const connections = Number(values.connections);
   const saturationSeconds = Number(values['saturation-seconds']);
   const sliceSeconds = Number(values['slice-ms']) / 1000;
+  const steady = values.method !== 'interleaved';
+  const mixes = (values.mix ?? '').split(',').filter((mix): mix is Mix => mix in MIXES);
+  const openConnections = Number(values['open-connections']);
   const pki = testPki('skr-webhook-bench-ca');
   const listener = pki.listener();
   const volume = await SecretVolume.create({
@@ -584,8 +687,11 @@ async function main(): Promise<void> {
           ]
         : []),
     ].filter((server) => wanted.has(server.key));
+    const method = steady
+      ? `each server alone for ${seconds} s per mix (${mixes.join(', ')}), back to back in random order`
+      : `interleaved ${sliceSeconds * 1000} ms slices in random order`;
     console.log(
-      `open loop ${rate} req/s for ${seconds} s (interleaved ${sliceSeconds * 1000} ms slices in random order, kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
+      `open loop ${rate} req/s (${method}, ${openConnections} kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
         `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
     console.log(
@@ -603,7 +709,7 @@ async function main(): Promise<void> {
       );
       children.push(server);
       started.push(server);
-      const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+      const agent = new Agent({ keepAlive: true, maxSockets: openConnections });
       agents.push(agent);
       await openLoop(agent, server.port, caPem, rate, 2);
     }
@@ -615,7 +721,10 @@ async function main(): Promise<void> {
     /** Per round, each server's slice p99; the median of their ratios shrugs off a burst in one slice. */
     const roundP99s: number[][] = [];
     for (const server of started) server.child.send('loop-reset');
-    for (let slice = 0; slice < slices; slice++) {
+    const steadyRows = steady
+      ? await measureSteady({ started, agents, kcp, mixes, caPem, rate, seconds })
+      : [];
+    for (let slice = 0; steady ? false : slice < slices; slice++) {
       const p99s: number[] = [];
       roundP99s.push(p99s);
       // A different order each round, so no server always follows the same one.
@@ -662,15 +771,22 @@ async function main(): Promise<void> {
       });
     }
     for (const result of results) {
-      console.log(row(`${result.label} [open]`, result.open));
+      if (!steady) console.log(row(`${result.label} [open]`, result.open));
       console.log(row(`${result.label} [saturation]`, result.saturated, result.rss));
     }
-    console.log('');
-    console.log(
-      'server CPU per request in the open-loop slices (callbacks included; far less sensitive to noise):',
-    );
-    for (const result of results)
-      console.log(`  ${result.label.padEnd(32)} ${result.cpuMicrosPerRequest.toFixed(0)} µs`);
+    if (steady)
+      printSteady(
+        steadyRows,
+        results.map((result) => result.label),
+      );
+    else {
+      console.log('');
+      console.log(
+        'server CPU per request in the open-loop slices (callbacks included; far less sensitive to noise):',
+      );
+      for (const result of results)
+        console.log(`  ${result.label.padEnd(32)} ${result.cpuMicrosPerRequest.toFixed(0)} µs`);
+    }
     console.log('');
     console.log(
       'server event loop over the open-loop slices (idle time between its slices included): delay, and with BENCH_CPU_BURSTS=1 the CPU spent between two ticks of a 1 ms timer (own stalls, which other tenants cannot inflate):',
@@ -680,7 +796,7 @@ async function main(): Promise<void> {
         `  ${result.label.padEnd(32)} delay p99 ${ms(result.loopDelay.p99Ms)} max ${ms(result.loopDelay.maxMs)}  CPU burst p99.9 ${ms(result.loopDelay.burstP999Ms)} max ${ms(result.loopDelay.burstMaxMs)}`,
       );
     const floor = results.find((result) => result.label.startsWith('floor'));
-    if (floor) {
+    if (floor && !steady) {
       console.log('');
       console.log('open loop p99 ratio to the floor (bar: <= 1.5):');
       for (const result of results.filter((r) => r !== floor))
@@ -700,7 +816,10 @@ async function main(): Promise<void> {
     }
     console.log('');
     console.log(`load average at end (1/5/15 min): ${loadAverage()}`);
-    console.log('summary (JSON):', JSON.stringify({ rate, seconds, connections, load: loadavg(), results }));
+    console.log(
+      'summary (JSON):',
+      JSON.stringify({ rate, seconds, connections, load: loadavg(), results, steady: steadyRows }),
+    );
   } finally {
     for (const { child } of children) {
       if (child.exitCode !== null) continue;
