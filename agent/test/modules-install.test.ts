@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName } from '@skr-watcher/api';
-import { pooledKubeConfig } from '@skr-watcher/kube';
+import { MODULE_OBJECT_METADATA, pooledKubeConfig } from '@skr-watcher/kube';
 import { createRegistry, silentLogger } from '@skr-watcher/telemetry';
 import { waitUntil } from '../../test/support/eventually.js';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
@@ -275,7 +275,11 @@ describe('module installation from a registry (Manifests)', function () {
         (await suite.manifests()).length === 0,
       'Unmanaged, Manifest gone',
     );
-    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+    const left = await configMap(`${module}-config`);
+    expect(left, 'the object stays in the SKR').to.not.equal(undefined);
+    expect(left?.metadata?.labels ?? {}, 'the managed-by label is gone').to.not.have.property(
+      MODULE_OBJECT_METADATA.managedByLabel,
+    );
     const events = await planes.kcp
       .makeApiClient(CoreV1Api)
       .listNamespacedEvent({ namespace: suite.state.ns });

@@ -35,8 +35,10 @@ import {
   localizeImages,
   managedByOwnedBy,
   mergePatchCustomObject,
+  MODULE_OBJECT_METADATA,
   readinessOfSet,
   readObject,
+  releaseObjects,
   removeObjects,
   withContext,
   type ClusterClient,
@@ -292,7 +294,14 @@ async function reconcileManifestPass(
   if (manifest.metadata.labels?.[LABELS.skipReconciliation] === 'true') return { manifest };
   const log = ctx.logger.child({ manifest: `${manifest.metadata.namespace}/${manifest.metadata.name}` });
   if (manifest.metadata.annotations?.[ANNOTATIONS.isUnmanaged] === 'true') {
-    await leaveModule(ctx, manifest, kyma, 'ModuleUnmanaged', 'the module is unmanaged (managed: false)');
+    await leaveModule(
+      ctx,
+      manifest,
+      kyma,
+      'ModuleUnmanaged',
+      'the module is unmanaged (managed: false)',
+      skr,
+    );
     return { manifest: undefined };
   }
   if (manifest.metadata.deletionTimestamp) return removeModule(ctx, skr, manifest);
@@ -497,7 +506,8 @@ async function removeModule(
 
 /**
  * The module's SKR objects stay where they are and the Manifest goes (its finalizers dropped, then deleted), with an
- * Event on the Kyma that says so: an unmanaged module (the user runs it now) or an SKR without credentials.
+ * Event on the Kyma that says so: an unmanaged module (the user runs it now) or an SKR without credentials. Given
+ * the SKR (`skr`), the objects first lose the managed-by label, as upstream does for an unmanaged module.
  */
 export async function leaveModule(
   ctx: ReconcileContext,
@@ -505,7 +515,9 @@ export async function leaveModule(
   kyma: KymaEventTarget,
   reason: string,
   why: string,
+  skr?: ClusterClient,
 ): Promise<void> {
+  if (skr) await releaseObjects(skr, manifest.status?.synced ?? [], MODULE_OBJECT_METADATA.managedByLabel);
   await releaseManifest(ctx, manifest);
   await withContext(`delete Manifest ${manifest.metadata.name}`, () =>
     deleteCustomObjectIfExists(ctx.kcp.custom, refOfManifest(manifest)),

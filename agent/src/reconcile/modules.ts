@@ -244,6 +244,7 @@ async function reconcileModule(
           eventTarget(ctx, kyma),
           'ModuleUnmanaged',
           'the module is unmanaged (managed: false)',
+          skr,
         );
     }
     const kept = { ...previous, name: module.name, state: 'Unmanaged' as const };

@@ -6,3 +6,4 @@ export * from './transforms.js';
 export * from './readiness.js';
 export * from './delete-set.js';
 export * from './apply-set.js';
+export * from './release-set.js';
