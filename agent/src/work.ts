@@ -2,7 +2,7 @@
 // and the callback listener that wakes single Kymas.
 import { watchFile, unwatchFile } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
+import { CALLBACK_BUDGET, MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
 import type { PooledKubeConfig, RunPhase } from '@skr-watcher/kube';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
@@ -10,7 +10,7 @@ import { createController, type Controller } from './controller.js';
 import { reportCertificates } from './certificate-metrics.js';
 import { registerFleetMetrics } from './fleet-metrics.js';
 import type { EventStream } from './event-stream.js';
-import { startListener, type AcceptedEvent, type Listener } from './listener/index.js';
+import { ReconcileWakes, startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler, type Reconciler } from './reconcile/index.js';
 import { createRegistryInstallation } from './reconcile/manifest-source.js';
 import { watchPolicy } from './rollout/policy-file.js';
@@ -150,12 +150,18 @@ export async function startWork(
     : measured;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
+  // A Kyma's callbacks start at most one full reconcile per interval (issue 26 item 6), whichever replica took them.
+  const wakes = new ReconcileWakes(CALLBACK_BUDGET.fullReconcileIntervalMs, (key) =>
+    controller?.enqueue(key),
+  );
+  const wake = (key: string) => wakes.request(key);
   const stop = async () => {
     stopTlsWatch?.();
     // Reconciles still waiting for a pacing slot are not started: the ones running finish, the rest go to peers.
     sharding?.stopStarting();
     // Stop taking events first, then let the reconciles in flight finish, then drop SKR connections.
     await listener?.close();
+    wakes.close();
     await controller?.stop();
     await reconciler.close();
     await modules?.close();
@@ -175,7 +181,7 @@ export async function startWork(
     });
     const started = controller;
     sharding?.attach(
-      (key, event) => routeCallback(started, reconciler, logger, key, event),
+      (key, event) => routeCallback(started, reconciler, logger, key, event, wake),
       (key) => {
         // Another replica may have written it since our Kyma watch last held it: its first pass reads it fresh.
         reconciler.acquired(key);
@@ -196,6 +202,7 @@ export async function startWork(
         onAccepted,
         reconciler,
         sharding,
+        wake,
       );
       listener = serving.listener;
       stopTlsWatch = serving.stopTlsWatch;
@@ -213,7 +220,8 @@ export async function startWork(
  * (milliseconds) until the SKR shows the write, mirror a Module CR at once, then the full reconcile: after
  * MODULE_MIRROR.fullReconcileAfterMirrorMs when the mirror took the edit, at once otherwise.
  * Without a fingerprint (upstream's webhook) nothing says when the write is in: the full reconcile now and once
- * more a moment later.
+ * more a moment later. `wake` starts a full reconcile now (the agent passes ReconcileWakes, so a flood of one Kyma's
+ * callbacks costs one per interval; the delayed ones are bounded by the queue, where the earliest schedule wins).
  */
 export function routeCallback(
   controller: Pick<Controller, 'enqueue' | 'queue'>,
@@ -221,9 +229,10 @@ export function routeCallback(
   logger: Logger,
   kymaKey: string,
   event: AcceptedEvent | undefined,
+  wake: (kymaKey: string) => void = (key) => controller.enqueue(key),
 ): void {
   if (!event?.fingerprint || !hasFingerprint(event.fingerprint)) {
-    controller.enqueue(kymaKey);
+    wake(kymaKey);
     if (event) controller.queue.addAfter(kymaKey, MODULE_MIRROR.unfingerprintedRecheckMs);
     return;
   }
@@ -242,7 +251,7 @@ export function routeCallback(
       if (outcome === 'mirrored' || outcome === 'unchanged') {
         controller.queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
       } else {
-        controller.enqueue(kymaKey);
+        wake(kymaKey);
       }
     },
     (error: unknown) => {
@@ -251,7 +260,7 @@ export function routeCallback(
         { err: error, kyma: kymaKey, gvk: event.gvk, name: event.watched.name },
         'targeted mirror failed',
       );
-      controller.enqueue(kymaKey);
+      wake(kymaKey);
     },
   );
 }
@@ -264,6 +273,7 @@ async function startConfiguredListener(
   onAccepted: (event: AcceptedEvent) => void,
   reconciler: Reconciler,
   sharding: Sharding | undefined,
+  wake: (kymaKey: string) => void,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
@@ -276,7 +286,7 @@ async function startConfiguredListener(
     enqueue: (kymaKey: string, event?: AcceptedEvent) =>
       sharding
         ? sharding.route(kymaKey, event)
-        : routeCallback(controller, reconciler, logger, kymaKey, event),
+        : routeCallback(controller, reconciler, logger, kymaKey, event, wake),
     // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
     onAccepted,
     logger,

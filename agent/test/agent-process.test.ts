@@ -9,6 +9,7 @@ import { GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil as waitWithin } from '../../test/support/eventually.js';
 import { SAMPLE_MODULE_CR, seedKcp } from '../../test/support/kcp-seed.js';
+import { sampleModuleConfig } from '../../test/support/listening-agent.js';
 import { runAgent, type AgentChild } from './support/agent-child.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -50,7 +51,6 @@ describe('skr-agent process on real planes', function () {
   }
 
   async function moduleConfigsMatchModuleCrs(): Promise<{ ok: boolean; detail: string }> {
-    const api = kcp.makeApiClient(CustomObjectsApi);
     const details: string[] = [];
     let ok = true;
     for (const skr of SKRS) {
@@ -59,14 +59,7 @@ describe('skr-agent process on real planes', function () {
         .kubeConfig()
         .makeApiClient(CustomObjectsApi)
         .getNamespacedCustomObject(SAMPLE)) as { metadata: { resourceVersion: string }; spec: unknown };
-      const list = (await api.listNamespacedCustomObject({
-        group: GROUP,
-        version: KINDS.moduleConfig.version,
-        plural: KINDS.moduleConfig.plural,
-        namespace,
-        labelSelector: `${LABELS.kymaName}=${skr}`,
-      })) as { items: ModuleConfig[] };
-      const config = list.items.find((c) => c.spec.module === 'sample');
+      const config = await sampleModuleConfig(kcp, namespace, skr);
       const same =
         !!config &&
         JSON.stringify(config.spec.resource.spec) === JSON.stringify(sample.spec) &&

@@ -278,6 +278,8 @@ describe('listener under random bodies', function () {
       enqueue: () => {
         enqueued++;
       },
+      // Thousands of bodies from one identity test the parser, not the per-SKR budget (listener-budget.test.ts).
+      callbackBudget: false,
     });
   });
 

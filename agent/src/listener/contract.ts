@@ -45,6 +45,11 @@ export interface ListenerOptions {
    * the Kyma) is awaited before answering: when it rejects, the webhook gets 503 and sends the event again.
    */
   enqueue(kymaKey: string, event?: AcceptedEvent): void | Promise<void>;
+  /**
+   * What one runtime-id may send (issue 26 item 6): over it, 429 with Retry-After. Default CALLBACK_BUDGET; false
+   * turns it off (benchmarks of the listener itself).
+   */
+  callbackBudget?: { perSecond?: number; burst?: number } | false;
   /** Called after enqueue for every accepted event; exceptions are logged, never answered. */
   onAccepted?(event: AcceptedEvent): void;
   logger?: Logger;

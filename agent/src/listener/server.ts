@@ -5,6 +5,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import {
+  CALLBACK_BUDGET,
   CONNECTION_LIMITS,
   KCP_LISTENER_IDENTITY,
   LABELS,
@@ -26,6 +27,7 @@ import {
   type Logger,
 } from '@skr-watcher/telemetry';
 import { discardBody, isIdentityEncoding, isJsonMediaType, readLimitedBody } from './body.js';
+import { CallbackBudget } from './callback-budget.js';
 import { CoalescingWindow } from './coalescing-window.js';
 import {
   fingerprintOf,
@@ -55,6 +57,7 @@ const REASONS: Record<number, string> = {
   408: 'Timeout',
   413: 'RequestEntityTooLarge',
   415: 'UnsupportedMediaType',
+  429: 'TooManyRequests',
   431: 'RequestHeaderFieldsTooLarge',
   500: 'InternalError',
   503: 'ServiceUnavailable',
@@ -170,6 +173,10 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
     idleTimeoutMs: options.idleTimeoutMs ?? CONNECTION_LIMITS.listener.idleTimeoutMs,
   };
   const utf8 = new TextDecoder('utf-8', { fatal: true });
+  const budget =
+    options.callbackBudget === false
+      ? undefined
+      : new CallbackBudget({ ...CALLBACK_BUDGET, ...options.callbackBudget, clock: options.clock });
   // The accepted path is hot (thousands per second): skip building its log object unless it is wanted.
   const debugEnabled = logger.isLevelEnabled('debug');
 
@@ -372,6 +379,18 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
       reply({
         code: LISTENER_STATUS.forbidden,
         message: `no Kyma is labelled ${LABELS.runtimeId}=${runtimeId}`,
+      });
+      return;
+    }
+    // Before the body is read: a flooding SKR costs a bucket lookup per callback, not a parse and a reconcile.
+    const spent = budget?.spend(runtimeId);
+    if (spent && !spent.ok) {
+      if (debugEnabled)
+        logger.debug({ runtimeId, kyma: kymaKeyOf(kyma) }, 'callback refused: over its budget');
+      reply({
+        code: LISTENER_STATUS.tooManyRequests,
+        message: `runtime-id ${runtimeId} sends more than ${budget?.perSecond ?? 0} callbacks/s; send again after ${spent.retryAfterSeconds} s`,
+        headers: { 'retry-after': String(spent.retryAfterSeconds) },
       });
       return;
     }

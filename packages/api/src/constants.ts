@@ -318,6 +318,22 @@ export const DEFAULT_REQUEUE_INTERVALS: RequeueIntervals = {
   Error: REQUEUE_MS.Error,
 };
 
+/**
+ * What one SKR (runtime-id) may cost the agent (issue 26 item 6): a flood from one SKR's certificate must not make the
+ * agent work for it. A webhook coalesces per object and honours Retry-After, so a well-behaved SKR stays far below.
+ */
+export const CALLBACK_BUDGET = {
+  /** Callbacks per second one runtime-id may send to one listener replica, over time. */
+  perSecond: 20,
+  /** Callbacks one runtime-id may send at once (a module install's objects each call back). */
+  burst: 100,
+  /**
+   * Callbacks of one Kyma that would start a full reconcile within this long of the last one they started are merged
+   * into one more at its end: the first wakes it at once, a flood costs one full reconcile per interval.
+   */
+  fullReconcileIntervalMs: 1_000,
+} as const;
+
 /** Listener answers (DESIGN 4.3). */
 export const LISTENER_STATUS = {
   accepted: 200,
@@ -328,6 +344,8 @@ export const LISTENER_STATUS = {
   methodNotAllowed: 405,
   payloadTooLarge: 413,
   unsupportedMediaType: 415,
+  /** The SKR sent more callbacks than its share (CALLBACK_BUDGET); Retry-After says when to send again. */
+  tooManyRequests: 429,
   /** Accepted but not delivered to the Kyma's owner (a replica gone or unreachable): the webhook sends it again. */
   unavailable: 503,
 } as const;
