@@ -40,9 +40,13 @@ export interface KymaReconciler {
   reconcile(kymaKey: string, phase?: RunPhase): Promise<{ requeueAfterMs?: number }>;
   /**
    * The targeted path of a SyncResource change (reconcile/sync-resource.ts): applies that one into its SKR at once.
-   * Without it a SyncResource change wakes the Kyma's full reconcile.
+   * Without it a SyncResource change wakes the Kyma's full reconcile. `kymaStatusChanged: false`: the apply left what
+   * the Kyma's status says of the SyncResource as it was, so no full pass follows it.
    */
-  applySyncResource?(kymaKey: string, name: string): Promise<{ outcome: 'applied' | 'skipped' }>;
+  applySyncResource?(
+    kymaKey: string,
+    name: string,
+  ): Promise<{ outcome: 'applied' | 'skipped'; kymaStatusChanged?: boolean }>;
 }
 
 export interface ControllerOptions {
@@ -249,7 +253,9 @@ export function createController(options: ControllerOptions): Controller {
     ...(options.dependents ? { scope: options.dependents } : {}),
   };
   // A SyncResource's spec change is applied on its own at once (the targeted path); the Kyma's full reconcile, which
-  // writes the Kyma's status and is the safety net, follows after the window, so a burst of changes costs one.
+  // writes the Kyma's status, follows after the window when the apply changed what that status says of the
+  // SyncResource (its state, failed items, count), so a burst of changes costs one, and a render that stays Ready
+  // none: on a busy agent those passes competed with the targeted applies and mirrors of the next edits.
   // Anything the targeted path did not do (Kyma absent or paused, no credentials, a failure) is the full pass's, now.
   // Until the workers start, the initial lists' adds only enqueue: every Kyma's first pass applies them anyway.
   let live = false;
@@ -270,9 +276,10 @@ export function createController(options: ControllerOptions): Controller {
     const kymaKey = `${namespace}/${kymaName}`;
     triggers?.inc({ source: 'syncresource-targeted' });
     void targeted(kymaKey, name).then(
-      ({ outcome }) => {
-        if (outcome === 'applied') queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
-        else enqueueKymaOf('syncresource', kymaName);
+      (result) => {
+        if (result.outcome !== 'applied') enqueueKymaOf('syncresource', kymaName);
+        else if (result.kymaStatusChanged !== false)
+          queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
       },
       (error: unknown) => {
         logger?.debug(

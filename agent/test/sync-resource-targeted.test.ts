@@ -4,7 +4,7 @@
 // Without it, a SyncResource change only wakes the held full reconcile and nothing arrives.
 import { expect } from 'chai';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS, MODULE_MIRROR } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createRegistry } from '@skr-watcher/telemetry';
@@ -33,6 +33,7 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
   let passes = 0;
   let completed = 0;
   let held = false;
+  let registry: ReturnType<typeof createRegistry>;
 
   before(async () => {
     const env = await sharedEnvironment();
@@ -65,7 +66,7 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
         spec: { channel: 'regular', modules: [], sync: { namespace: skrNamespace, moduleCatalog: false } },
       },
     });
-    const registry = createRegistry();
+    registry = createRegistry();
     const real = createReconciler({
       kcp,
       namespace,
@@ -217,5 +218,54 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
       skr.makeApiClient(CoreV1Api).readNamespacedConfigMap({ name: 'rendered', namespace: 'default' }),
     );
     expect(stray).to.equal(undefined);
+  });
+
+  it("wakes the Kyma's full pass only for a change of what its status says of the SyncResource (state, failed items)", async () => {
+    /** Every time the Kyma key entered the work queue (a scheduled full pass counts once it is due). */
+    const kymaAdds = async () =>
+      (await registry.getSingleMetric('workqueue_adds_total')?.get())?.values.find(
+        (value) => value.labels['name'] === 'kyma',
+      )?.value ?? 0;
+    const appliedFor = (greeting: string) =>
+      eventually(
+        `'${greeting}' applied and reported`,
+        async () => {
+          const read = await syncStatus();
+          return read.status?.observedGeneration === read.metadata.generation &&
+            (await greetingInSkr()) === greeting
+            ? read
+            : undefined;
+        },
+        ARRIVES_MS,
+      );
+    const window = () =>
+      new Promise((resolve) => setTimeout(resolve, 3 * MODULE_MIRROR.fullReconcileAfterMirrorMs));
+    // The refusal before changed the state: its full pass is due within the window.
+    await window();
+    const before = await kymaAdds();
+    // A new greeting: the same item refused, the other applied: the Kyma's status would say the same.
+    await mergePatchCustomObject(custom(kcp), syncRef, {
+      spec: {
+        items: [
+          configMapItem('config', 'rendered', skrNamespace, 'five'),
+          configMapItem('elsewhere', 'rendered', 'default', 'no'),
+        ],
+      },
+    });
+    expect((await appliedFor('five')).status?.state).to.equal('Error');
+    // Three times the window after which a full pass would have been due.
+    await window();
+    expect(await kymaAdds(), 'full passes woken by an unchanged report').to.equal(before);
+
+    // The refused item dropped: the state goes from Error to Ready, which the Kyma's status must show.
+    await mergePatchCustomObject(custom(kcp), syncRef, {
+      spec: { items: [configMapItem('config', 'rendered', skrNamespace, 'six')] },
+    });
+    expect((await appliedFor('six')).status?.state).to.equal('Ready');
+    await eventually(
+      'a full pass woken',
+      async () => ((await kymaAdds()) > before ? true : undefined),
+      ARRIVES_MS,
+    );
   });
 });

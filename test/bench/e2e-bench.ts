@@ -23,13 +23,14 @@
 // webhook and the work queue coalesce), the earlier edit counts as arrived then: KCP holds a newer state.
 // The machine's load average is printed at the start and the end: on a shared machine the figures move with it.
 // Figures only; nothing passes or fails.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { DEFAULTS, FIELD_MANAGER, GROUP, KINDS } from '@skr-watcher/api';
 import { applyCustomObject, createClusterClient, readObject } from '@skr-watcher/kube';
+import { SAMPLE_MANAGER } from '@skr-watcher/sample-manager';
 import { connectLiveEvents, type LiveEvent } from '../../demo/live-events.js';
 import { startSampleManager, type RenderedSeen, type SampleManagerProcess } from '../../demo/manager.js';
 import {
@@ -105,33 +106,33 @@ async function scrape(port: number): Promise<Samples> {
 }
 
 /** Runs `edits` paced at `rate`/s; resolves when every edit arrived in KCP or `SETTLE_MS` after the last. */
-async function runEdits(system: LocalSystem, edits: Edit[]): Promise<void> {
+async function runEdits(
+  system: LocalSystem,
+  edits: Edit[],
+  onWritten: (edit: Edit) => void = () => {},
+): Promise<void> {
   const apis = new Map(
     system.skrs.map((skr) => [skr.name, skr.kubeConfig().makeApiClient(CustomObjectsApi)] as const),
   );
-  const pending = new Map<string, Edit[]>(system.skrs.map((skr) => [skr.name, []]));
   let settled: () => void = () => {};
   const allArrived = new Promise<void>((resolve) => (settled = resolve));
   const check = () => {
     if (edits.every((edit) => edit.arrivedAtMs !== undefined || edit.failed)) settled();
   };
-  const unsubscribe = system.moduleConfigs.subscribe((mirror) => {
-    const queue = pending.get(mirror.kyma);
-    const at = queue?.findIndex((edit) => edit.greeting === mirror.spec['greeting']) ?? -1;
-    if (!queue || at < 0) return;
-    // Everything up to the arrived edit is now reflected in KCP (edits of one SKR apply in order).
-    const reached = queue[at];
-    for (const edit of queue.splice(0, at + 1)) {
-      edit.arrivedAtMs = mirror.seenAtMs;
-      edit.superseded = edit !== reached;
-    }
+  const byGreeting = new Map(edits.map((edit) => [edit.greeting, edit]));
+  const seen = seenInOrder(edits, (edit, atMs, reached) => {
+    edit.arrivedAtMs = atMs;
+    edit.superseded = edit !== reached;
     check();
+  });
+  const unsubscribe = system.moduleConfigs.subscribe((mirror) => {
+    const reached = byGreeting.get(String(mirror.spec['greeting']));
+    if (reached && reached.skr === mirror.kyma) seen.reached(reached, mirror.seenAtMs);
   });
   const start = Date.now() + 100;
   const sends = edits.map(async (edit, i) => {
     const due = start + (i * 1000) / RATE;
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
-    pending.get(edit.skr)?.push(edit);
     edit.sentAtMs = Date.now();
     try {
       const written = (await apis.get(edit.skr)?.patchNamespacedCustomObject({
@@ -140,10 +141,11 @@ async function runEdits(system: LocalSystem, edits: Edit[]): Promise<void> {
       })) as { metadata?: { generation?: number } } | undefined;
       edit.writeReturnedAtMs = Date.now();
       edit.generation = written?.metadata?.generation;
+      seen.written(edit);
+      onWritten(edit);
     } catch (error) {
       edit.failed = error instanceof Error ? error.message : String(error);
-      const queue = pending.get(edit.skr);
-      queue?.splice(queue.indexOf(edit), 1);
+      check();
     }
   });
   await Promise.all(sends);
@@ -341,7 +343,39 @@ interface MirrorLog {
   kymaReadAt?: number;
   configReadAt?: number;
   specAppliedAt?: number;
+  /** generation of the ModuleConfig the spec apply returned. */
+  configGeneration?: number;
   doneAt: number;
+}
+
+/** The agent's debug entry per targeted SyncResource apply (agent/src/reconcile/index.ts). */
+interface SyncApplyLog {
+  kyma: string;
+  syncResource: string;
+  outcome: string;
+  kymaStatusChanged?: boolean;
+  generation?: number;
+  queuedAt: number;
+  startedAt?: number;
+  skrAppliedAt?: number;
+  doneAt: number;
+}
+
+/** sample-manager's info entry per SyncResource write (packages/module-manager). */
+interface ManagerApplyLog {
+  kyma: string;
+  generation?: number;
+  syncResourceGeneration?: number;
+  receivedAt?: number;
+  startedAt: number;
+  appliedAt: number;
+}
+
+/** What the round-trip phase collects from the processes' logs. */
+interface ProcessLogs {
+  mirrors: MirrorLog[];
+  reconciles: ReconcileLog[];
+  syncApplies: SyncApplyLog[];
 }
 
 /** The agent's debug entry per full reconcile. */
@@ -354,6 +388,7 @@ interface ReconcileLog {
 const AGENT_MESSAGES = {
   mirror: 'Module CR mirrored on its callback',
   reconcile: 'Kyma reconciled',
+  syncApply: 'SyncResource applied on its change',
 } as const;
 
 /** Kyma name of a `namespace/name` key. */
@@ -429,29 +464,165 @@ function agentSteps(edits: Edit[], mirrors: MirrorLog[], reconciles: ReconcileLo
 }
 
 /**
- * Marks each edit when `seen` first shows it, or a later edit of the same SKR (edits of one SKR apply in order: the
- * SKR then holds a newer state). Returns the unsubscribe function.
+ * Marks each edit when `seen` first shows it, or a later edit of the same SKR (the SKR then holds a newer state).
+ * Returns the unsubscribe function.
  */
 function track(
   edits: Edit[],
   seen: { subscribe(listener: (rendered: RenderedSeen) => void): () => void },
   mark: Map<Edit, number>,
-): () => void {
+): { stop: () => void; written: (edit: Edit) => void } {
   const byGreeting = new Map(edits.map((edit) => [edit.greeting, edit]));
-  return seen.subscribe(({ kyma, greeting, atMs }) => {
+  const order = seenInOrder(edits, (edit, atMs) => mark.set(edit, atMs));
+  const stop = seen.subscribe(({ kyma, greeting, atMs }) => {
     const reached = greeting === undefined ? undefined : byGreeting.get(greeting);
-    if (!reached || reached.skr !== kyma) return;
-    for (const edit of edits)
-      if (edit.skr === kyma && edit.index <= reached.index && !mark.has(edit)) mark.set(edit, atMs);
+    if (reached && reached.skr === kyma) order.reached(reached, atMs);
   });
+  return { stop, written: (edit) => order.written(edit) };
+}
+
+/**
+ * Which edits a state seen downstream covers. Later means a higher Module CR generation (as the edit's write returned
+ * it), not a later send: under load two writes of one object overlap, and the API server may store the later-sent
+ * one first; the object then ends with the earlier-sent edit, and counting by send order would call the other lost.
+ * `reached(edit)`: the state of `edit` was seen; it covers every edit of that SKR with a generation at most its own,
+ * also those whose write returns afterwards (`written`). Each edit is marked once, with the first time it was covered.
+ */
+function seenInOrder(
+  edits: Edit[],
+  mark: (edit: Edit, atMs: number, reached: Edit) => void,
+): { reached(edit: Edit, atMs: number): void; written(edit: Edit): void } {
+  const marked = new Set<Edit>();
+  /** Edits seen before their write returned (their generation unknown then). */
+  const early = new Map<Edit, number>();
+  /** Per SKR, the highest generation seen so far, when it was first seen, and by which edit. */
+  const highest = new Map<string, { generation: number; atMs: number; edit: Edit }[]>();
+  const coverOf = (edit: Edit) =>
+    highest
+      .get(edit.skr)
+      ?.find((seen) => edit.generation !== undefined && seen.generation >= edit.generation);
+  return {
+    reached(edit, atMs) {
+      if (edit.generation === undefined) {
+        // Its write has not returned yet: it covers itself now, and the edits below it once its generation is known.
+        if (!marked.has(edit)) {
+          marked.add(edit);
+          early.set(edit, atMs);
+          mark(edit, atMs, edit);
+        }
+        return;
+      }
+      const list = highest.get(edit.skr) ?? [];
+      if (!list.some((seen) => seen.generation >= (edit.generation as number))) {
+        list.push({ generation: edit.generation, atMs, edit });
+        highest.set(edit.skr, list);
+      }
+      for (const other of edits) {
+        if (other.skr !== edit.skr || marked.has(other) || other.generation === undefined) continue;
+        if (other.generation <= edit.generation) {
+          marked.add(other);
+          mark(other, atMs, edit);
+        }
+      }
+    },
+    written(edit) {
+      const seenAt = early.get(edit);
+      if (seenAt !== undefined) {
+        early.delete(edit);
+        this.reached(edit, seenAt);
+        return;
+      }
+      if (marked.has(edit)) return;
+      const cover = coverOf(edit);
+      if (cover) {
+        marked.add(edit);
+        mark(edit, cover.atMs, cover.edit);
+      }
+    },
+  };
 }
 
 async function syncResourceWrites(manager: SampleManagerProcess): Promise<number> {
   return sumOf(await scrape(manager.metricsPort), 'module_manager_syncresource_writes_total');
 }
 
+/** sample-manager's SyncResource writes from its log file (JSON lines). */
+async function managerApplies(logFile: string): Promise<ManagerApplyLog[]> {
+  const text = await readFile(logFile, 'utf8').catch(() => '');
+  return text.split('\n').flatMap((line) => {
+    if (!line.includes('"SyncResource applied"')) return [];
+    try {
+      return [JSON.parse(line) as ManagerApplyLog];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/**
+ * Where a round trip's milliseconds go, per edit whose own change went through every step (its Module CR generation
+ * mirrored by a targeted mirror, that ModuleConfig generation rendered by the manager, that SyncResource generation
+ * applied by the agent's targeted path): the clocks of this process, the agent and the manager (one machine).
+ */
+function roundTripSteps(
+  edits: Edit[],
+  logs: { mirrors: MirrorLog[]; manager: ManagerApplyLog[]; syncApplies: SyncApplyLog[] },
+  marks: { synced: Map<Edit, number>; applied: Map<Edit, number> },
+): void {
+  const mirrorOf = new Map<string, MirrorLog>();
+  for (const mirror of logs.mirrors)
+    if (mirror.outcome === 'mirrored' && mirror.generation !== undefined)
+      mirrorOf.set(`${kymaName(mirror.kyma)}\0${mirror.generation}`, mirror);
+  const managerOf = new Map<string, ManagerApplyLog>();
+  for (const entry of logs.manager)
+    if (entry.generation !== undefined) managerOf.set(`${entry.kyma}\0${entry.generation}`, entry);
+  const applyOf = new Map<string, SyncApplyLog>();
+  for (const entry of logs.syncApplies)
+    if (entry.outcome === 'applied' && entry.generation !== undefined)
+      applyOf.set(`${kymaName(entry.kyma)}\0${entry.generation}`, entry);
+  const chains = edits.flatMap((edit) => {
+    const mirror = mirrorOf.get(`${edit.skr}\0${edit.generation}`);
+    const render = mirror && managerOf.get(`${edit.skr}\0${mirror.configGeneration}`);
+    const apply = render && applyOf.get(`${edit.skr}\0${render.syncResourceGeneration}`);
+    return mirror && render && apply ? [{ edit, mirror, render, apply }] : [];
+  });
+  console.log(
+    `Round trip step by step (${chains.length} of ${edits.length} edits whose own change went through every step; ` +
+      'the others were merged into a later edit on the way):',
+  );
+  const step = (label: string, of: (chain: (typeof chains)[0]) => number | undefined) =>
+    console.log(
+      summary(
+        label,
+        chains.flatMap((chain) => {
+          const ms = of(chain);
+          return ms === undefined || Number.isNaN(ms) ? [] : [ms];
+        }),
+      ),
+    );
+  const n = (value: number | undefined) => value ?? Number.NaN;
+  // Contiguous steps: they add up to the round trip (a step may be negative where two processes' events race).
+  step('sent → callback', ({ edit, mirror }) => n(mirror.receivedAt) - edit.sentAtMs);
+  step('callback → mirror start', ({ mirror }) => mirror.startedAt - n(mirror.receivedAt));
+  step('mirror start → MC applied', ({ mirror }) => n(mirror.specAppliedAt) - mirror.startedAt);
+  step('MC → manager watch', ({ mirror, render }) => n(render.receivedAt) - n(mirror.specAppliedAt));
+  step('manager queue wait', ({ render }) => render.startedAt - n(render.receivedAt));
+  step('render + SyncRes. apply', ({ render }) => render.appliedAt - render.startedAt);
+  step('SyncRes. → agent watch', ({ render, apply }) => apply.queuedAt - render.appliedAt);
+  step('agent lane wait', ({ apply }) => n(apply.startedAt) - apply.queuedAt);
+  step('reads + SKR apply', ({ apply }) => n(apply.skrAppliedAt) - n(apply.startedAt));
+  step('SKR apply → bench watch', ({ edit, apply }) => n(marks.applied.get(edit)) - n(apply.skrAppliedAt));
+  step('round trip (these)', ({ edit }) => n(marks.applied.get(edit)) - edit.sentAtMs);
+  step('(beside) write returned', ({ edit }) => n(edit.writeReturnedAtMs) - edit.sentAtMs);
+  step('(off path) status write', ({ apply }) => apply.doneAt - n(apply.skrAppliedAt));
+  const behindFull = logs.syncApplies.filter((entry) => entry.kymaStatusChanged).length;
+  console.log(
+    `targeted SyncResource applies: ${logs.syncApplies.length} (${behindFull} changed what the Kyma status says, each followed by a full pass)`,
+  );
+}
+
 /** Module managers (issue 29): round trips through sample-manager, then edits it does not render. */
-async function roundTripPhase(system: LocalSystem): Promise<void> {
+async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<void> {
   const t0 = Date.now();
   const manager = await startSampleManager({
     dir: system.dir,
@@ -467,17 +638,18 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
     const edits = editsFor(system, ROUND_TRIPS, 'round-trip');
     const synced = new Map<Edit, number>();
     const applied = new Map<Edit, number>();
-    const stops = [track(edits, manager.syncResources, synced), track(edits, manager.configMaps, applied)];
+    const trackers = [track(edits, manager.syncResources, synced), track(edits, manager.configMaps, applied)];
     const writesBefore = await syncResourceWrites(manager);
     const agentBefore = await scrape(system.agentMetricsPort);
+    const logsFrom = { mirrors: logs.mirrors.length, syncApplies: logs.syncApplies.length };
     console.log(
       `Round trips: ${ROUND_TRIPS} Module CR edits at ${RATE}/s, alternating SKRs (load average ${load()})`,
     );
-    await runEdits(system, edits);
+    await runEdits(system, edits, (edit) => trackers.forEach((tracker) => tracker.written(edit)));
     const deadline = Date.now() + SETTLE_MS;
     while (edits.some((edit) => !edit.failed && !applied.has(edit)) && Date.now() < deadline)
       await new Promise((resolve) => setTimeout(resolve, 20));
-    for (const stop of stops) stop();
+    for (const tracker of trackers) tracker.stop();
     const writes = (await syncResourceWrites(manager)) - writesBefore;
     const agentAfter = await scrape(system.agentMetricsPort);
     const agentDelta = (name: string) => sumOf(agentAfter, name) - sumOf(agentBefore, name);
@@ -522,6 +694,15 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
         ),
       ),
     );
+    roundTripSteps(
+      edits,
+      {
+        mirrors: logs.mirrors.slice(logsFrom.mirrors),
+        manager: await managerApplies(join(system.dir, `${SAMPLE_MANAGER.name}.log`)),
+        syncApplies: logs.syncApplies.slice(logsFrom.syncApplies),
+      },
+      { synced, applied },
+    );
     const p50 = percentile(roundTrip, 50);
     const p99 = percentile(roundTrip, 99);
     const lost = edits.filter((edit) => !edit.failed && !applied.has(edit)).length;
@@ -551,6 +732,7 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
           .map((item) => `${item.metadata.name}@${item.metadata.resourceVersion}`)
           .join(' ');
       const before = await syncResourceWrites(manager);
+      const agentNoopBefore = await scrape(system.agentMetricsPort);
       const versionsBefore = await versions();
       const notes = editsFor(system, NOOP_EDITS, 'note');
       const start = Date.now() + 100;
@@ -584,9 +766,19 @@ async function roundTripPhase(system: LocalSystem): Promise<void> {
       const mirrored = [...last].filter(
         ([skr, note]) => system.moduleConfigs.current(skr, SAMPLE_MODULE.module)?.spec['note'] === note,
       ).length;
+      const noopWrites = (await syncResourceWrites(manager)) - before;
+      const unchanged = (await versions()) === versionsBefore;
+      const targetedApplies =
+        sumOf(await scrape(system.agentMetricsPort), 'skr_agent_sync_resource_applies_total') -
+        sumOf(agentNoopBefore, 'skr_agent_sync_resource_applies_total');
       console.log(
         `Edits of spec.note (not rendered): ${NOOP_EDITS} at ${RATE}/s; last one in every ModuleConfig: ${mirrored === last.size ? 'yes' : 'NO'}; ` +
-          `SyncResource writes: ${(await syncResourceWrites(manager)) - before}; SyncResources unchanged: ${(await versions()) === versionsBefore ? 'yes' : 'NO'}`,
+          `SyncResource writes: ${noopWrites}; SyncResources unchanged (resourceVersions): ${unchanged ? 'yes' : 'NO'}; ` +
+          `targeted SyncResource applies by the agent: ${targetedApplies}`,
+      );
+      console.log(
+        `Issue 29 bar "0 SyncResource writes for edits that do not change the rendered objects": ` +
+          `${noopWrites === 0 && unchanged && mirrored === last.size ? 'met' : 'NOT met'} (${noopWrites} writes for ${NOOP_EDITS} edits)`,
       );
     }
   } finally {
@@ -599,8 +791,7 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const admissions: AdmissionSeen[] = [];
   const callbacks: LiveEvent[] = [];
-  const mirrorLogs: MirrorLog[] = [];
-  const reconcileLogs: ReconcileLog[] = [];
+  const logs: ProcessLogs = { mirrors: [], reconciles: [], syncApplies: [] };
   console.log(`load average at the start: ${load()} (2 cores, shared)`);
   const system = await startLocalSystem({
     dir: join(parent, 'system'),
@@ -612,8 +803,10 @@ async function main(): Promise<void> {
     onAgentLog: {
       messages: Object.values(AGENT_MESSAGES),
       handle: (entry) => {
-        if (entry['msg'] === AGENT_MESSAGES.mirror) mirrorLogs.push(entry as unknown as MirrorLog);
-        else reconcileLogs.push(entry as unknown as ReconcileLog);
+        if (entry['msg'] === AGENT_MESSAGES.mirror) logs.mirrors.push(entry as unknown as MirrorLog);
+        else if (entry['msg'] === AGENT_MESSAGES.syncApply)
+          logs.syncApplies.push(entry as unknown as SyncApplyLog);
+        else logs.reconciles.push(entry as unknown as ReconcileLog);
       },
     },
   });
@@ -643,7 +836,7 @@ async function main(): Promise<void> {
       `\nModule CR edits: ${EDITS} at ${RATE}/s, alternating ${system.skrs.map((s) => s.name).join(' and ')} (load average ${load()})`,
     );
     const edits = editsFor(system, EDITS, 'bench');
-    const logsFrom = { mirrors: mirrorLogs.length, reconciles: reconcileLogs.length };
+    const logsFrom = { mirrors: logs.mirrors.length, reconciles: logs.reconciles.length };
     await runEdits(system, edits);
     const after = await Promise.all(system.skrs.map((skr) => scrape(skr.webhookMetricsPort)));
     const agentAfter = await scrape(system.agentMetricsPort);
@@ -700,7 +893,7 @@ async function main(): Promise<void> {
         ),
       ),
     );
-    agentSteps(edits, mirrorLogs.slice(logsFrom.mirrors), reconcileLogs.slice(logsFrom.reconciles));
+    agentSteps(edits, logs.mirrors.slice(logsFrom.mirrors), logs.reconciles.slice(logsFrom.reconciles));
     const writes = edits
       .filter((e) => e.writeReturnedAtMs !== undefined)
       .map((e) => (e.writeReturnedAtMs as number) - e.sentAtMs);
@@ -758,7 +951,7 @@ async function main(): Promise<void> {
       );
       console.log(agentPerEdit(kymaBefore, kymaAfter, KYMA_EDITS));
     }
-    if (ROUND_TRIPS > 0 || NOOP_EDITS > 0) await roundTripPhase(system);
+    if (ROUND_TRIPS > 0 || NOOP_EDITS > 0) await roundTripPhase(system, logs);
     if (hung)
       console.log(`hung SKR: ${hung.requests()} requests received, ${hung.pending()} hanging at the end`);
     console.log(`\nload average at the end: ${load()}`);

@@ -89,7 +89,11 @@ import { isPaused, reconcileLiveKyma } from './kyma.js';
 import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
 import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
 import { watchPkiSecrets } from '../registration/index.js';
-import { applyChangedSyncResource, type SyncResourceApplyOutcome } from './sync-resource.js';
+import {
+  applyChangedSyncResource,
+  type SyncResourceApplyOutcome,
+  type SyncResourceApplySteps,
+} from './sync-resource.js';
 
 export type { ModuleDescription, ModuleInstallation, RegistrationSettings, WatchCaches } from './context.js';
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
@@ -483,16 +487,32 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`),
         );
         let startedAt: number | undefined;
+        const steps: SyncResourceApplySteps = {};
         try {
-          const result = await applyChangedSyncResource(ctx, kyma, name, syncName, () => {
-            // Started: from here a new change needs a new apply.
-            waitingApplies.delete(waitingKey);
-            startedAt = epochMs();
-          });
+          const result = await applyChangedSyncResource(
+            ctx,
+            kyma,
+            name,
+            syncName,
+            () => {
+              // Started: from here a new change needs a new apply.
+              waitingApplies.delete(waitingKey);
+              startedAt = epochMs();
+            },
+            steps,
+          );
           metrics?.syncApplies.inc({ outcome: result.outcome });
           // Timestamps (epoch ms): bench:e2e reads them to say where a round trip's milliseconds go.
           logger.debug(
-            { kyma: kymaKey, syncResource: syncName, ...result, queuedAt, startedAt, doneAt: epochMs() },
+            {
+              kyma: kymaKey,
+              syncResource: syncName,
+              ...result,
+              ...steps,
+              queuedAt,
+              startedAt,
+              doneAt: epochMs(),
+            },
             'SyncResource applied on its change',
           );
           return result;

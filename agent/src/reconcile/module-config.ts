@@ -128,7 +128,7 @@ export async function mirrorModuleCr(
   moduleCr: KubernetesObject & { spec?: unknown },
   state: ResourceState,
   existing: ModuleConfig | undefined,
-  onSpecApplied?: () => void,
+  onSpecApplied?: (generation: number | undefined) => void,
 ): Promise<boolean> {
   const name = existing?.metadata.name ?? moduleConfigName(kyma, module);
   const ref = refOf('moduleConfig', ctx.namespace, name);
@@ -166,7 +166,7 @@ export async function mirrorModuleCr(
     const appliedGeneration = (applied as { metadata?: { generation?: unknown } } | undefined)?.metadata
       ?.generation;
     generation = typeof appliedGeneration === 'number' ? appliedGeneration : generation;
-    onSpecApplied?.();
+    onSpecApplied?.(generation);
   }
   const statusChanged =
     specChanged ||

@@ -28,6 +28,8 @@ export interface MirrorSteps {
   specAppliedAt?: number;
   /** generation of the Module CR as read. */
   generation?: number;
+  /** generation of the ModuleConfig the spec apply returned (what a module manager's watch sees next). */
+  configGeneration?: number;
 }
 
 /** Epoch milliseconds from the system clock, comparable with other processes' (timeOrigin + now() drifts). */
@@ -136,8 +138,9 @@ export async function mirrorChangedModuleCr(
   // Only the full reconcile creates a ModuleConfig (it removes them too, in this lane): one absent here was never
   // made or was just removed (module disabled or unmanaged), and the full reconcile that follows decides which.
   if (!existing) return { outcome: 'not-a-module', reads };
-  const wrote = await mirrorModuleCr(ctx, kymaName, module, moduleCr, state, existing, () => {
+  const wrote = await mirrorModuleCr(ctx, kymaName, module, moduleCr, state, existing, (generation) => {
     steps.specAppliedAt = epochMs();
+    steps.configGeneration = generation;
   });
   return { outcome: wrote ? 'mirrored' : 'unchanged', reads };
 }

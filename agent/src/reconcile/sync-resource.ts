@@ -227,11 +227,29 @@ export function reconcileSyncResource(
 
 /** What the targeted path did with one SyncResource change. */
 export type SyncResourceApplyOutcome =
-  /** Applied (or found in place); `state` is the SyncResource's. */
-  | { outcome: 'applied'; state: ResourceState }
+  /**
+   * Applied (or found in place); `state` is the SyncResource's. `kymaStatusChanged`: what the Kyma's status says of
+   * it (its state, its failed items, that it exists) may differ now, so the Kyma's full pass has something to write.
+   */
+  | { outcome: 'applied'; state: ResourceState; kymaStatusChanged: boolean }
   /** Nothing to do here: the SyncResource is gone or names another Kyma, or the Kyma is absent, paused or deleting,
    * or has no SKR credentials: the full pass decides. */
   | { outcome: 'skipped'; reason: string };
+
+/** When the steps of one targeted apply ended (epoch ms), for the debug log bench:e2e reads. */
+export interface SyncResourceApplySteps {
+  /** The SyncResource generation applied. */
+  generation?: number;
+  /** The objects were applied in the SKR (the change is visible there from here); the status write follows. */
+  skrAppliedAt?: number;
+}
+
+/** A SyncResource's failed items as the Kyma's status names them. */
+function failuresOf(syncName: string, items: SyncItemStatus[] | undefined): string[] {
+  return (items ?? [])
+    .filter((item) => item.state === 'Error')
+    .map((item) => `${syncName}/${item.name}: ${item.message ?? 'failed'}`);
+}
 
 /**
  * The targeted path: one SyncResource of `kymaName` changed, so it alone is applied into the Kyma's SKR now, under
@@ -246,6 +264,7 @@ export function applyChangedSyncResource(
   kymaName: string,
   name: string,
   started: () => void = () => {},
+  steps: SyncResourceApplySteps = {},
 ): Promise<SyncResourceApplyOutcome> {
   kyma.catch(() => undefined);
   return ctx.inMirrorLane(`${ctx.namespace}/${kymaName}`, syncResourceLane(ctx, name), async () => {
@@ -268,7 +287,10 @@ export function applyChangedSyncResource(
       modules: current.status?.modules ?? [],
       manifestObjects: [...(manifests?.values() ?? [])].flatMap((manifest) => manifest.status?.synced ?? []),
     });
-    const outcome = await applySyncResource(ctx, lookup.client, sync, owned);
+    steps.generation = sync.metadata.generation;
+    const outcome = await applySyncResource(ctx, lookup.client, sync, owned, () => {
+      steps.skrAppliedAt = Date.now();
+    });
     const uid = sync.metadata.uid;
     if (uid) {
       const generations = generationsOf(ctx);
@@ -277,7 +299,17 @@ export function applyChangedSyncResource(
         : (sync.metadata.generation ?? 0);
       generations.set(uid, Math.max(generations.get(uid) ?? 0, generation));
     }
-    return { outcome: 'applied', state: outcome.state };
+    // The Kyma's status counts its SyncResources and names their state and failed items: unchanged, a full pass
+    // would write nothing for this change (a first apply and a deletion change the count).
+    const kymaStatusChanged =
+      sync.status?.state === undefined ||
+      sync.metadata.deletionTimestamp !== undefined ||
+      sync.status.state !== outcome.state ||
+      !isDeepStrictEqual(
+        failuresOf(sync.metadata.name, sync.status.items),
+        outcome.failures.map((failure) => `${failure.name}: ${failure.message}`),
+      );
+    return { outcome: 'applied', state: outcome.state, kymaStatusChanged };
   });
 }
 
@@ -286,6 +318,7 @@ async function applySyncResource(
   skr: ClusterClient,
   sync: RawSyncResource,
   owned: AgentOwnedObjects,
+  onApplied: () => void = () => {},
 ): Promise<SyncResourceOutcome> {
   const syncName = sync.metadata.name;
   if (sync.metadata.deletionTimestamp) {
@@ -383,6 +416,7 @@ async function applySyncResource(
           { refuse: guard },
         )
       : undefined;
+  onApplied();
 
   const statuses: SyncItemStatus[] = slots.map((slot) => {
     if ('status' in slot) return slot.status;

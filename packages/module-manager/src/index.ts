@@ -1,4 +1,4 @@
-export { createModuleManager, syncResourceNameOf } from './manager.js';
+export { PENDING_AFTER_MS, createModuleManager, syncResourceNameOf } from './manager.js';
 export type { ModuleManager, ModuleManagerOptions } from './manager.js';
 export { RenderError, itemNameOf, toSyncItems } from './render.js';
 export type { Rendered, RenderedItem, RenderedObject, RenderFunction } from './render.js';

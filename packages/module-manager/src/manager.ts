@@ -104,6 +104,13 @@ const MAX_NAME = 253;
 const MAX_LABEL_VALUE = 63;
 /** A SyncResource still being deleted (the agent removes its objects first) is looked at again after this. */
 const DELETING_RECHECK_MS = 1_000;
+/**
+ * After a SyncResource write the agent usually reports within tens of milliseconds: `Pending` is written only when it
+ * has not reported by then, so a healthy edit costs one condition write (`Applied`), not two, and the next edit's
+ * SyncResource write does not wait behind a status write. Until then the condition's observedGeneration (older than
+ * the ModuleConfig's) says it speaks for an earlier render.
+ */
+export const PENDING_AFTER_MS = 1_000;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** `<manager>-<moduleconfig>`, cut with a hash when too long: one per manager and ModuleConfig, found again after restarts. */
@@ -128,6 +135,8 @@ interface Written {
   spec: unknown;
   object: SyncResourceObject;
   seen: boolean;
+  /** When the apply returned (the clock's ms): `Pending` waits PENDING_AFTER_MS from here. */
+  atMs: number;
 }
 
 export function createModuleManager(options: ModuleManagerOptions): ModuleManager {
@@ -142,7 +151,8 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
   const metrics: ManagerMetrics | undefined = options.registry ? managerMetrics(options.registry) : undefined;
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const conditionType = conditionTypeOf(manager);
-  const now = () => new Date(options.clock?.now() ?? Date.now());
+  const nowMs = () => options.clock?.now() ?? Date.now();
+  const now = () => new Date(nowMs());
   const informerDefaults = {
     kubeConfig,
     logger,
@@ -179,6 +189,12 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
     }),
   });
   const written = new Map<string, Written>();
+  /** When the watch first brought a ModuleConfig change not yet reconciled (epoch ms), for the apply's log line. */
+  const receivedAt = new Map<string, number>();
+  const received = (key: string) => {
+    if (!receivedAt.has(key)) receivedAt.set(key, Date.now());
+    queue.add(key);
+  };
 
   const queue = new WorkQueue({
     name: `module-manager-${manager}`,
@@ -202,11 +218,12 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
   });
 
   moduleConfigs.addHandler({
-    onAdd: (config) => queue.add(objectKey(config)),
+    onAdd: (config) => received(objectKey(config)),
     onUpdate: (previous, config) => {
       // Status-only writes (the agent's mirror bookkeeping, our own condition) do not change what is rendered.
       const relist = previous.metadata.resourceVersion === config.metadata.resourceVersion;
-      if (relist || previous.metadata.generation !== config.metadata.generation) queue.add(objectKey(config));
+      if (relist) queue.add(objectKey(config));
+      else if (previous.metadata.generation !== config.metadata.generation) received(objectKey(config));
     },
     onDelete: (config) => queue.add(objectKey(config)),
   });
@@ -224,6 +241,9 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
   });
 
   async function reconcile(key: string): Promise<void | { requeueAfterMs: number }> {
+    const startedAt = Date.now();
+    const changeSeenAt = receivedAt.get(key);
+    receivedAt.delete(key);
     const raw = moduleConfigs.get(key);
     const configName = key.slice(key.indexOf('/') + 1);
     const syncName = syncResourceNameOf(manager, configName);
@@ -301,15 +321,34 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
         fieldManager: manager,
         force: true,
       })) as SyncResourceObject;
-      written.set(key, { spec: desired.spec, object: current, seen: false });
+      written.set(key, { spec: desired.spec, object: current, seen: false, atMs: nowMs() });
       metrics?.reconciles.inc({ manager, outcome: 'applied' });
       metrics?.writes.inc({ manager, operation: 'apply' });
+      // receivedAt/startedAt/appliedAt (epoch ms): the watch brought the change, the run began, the apply returned
+      // (bench:e2e reads them).
       configLog.info(
-        { items: items.length, syncResourceGeneration: current.metadata.generation },
+        {
+          items: items.length,
+          syncResourceGeneration: current.metadata.generation,
+          ...(changeSeenAt !== undefined ? { receivedAt: changeSeenAt } : {}),
+          startedAt,
+          appliedAt: Date.now(),
+        },
         'SyncResource applied',
       );
     }
-    await writeCondition(config, reportOf(current, syncName), configLog);
+    const report = reportOf(current, syncName);
+    const mine = written.get(key);
+    if (
+      mine &&
+      report.reason === CONDITION_REASONS.pending &&
+      mine.object.metadata.generation === current.metadata.generation
+    ) {
+      // Our own write, not reported on yet: the agent's report (a SyncResource event) usually comes first.
+      const waitMs = mine.atMs + PENDING_AFTER_MS - nowMs();
+      if (waitMs > 0) return { requeueAfterMs: waitMs };
+    }
+    await writeCondition(config, report, configLog);
   }
 
   function desiredSyncResource(config: ModuleConfig, syncName: string, items: SyncItem[]) {

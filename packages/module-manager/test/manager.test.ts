@@ -3,12 +3,14 @@
 // the agent's field manager, as skr-agent writes it; test/integration/module-manager.test.ts runs the real agent).
 import { expect } from 'chai';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { FIELD_MANAGER, GROUP, KINDS, LABELS, type ModuleConfig } from '@skr-watcher/api';
+import { FIELD_MANAGER, GROUP, KINDS, LABELS, type Clock, type ModuleConfig } from '@skr-watcher/api';
 import { applyCustomObject, applyCustomStatus } from '@skr-watcher/kube';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { eventually } from '../../../test/support/eventually.js';
+import { ManualClock } from '../../../test/support/manual-clock.js';
 import {
+  PENDING_AFTER_MS,
   createModuleManager,
   syncResourceNameOf,
   type ModuleManager,
@@ -117,7 +119,7 @@ const greetingMap: RenderFunction = (config: ModuleConfig): Rendered[] => [
   },
 ];
 
-async function startManager(namespace: string, render: RenderFunction, registry?: Registry) {
+async function startManager(namespace: string, render: RenderFunction, registry?: Registry, clock?: Clock) {
   const manager = createModuleManager({
     name: 'test-manager',
     module: 'sample',
@@ -125,6 +127,7 @@ async function startManager(namespace: string, render: RenderFunction, registry?
     kubeConfig: kcp,
     namespace,
     ...(registry ? { registry } : {}),
+    ...(clock ? { clock } : {}),
   });
   running.push(manager);
   await manager.start();
@@ -138,6 +141,13 @@ async function writesOf(registry: Registry, operation: 'apply' | 'delete'): Prom
 
 const conditionOf = (config: Json | undefined): Json | undefined =>
   (config?.['status']?.conditions as Json[] | undefined)?.find((c) => c['type'] === 'test-manager/Synced');
+
+/** The ModuleConfig `kyma-a-sample` of `namespace` once the manager's condition has `reason`. */
+const withCondition = (namespace: string, reason: string): Promise<Json> =>
+  eventually(`a${/^[AEIOU]/.test(reason) ? 'n' : ''} ${reason} condition`, async () => {
+    const object = await get('moduleConfig', namespace, 'kyma-a-sample');
+    return conditionOf(object)?.['reason'] === reason ? object : undefined;
+  });
 
 describe('module manager kit (real KCP API server)', function () {
   this.timeout(120_000);
@@ -211,10 +221,7 @@ describe('module manager kit (real KCP API server)', function () {
     expect(pending['status']).to.equal('Unknown');
 
     await reportApplied(ns, syncName);
-    const config = await eventually('an Applied condition', async () => {
-      const object = await get('moduleConfig', ns, 'kyma-a-sample');
-      return conditionOf(object)?.['reason'] === 'Applied' ? object : undefined;
-    });
+    const config = await withCondition(ns, 'Applied');
     expect(conditionOf(config)).to.include({
       status: 'True',
       observedGeneration: config['metadata'].generation,
@@ -233,10 +240,7 @@ describe('module manager kit (real KCP API server)', function () {
     await reportApplied(ns, syncName, {
       'configmap.kyma-system.sample-greeting': 'ConfigMap kyma-system/sample-greeting: refused for the test',
     });
-    const failed = await eventually('an ItemsFailed condition', async () => {
-      const object = await get('moduleConfig', ns, 'kyma-a-sample');
-      return conditionOf(object)?.['reason'] === 'ItemsFailed' ? object : undefined;
-    });
+    const failed = await withCondition(ns, 'ItemsFailed');
     expect(conditionOf(failed)).to.include({
       status: 'False',
       observedGeneration: failed['metadata'].generation,
@@ -245,6 +249,46 @@ describe('module manager kit (real KCP API server)', function () {
     // The agent writing its status again (force) keeps the manager's condition.
     await mirror(ns, 'kyma-a-sample', 'sample', { greeting: 'again' });
     expect(conditionOf(await get('moduleConfig', ns, 'kyma-a-sample'))?.['reason']).to.equal('ItemsFailed');
+  });
+
+  it('writes Pending only when the agent has not reported within PENDING_AFTER_MS of a write: a prompt report costs one condition write', async () => {
+    const ns = await freshNamespace();
+    await mirror(ns, 'kyma-a-sample', 'sample', { greeting: 'hello' });
+    const registry = createRegistry();
+    // Time moves only when the test says: the agent's report below always comes "within" the grace.
+    const clock = new ManualClock();
+    const manager = await startManager(ns, greetingMap, registry, clock);
+    const syncName = syncResourceNameOf('test-manager', 'kyma-a-sample');
+    await eventually('the SyncResource', () => get('syncResource', ns, syncName));
+    await manager.whenIdle();
+    const conditionWrites = async () =>
+      (await registry.getSingleMetric('module_manager_condition_writes_total')?.get())?.values.reduce(
+        (sum, value) => sum + value.value,
+        0,
+      ) ?? 0;
+    expect(conditionOf(await get('moduleConfig', ns, 'kyma-a-sample'))).to.equal(undefined);
+
+    await reportApplied(ns, syncName);
+    const config = await withCondition(ns, 'Applied');
+    expect(conditionOf(config)?.['observedGeneration']).to.equal(config['metadata'].generation);
+    await manager.whenIdle();
+    expect(await conditionWrites()).to.equal(1);
+
+    // No report for the next render: once the grace has passed, the condition says Pending for it.
+    await mirror(ns, 'kyma-a-sample', 'sample', { greeting: 'again' });
+    await eventually('the new render', async () =>
+      (await get('syncResource', ns, syncName))?.['spec'].items[0].resource.data.greeting === 'again'
+        ? true
+        : undefined,
+    );
+    await manager.whenIdle();
+    expect(conditionOf(await get('moduleConfig', ns, 'kyma-a-sample'))?.['reason']).to.equal('Applied');
+    await clock.advance(PENDING_AFTER_MS);
+    const pending = await withCondition(ns, 'Pending');
+    expect(conditionOf(pending)).to.include({
+      status: 'Unknown',
+      observedGeneration: pending['metadata'].generation,
+    });
   });
 
   it('writes no SyncResource for edits that leave the rendered objects as they were, nor when restarted', async () => {
