@@ -58,6 +58,22 @@ function increases(before: Samples, after: Samples, prefix: string): [string, nu
     .filter(([, delta]) => delta > 0);
 }
 
+/** What the agent did between two scrapes: reconciles by result, requests by cluster and verb, TLS connections. */
+function progressOf(before: Samples, after: Samples): string {
+  const grouped = (prefix: string, label: (series: string) => string) => {
+    const sums = new Map<string, number>();
+    for (const [series, delta] of increases(before, after, prefix))
+      sums.set(label(series), (sums.get(label(series)) ?? 0) + delta);
+    return [...sums].map(([key, n]) => `${key} ${Math.round(n)}`).join(', ');
+  };
+  const labelOf = (series: string, name: string) => new RegExp(`${name}="([^"]*)"`).exec(series)?.[1] ?? '?';
+  return [
+    `reconciles ${grouped('skr_agent_reconcile_total', (s) => labelOf(s, 'result'))}`,
+    `requests ${grouped('skr_agent_kube_requests_total', (s) => `${labelOf(s, 'cluster')} ${labelOf(s, 'verb')}`)}`,
+    `TLS connections ${grouped('skr_agent_kube_tls_connections_total', (s) => `${labelOf(s, 'cluster')} resumed=${labelOf(s, 'resumed')}`)}`,
+  ].join('; ');
+}
+
 const rssOf = (pid: number) =>
   Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 
@@ -214,14 +230,18 @@ async function main(): Promise<void> {
       return { kymas, modules };
     };
     let lastReport = Date.now();
+    let lastSamples: Samples = new Map();
     for (;;) {
       const { kymas, modules } = await installed();
       if (kymas >= KYMAS) break;
       if (Date.now() - lastReport > 30_000) {
         lastReport = Date.now();
+        const now = await scrape();
         console.log(
-          `  ${Math.round((Date.now() - started) / 1000)} s: ${kymas} Kymas Ready, ${modules} modules Ready; RSS ${mb(rssOf(pid))}, load ${load()}`,
+          `  ${Math.round((Date.now() - started) / 1000)} s: ${kymas} Kymas Ready, ${modules} modules Ready; RSS ${mb(rssOf(pid))}, load ${load()}\n` +
+            `    since the last line: ${progressOf(lastSamples, now)}`,
         );
+        lastSamples = now;
       }
       if (Date.now() - started > 30 * 60_000)
         throw new Error(`only ${kymas}/${KYMAS} Kymas installed after 30 min`);

@@ -288,6 +288,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       ...(requestMetrics ? { metrics: { kind: 'kcp' as const, counters: requestMetrics } } : {}),
       name: 'kcp',
       timeoutMs: options.kcpTimeoutMs ?? DEFAULT_KCP_TIMEOUT_MS,
+      // Used by every pass without pause: its connections are kept between bursts (a TLS handshake each, otherwise).
+      keepAliveMs: 30_000,
       // A replica that loses a Kyma or its membership aborts the run (decision 012): no KCP write after that.
       boundByDeadline: true,
     });

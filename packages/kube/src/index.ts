@@ -4,6 +4,7 @@ export * from './apply.js';
 export * from './kubeconfig.js';
 export * from './pooled-kubeconfig.js';
 export * from './skr-clients.js';
+export * from './discovery.js';
 export * from './leader-election.js';
 export * from './pki-secrets.js';
 export * from './request-metrics.js';

@@ -2,7 +2,7 @@
 // every request and every watch. The one place that keeps a cluster's Agent and hands it to every request.
 import { createHash } from 'node:crypto';
 import type { AgentOptions } from 'node:https';
-import { TLSSocket } from 'node:tls';
+import { createSecureContext, TLSSocket, type SecureContext, type SecureContextOptions } from 'node:tls';
 import { HttpMethod, RequestContext, KubeConfig, type SecurityAuthentication } from '@kubernetes/client-node';
 import { Agent, buildConnector } from 'undici';
 
@@ -34,6 +34,7 @@ async function http1Agent(
   source: KubeConfig,
   onConnection: (resumed: boolean) => void,
   connections: number | undefined,
+  keepAliveMs: number | undefined,
 ): Promise<Agent | undefined> {
   const cluster = source.getCurrentCluster();
   const tls: AgentOptions = {};
@@ -49,9 +50,22 @@ async function http1Agent(
   });
   if (options.type !== 'agent') return undefined;
   const connectOptions = { ...options.connect, allowH2: false };
+  const contextOptions: SecureContextOptions = {
+    ca: connectOptions.ca,
+    cert: connectOptions.cert,
+    key: connectOptions.key,
+    pfx: connectOptions.pfx,
+    passphrase: connectOptions.passphrase,
+  };
+  const contextKey = secureContextKey(contextOptions);
   let ticket: Buffer | undefined;
   const connect: buildConnector.connector = (target, callback) => {
-    const connector = buildConnector(ticket ? { ...connectOptions, session: ticket } : connectOptions);
+    const secureContext = sharedSecureContext(contextKey, contextOptions);
+    const connector = buildConnector({
+      ...connectOptions,
+      secureContext,
+      ...(ticket ? { session: ticket } : {}),
+    });
     connector(target, (...args) => {
       const socket = args[1];
       // An http:// server (allowed with insecure-skip-tls-verify) gives a plain socket: no session to keep.
@@ -63,7 +77,45 @@ async function http1Agent(
       callback(...args);
     });
   };
-  return new Agent({ connect, allowH2: false, ...(connections ? { connections } : {}) });
+  return new Agent({
+    connect,
+    allowH2: false,
+    ...(keepAliveMs ? { keepAliveTimeout: keepAliveMs } : {}),
+    ...(connections ? { connections } : {}),
+  });
+}
+
+/** The digest of what a SecureContext holds: pools of one cluster (or of clusters with one CA and user) share it. */
+function secureContextKey(options: SecureContextOptions): string {
+  const digest = createHash('sha256');
+  for (const part of [options.ca, options.cert, options.key, options.pfx, options.passphrase])
+    digest.update(part === undefined ? '\0-' : `\0${part.toString()}`);
+  return digest.digest('base64');
+}
+
+/** Secure contexts by the digest of what they hold; the least recently used goes first. */
+const secureContexts = new Map<string, SecureContext>();
+const MAX_SECURE_CONTEXTS = 32;
+
+/**
+ * One SecureContext for every connection (and every pool) with the same CA, certificate and key. Without it each
+ * connection parsed the CA, certificate and key again (tls.connect builds a context per call): at 200 Kymas that
+ * was a tenth of the agent's CPU. Looked up per connection and bounded, because a context costs ~35 kB of native memory and a
+ * fleet of SKRs with their own CAs shares none: those build one when they connect, as before, which is rare once
+ * connections are kept; no pool holds one.
+ */
+function sharedSecureContext(key: string, options: SecureContextOptions): SecureContext {
+  const known = secureContexts.get(key);
+  if (known) {
+    secureContexts.delete(key);
+    secureContexts.set(key, known);
+    return known;
+  }
+  const context = createSecureContext(options);
+  secureContexts.set(key, context);
+  if (secureContexts.size > MAX_SECURE_CONTEXTS)
+    secureContexts.delete(secureContexts.keys().next().value as string);
+  return context;
 }
 
 /** PEM bytes held by some client's Agent, by their digest; an entry goes when no Agent holds its bytes. */
@@ -127,6 +179,7 @@ async function connectionPool(
         options.onConnection?.(wasResumed);
       },
       options.connections,
+      options.keepAliveMs,
     )) ?? probe.getDispatcher();
   dispatcher?.on('connect', () => {
     connections += 1;
@@ -156,6 +209,11 @@ interface PoolOptions {
   onConnection?: (resumed: boolean) => void;
   /** At most this many connections (undefined: as many as requests in flight). */
   connections?: number;
+  /**
+   * How long an idle connection is kept (default undici's 4 s, as the API server sends no Keep-Alive hint). A busy
+   * client of one cluster (the KCP) wants longer: 4 s closed its connections between bursts and opened them again.
+   */
+  keepAliveMs?: number;
 }
 
 /** Lets client-node build the request of a cluster once (it knows proxies, CAs, client certificates, plugins). */

@@ -18,23 +18,52 @@ import {
   type RequestContext,
   type ResponseBody,
   type V1APIResource,
+  type V1APIResourceList,
   type V1Secret,
 } from '@kubernetes/client-node';
 import { DEFAULTS, LABELS, LIMITS, backoffDelay } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 import { getGlobalDispatcher, type Dispatcher } from 'undici';
 import { KubeRequestError, isNotFound, isUnreachable } from './apply.js';
+import { sharedDiscovery, type DiscoveryCache } from './discovery.js';
 import { kubeConfigFromYaml } from './kubeconfig.js';
 import { PARTIAL_OBJECT_METADATA } from './metadata-list.js';
 import type { ListPage } from './informer.js';
 import { ownCopy, pooledAuthentication } from './pooled-kubeconfig.js';
 import type { ClusterKind, KubeRequestMetrics } from './request-metrics.js';
+import { noteAnswer } from './workqueue.js';
 
-/** KubernetesObjectApi with its discovery lookup (cached per group-version, fetched again for an unknown kind) in reach. */
+/**
+ * KubernetesObjectApi whose discovery lookups go through a DiscoveryCache shared by every client of the process
+ * (discovery.ts): one request per API server and group-version, not one per client and caller.
+ */
 export class DiscoveringObjectApi extends KubernetesObjectApi {
-  /** The resource serving `kind` in `apiVersion`; undefined if the group-version lacks it, 404 if it is not served. */
+  constructor(
+    configuration: Configuration,
+    private readonly server: string,
+    private readonly discovery: DiscoveryCache = sharedDiscovery,
+  ) {
+    super(configuration);
+  }
+
+  /** The resource serving `kind` in `apiVersion`; undefined when the server does not serve it. */
   discover(apiVersion: string, kind: string): Promise<V1APIResource | undefined> {
     return this.resource(apiVersion, kind);
+  }
+
+  override resource(apiVersion: string, kind: string): Promise<V1APIResource | undefined> {
+    return this.discovery.served(this.server, apiVersion, kind, async () => {
+      const path = `/${apiVersion.includes('/') ? 'apis' : 'api'}/${apiVersion}`;
+      const request = this.configuration.baseServer.makeRequestContext(path, HttpMethod.GET);
+      request.setHeaderParam('Accept', 'application/json');
+      try {
+        return (await this.requestPromise(request, 'V1APIResourceList')) as V1APIResourceList;
+      } catch (error) {
+        // A group-version the server does not serve: no kind of it is served.
+        if (isNotFound(error)) return undefined;
+        throw new KubeRequestError(`discovery ${path}`, error);
+      }
+    }) as Promise<V1APIResource | undefined>;
   }
 
   /**
@@ -91,6 +120,8 @@ export interface ClusterClientOptions {
   metrics?: { kind: ClusterKind; counters: KubeRequestMetrics };
   /** At most this many connections; further requests wait (default: one per request in flight). */
   maxConnections?: number;
+  /** How long an idle connection is kept (default 4 s, undici's). */
+  keepAliveMs?: number;
 }
 
 /**
@@ -113,6 +144,7 @@ export async function createClusterClient(
       ? { onConnection: (resumed: boolean) => metrics.counters.connection(metrics.kind, resumed) }
       : {}),
     ...(options.maxConnections !== undefined ? { connections: options.maxConnections } : {}),
+    ...(options.keepAliveMs !== undefined ? { keepAliveMs: options.keepAliveMs } : {}),
   });
 
   const timeoutMs = options.timeoutMs;
@@ -146,7 +178,7 @@ export async function createClusterClient(
     custom: new CustomObjectsApi(configuration),
     apiextensions: new ApiextensionsV1Api(configuration),
     // Namespaced objects given without a namespace go to `default`, as kubectl does.
-    objects: new DiscoveringObjectApi(configuration),
+    objects: new DiscoveringObjectApi(configuration, server),
     connectionsOpened: pool.connectionsOpened,
     connectionsResumed: pool.connectionsResumed,
     close: pool.close,
@@ -372,6 +404,8 @@ function dispatchingHttpLibrary(maxBytes: number | undefined): HttpLibrary {
         ...(signal ? { signal } : {}),
       }),
     );
+    // The run this request is for is working, not waiting on a silent cluster (workqueue.ts).
+    noteAnswer();
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(answer.headers)) {
       if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;

@@ -1,5 +1,6 @@
 // A keyed work queue with client-go semantics: a key is never processed twice at once, repeated adds
 // coalesce, adds during processing re-run the key afterwards, failures back off per key.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { REQUEUE_MS, backoffDelay, unrefClock, type Clock, type TimerHandle } from '@skr-watcher/api';
 import {
   Counter,
@@ -38,8 +39,8 @@ export interface WorkQueueOptions {
   /** How many keys are processed in parallel (each key only once at a time). Default 4. */
   workers?: number;
   /**
-   * A run still going after this long stops counting as a worker (it is waiting on a slow or hung cluster, not
-   * using the CPU) and its key is marked slow. Default SLOW_RUN_MS.
+   * A run that got no API server answer (noteAnswer) for this long stops counting as a worker (it is waiting on a
+   * slow or hung cluster, not using the CPU) and its key is marked slow. Default SLOW_RUN_MS.
    */
   slowAfterMs?: number;
 
@@ -76,6 +77,19 @@ interface QueueMetrics {
  * cluster, and must not keep a healthy key's edit (bar: 500 ms end to end) waiting for a worker.
  */
 export const SLOW_RUN_MS = 1_000;
+
+/** The run (of any queue) whose work is on the current async path: what an API server's answer is credited to. */
+const answeredRuns = new AsyncLocalStorage<() => void>();
+
+/**
+ * An API server answered a request made by the current run (cluster clients call it for every answer): the run is
+ * working, not waiting on a silent cluster, and its slow clock starts again. A pass that installs five modules is
+ * slow on a loaded machine because it has much to do, not because a cluster hangs; giving its worker away started
+ * every Kyma of the fleet at once, each then passed its deadline and nothing converged (1,000 Kymas × 5 modules).
+ */
+export function noteAnswer(): void {
+  answeredRuns.getStore()?.();
+}
 
 /** The queues that report into one registry; the stuck-worker gauges ask each at scrape time. */
 const queuesOf = new WeakMap<Registry, Set<WorkQueue>>();
@@ -469,11 +483,21 @@ export class WorkQueue {
       let wentSlow = false;
       let ended = false;
       let slowTimer: TimerHandle | undefined;
-      // A run working this long is waiting on a cluster, not working: it frees its worker and its key is suspect.
-      // Slow runs are not capped: each is bounded by its own deadline and holds a socket, not the CPU.
+      // A run that got no answer from any cluster for this long is waiting on one, not working: it frees its worker
+      // and its key is suspect. Slow runs are not capped: each is bounded by its own deadline and holds a socket.
+      let lastAnswerAt = Number.NEGATIVE_INFINITY;
+      let armedAt = 0;
+      const answered = () => {
+        lastAnswerAt = this.clock.now();
+      };
       const goSlow = () => {
         if (slowTimer !== undefined) this.slowTimers.delete(slowTimer);
         slowTimer = undefined;
+        // Answered since the clock was armed: slow only after slowAfterMs without any answer.
+        if (lastAnswerAt > armedAt) {
+          armSlow(lastAnswerAt + this.slowAfterMs - this.clock.now());
+          return;
+        }
         wentSlow = true;
         this.suspect.add(key);
         this.slowRuns += 1;
@@ -486,34 +510,37 @@ export class WorkQueue {
         this.slowTimers.delete(slowTimer);
         slowTimer = undefined;
       };
-      const armSlow = () => {
+      const armSlow = (ms = this.slowAfterMs) => {
         if (wentSlow || ended || this.stopping || slowTimer !== undefined) return;
-        slowTimer = this.clock.setTimeout(goSlow, this.slowAfterMs);
+        armedAt = this.clock.now();
+        slowTimer = this.clock.setTimeout(goSlow, Math.max(1, ms));
         this.slowTimers.add(slowTimer);
       };
       armSlow();
       // A run waiting for a slot of this process keeps its worker (the queue takes no more keys meanwhile).
-      const phase: RunPhase = { waiting: () => disarmSlow(), working: armSlow };
-      const run: Promise<void> = this.runKey(key, phase).then((succeeded) => {
-        ended = true;
-        disarmSlow();
-        if (wentSlow) this.slowRuns -= 1;
-        else this.leaveWorkers(wasSuspect);
-        if (succeeded && !wentSlow) {
-          this.suspect.delete(key);
-          this.proven.add(key);
-        } else {
-          this.suspect.add(key);
-          this.proven.delete(key);
-        }
-        this.running.delete(run);
-        this.processing.delete(key);
-        this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
-        // Added again while it ran: it goes to the back of the queue for another run.
-        if (this.dirty.has(key)) this.enqueueKey(key);
-        this.pump();
-        this.notifyIdle();
-      });
+      const phase: RunPhase = { waiting: () => disarmSlow(), working: () => armSlow() };
+      const run: Promise<void> = answeredRuns
+        .run(answered, () => this.runKey(key, phase))
+        .then((succeeded) => {
+          ended = true;
+          disarmSlow();
+          if (wentSlow) this.slowRuns -= 1;
+          else this.leaveWorkers(wasSuspect);
+          if (succeeded && !wentSlow) {
+            this.suspect.delete(key);
+            this.proven.add(key);
+          } else {
+            this.suspect.add(key);
+            this.proven.delete(key);
+          }
+          this.running.delete(run);
+          this.processing.delete(key);
+          this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
+          // Added again while it ran: it goes to the back of the queue for another run.
+          if (this.dirty.has(key)) this.enqueueKey(key);
+          this.pump();
+          this.notifyIdle();
+        });
       this.running.add(run);
       this.metrics?.inFlight.set({ name: this.name }, this.processing.size);
     }

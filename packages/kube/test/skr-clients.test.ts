@@ -24,6 +24,7 @@ import {
   kubeConfigFromYaml,
   listInPages,
   describeRequest,
+  readObject,
   secretVersion,
   type ClusterClient,
   type KnownSecret,
@@ -76,6 +77,42 @@ describe('cluster clients (real API servers)', function () {
       expect(client.connectionsOpened()).to.be.at.most(warm + 1);
     } finally {
       await client.close();
+    }
+  });
+
+  it('asks an API server once which resource serves a kind, for every client of it and every caller at once (client-node: once per client and caller)', async function () {
+    const discovery: string[] = [];
+    const counters: KubeRequestMetrics = {
+      request: (_kind, method, url) => {
+        const path = new URL(url).pathname;
+        if (path === '/apis/scheduling.k8s.io/v1') discovery.push(`${method} ${path}`);
+      },
+      connection: () => undefined,
+    };
+    const config = env.plane('skr2').kubeConfig();
+    const clients = await Promise.all(
+      [1, 2].map(() => createClusterClient(config, { name: 'skr2', metrics: { kind: 'skr', counters } })),
+    );
+    try {
+      // Five callers per client at once, as the five modules of one Kyma's pass read their default CRs.
+      const read = await Promise.all(
+        clients.flatMap((client) =>
+          Array.from({ length: 5 }, () =>
+            readObject(client.objects, {
+              apiVersion: 'scheduling.k8s.io/v1',
+              kind: 'PriorityClass',
+              name: 'system-node-critical',
+            }),
+          ),
+        ),
+      );
+      expect(read.every((object) => object?.metadata?.name === 'system-node-critical')).to.equal(true);
+      expect(discovery).to.deep.equal(['GET /apis/scheduling.k8s.io/v1']);
+      // A kind the group-version lacks is asked for again (a CRD may have brought it since), and is not served.
+      expect(await clients[0]!.objects.discover('scheduling.k8s.io/v1', 'NoSuchKind')).to.equal(undefined);
+      expect(discovery).to.have.length(2);
+    } finally {
+      await Promise.all(clients.map((client) => client.close()));
     }
   });
 

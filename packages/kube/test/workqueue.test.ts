@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { createLogger, createRegistry } from '@skr-watcher/telemetry';
 import { ManualClock } from '../../../test/support/manual-clock.js';
-import { WorkQueue, type ProcessResult } from '../src/workqueue.js';
+import { noteAnswer, WorkQueue, type ProcessResult } from '../src/workqueue.js';
 
 /** A promise the test resolves by hand, to hold a key "in processing". */
 function deferred<T = void>() {
@@ -233,6 +233,50 @@ describe('WorkQueue', () => {
     await clock.advance(1);
     await settle();
     expect(started, 'slow a second after it started working').to.deep.equal(['paced', 'next']);
+
+    hung.resolve();
+    await queue.stop();
+  });
+
+  it('keeps a long run as a worker while API servers answer it, and counts it slow a second after the last answer', async () => {
+    const clock = new ManualClock();
+    const answer = deferred<void>();
+    const hung = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      clock,
+      slowAfterMs: 1_000,
+      process: async (key) => {
+        started.push(key);
+        if (key !== 'busy') return;
+        // Ten answers, 800 ms apart (a pass with much to do on a loaded machine), then a cluster that is silent.
+        for (let i = 0; i < 10; i++) {
+          await answer.promise;
+          noteAnswer();
+          await new Promise<void>((resolve) => clock.setTimeout(resolve, 800));
+        }
+        await hung.promise;
+      },
+    });
+    queue.start();
+    queue.add('busy');
+    queue.add('next');
+    await settle();
+    answer.resolve();
+    for (let i = 0; i < 10; i++) {
+      await settle();
+      await clock.advance(800);
+    }
+    await settle();
+    expect(started, 'answered runs keep their worker').to.deep.equal(['busy']);
+    await clock.advance(199);
+    await settle();
+    expect(started).to.deep.equal(['busy']);
+    await clock.advance(1);
+    await settle();
+    expect(started, 'slow a second after its last answer').to.deep.equal(['busy', 'next']);
 
     hung.resolve();
     await queue.stop();
