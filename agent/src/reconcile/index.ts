@@ -116,7 +116,7 @@ export interface ReconcilerOptions {
   skrTimeoutMs?: number;
   /** After this long unreachable, deletion gives up on the SKR side, emits an Event, removes the finalizer (default 10 min). */
   deletionTimeoutMs?: number;
-  /** Bound on every KCP request (default 30 s). */
+  /** Bound on every KCP request (default DEFAULT_KCP_TIMEOUT_MS). */
   kcpTimeoutMs?: number;
   /**
    * Every SKR request of one reconcile is aborted once this has passed (default DEFAULT_RECONCILE_DEADLINE_MS):
@@ -185,7 +185,11 @@ export interface Reconciler {
 }
 
 export const DEFAULT_SKR_TIMEOUT_MS = 10_000;
-export const DEFAULT_KCP_TIMEOUT_MS = 30_000;
+/**
+ * A KCP request sent while the KCP's etcd was away can hang on after etcd is back; bounded like an SKR request, the
+ * pass fails and runs again within seconds instead of holding the Kyma until the reconcile deadline (issue 26).
+ */
+export const DEFAULT_KCP_TIMEOUT_MS = 10_000;
 /** Three SKR request timeouts: a healthy SKR's reconcile takes well under a second. */
 export const DEFAULT_RECONCILE_DEADLINE_MS = 30_000;
 export const DEFAULT_DELETION_TIMEOUT_MS = 10 * 60_000;
