@@ -4,7 +4,7 @@
 // Lease, and is lost when a peer fenced it first or when its work was still running when peers may. Renewals do
 // not wait behind a slow list of the ring.
 import { expect } from 'chai';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, V1MicroTime } from '@kubernetes/client-node';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { ManualClock } from '../../test/support/manual-clock.js';
@@ -217,5 +217,62 @@ describe('shard membership when the KCP answers late', function () {
     expect(slow.isActive()).to.equal(true);
     expect(lost).to.deep.equal([]);
     gate.releaseAll();
+  });
+
+  describe('a fixed --shard-identity that starts again (issue 26)', () => {
+    /** A member of a fresh ring, or of the last one (`again`: a second process with the same identity). */
+    const member = (name: string, again = false) => {
+      if (!again) ring += 1;
+      const membership = createMembership({
+        kubeConfig: env.plane('kcp').kubeConfig(),
+        namespace,
+        ring: `fixed-${ring}`,
+        identity: name,
+        leaseDurationMs: 3_000,
+        renewDeadlineMs: 2_000,
+        retryPeriodMs: 300,
+        onChange: () => {},
+        onLost: () => {},
+      });
+      started.push(membership);
+      return membership;
+    };
+
+    it('takes its own Lease back once the process killed -9 left it unrenewed for its duration', async () => {
+      const restarted = member('fixed-a');
+      // What the killed process left: our Lease, held, renewed a moment ago, never to be renewed again.
+      await env
+        .plane('kcp')
+        .kubeConfig()
+        .makeApiClient(CoordinationV1Api)
+        .createNamespacedLease({
+          namespace,
+          body: {
+            metadata: { name: `fixed-${ring}-fixed-a` },
+            spec: {
+              holderIdentity: 'fixed-a',
+              leaseDurationSeconds: 3,
+              acquireTime: new V1MicroTime(),
+              renewTime: new V1MicroTime(),
+            },
+          },
+        });
+      const startedAt = Date.now();
+      await restarted.start();
+      expect(restarted.isActive(), 'active with its Lease back').to.equal(true);
+      expect(Date.now() - startedAt, 'waited for the left Lease to expire').to.be.at.least(2_900);
+    });
+
+    it('refuses to start, with a reason, while another process renews the same identity', async () => {
+      const first = member('fixed-b');
+      await first.start();
+      const second = member('fixed-b', true);
+      const outcome = await second.start().then(
+        () => 'started',
+        (error: Error) => error.message,
+      );
+      expect(outcome).to.contain('is being renewed by another process');
+      expect(first.isActive(), 'the running one is untouched').to.equal(true);
+    });
   });
 });

@@ -288,6 +288,57 @@ export function createMembership(options: MembershipOptions): Membership {
     }
   };
 
+  /**
+   * Creates our Lease, or takes it back when a process of ours left it (a fixed --shard-identity after kill -9): at once
+   * when no one holds it (released, or fenced by a peer), else once it went unrenewed for its duration on our clock, as
+   * peers decide. Renewed meanwhile by our identity: another process runs with it, which is refused with a reason.
+   */
+  const createOrTakeBackOwnLease = async () => {
+    try {
+      await writeOwnLease();
+      return;
+    } catch (error) {
+      if (!(error instanceof ApiException && error.code === 409)) throw error;
+    }
+    const read = () => api.readNamespacedLease({ name: leaseName, namespace });
+    let seen = await read();
+    let seenAt = clock.now();
+    logger?.info(
+      { holder: seen.spec?.holderIdentity ?? null, lease: leaseName },
+      'our Lease is left from an earlier process of this identity; taking it back once no one renews it',
+    );
+    for (;;) {
+      const durationMs = (seen.spec?.leaseDurationSeconds ?? Math.ceil(leaseDurationMs / 1000)) * 1000;
+      const waitedMs = clock.now() - seenAt;
+      if (!seen.spec?.holderIdentity || waitedMs >= durationMs) {
+        try {
+          ownLease = await api.replaceNamespacedLease({
+            name: leaseName,
+            namespace,
+            body: { ...seen, metadata: { ...seen.metadata, ...metadata() }, spec: spec() },
+          });
+          logger?.info({ lease: leaseName }, 'took our Lease back');
+          return;
+        } catch (error) {
+          if (!(error instanceof ApiException && error.code === 409)) throw error;
+        }
+      } else {
+        await new Promise<void>((resolve) =>
+          clock.setTimeout(resolve, Math.min(retryPeriodMs, durationMs - waitedMs + EXPIRY_SLACK_MS)),
+        );
+      }
+      const now = await read();
+      if (now.metadata?.resourceVersion === seen.metadata?.resourceVersion) continue;
+      if (now.spec?.holderIdentity === identity && now.spec?.renewTime !== seen.spec?.renewTime) {
+        throw new Error(
+          `shard identity ${identity}: Lease ${namespace}/${leaseName} is being renewed by another process; give every replica its own --shard-identity (without the flag, each process gets $HOSTNAME-<random>)`,
+        );
+      }
+      seen = now;
+      seenAt = clock.now();
+    }
+  };
+
   /** Renews (or first creates) our Lease; the start time of a renewal that succeeded moves the deadline. */
   const renew = async () => {
     const startedAt = clock.now();
@@ -491,6 +542,7 @@ export function createMembership(options: MembershipOptions): Membership {
   return {
     identity,
     async start() {
+      await createOrTakeBackOwnLease();
       await renew();
       await lookAtRing();
       scheduleRenewal();
