@@ -62,6 +62,27 @@ describe('mirror lanes', () => {
     expect(lanes.size).to.deep.equal({ lanes: 0, waitingMirrors: 0 });
   });
 
+  it('tells a running mirror whether a newer mirror of its object waits behind it (it then leaves the status write to that one)', async () => {
+    const lanes = new MirrorLanes();
+    const busy = gate();
+    const seen: boolean[] = [];
+    const first = lanes.mirror('ns/a', change('sample', 2), async (_change, superseded) => {
+      seen.push(superseded());
+      await busy.opened;
+      seen.push(superseded());
+      return { outcome: 'mirrored', reads: 1 };
+    });
+    // Another object's mirror is not a newer one of this object.
+    await lanes.mirror('ns/a', change('other', 2), async () => ({ outcome: 'mirrored', reads: 1 }));
+    const second = lanes.mirror('ns/a', change('sample', 3), async (_change, superseded) => {
+      seen.push(superseded());
+      return { outcome: 'mirrored', reads: 1 };
+    });
+    busy.open();
+    await Promise.all([first, second]);
+    expect(seen).to.deep.equal([false, true, false]);
+  });
+
   it('merges waiting mirrors of one object into one that waits for the newest write', async () => {
     const lanes = new MirrorLanes();
     const busy = gate();

@@ -442,7 +442,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         return Promise.reject(error as Error);
       }
       // The full reconcile names its lanes namespace/name too (modules.ts).
-      return lanes.mirror(`${kymaNamespace}/${name}`, announced, async (change) => {
+      return lanes.mirror(`${kymaNamespace}/${name}`, announced, async (change, superseded) => {
         const startedAt = epochMs();
         const steps: MirrorSteps = {};
         const { ctx } = await ready;
@@ -452,7 +452,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         });
         const cached = options.cachedKyma?.(`${kymaNamespace}/${name}`);
         const guess = cached ? moduleOfChange(cached, change) : undefined;
-        const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps, guess);
+        const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps, guess, superseded);
         metrics?.mirrors.inc({ outcome: result.outcome });
         metrics?.mirrorReads.observe(result.reads);
         // Timestamps of each step (epoch ms): bench:e2e reads them to say where an edit's milliseconds go.
@@ -506,6 +506,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
               startedAt = epochMs();
             },
             steps,
+            () => waitingApplies.has(waitingKey),
           );
           metrics?.syncApplies.inc({ outcome: result.outcome });
           // Timestamps (epoch ms): bench:e2e reads them to say where a round trip's milliseconds go.

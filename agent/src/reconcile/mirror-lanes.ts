@@ -84,12 +84,14 @@ export class MirrorLanes {
 
   /**
    * Queues a targeted mirror of `change` in the lane of its object, or merges it into the one that waits there
-   * already (both callers then get that mirror's result).
+   * already (both callers then get that mirror's result). `superseded()` tells the running work whether another
+   * targeted mirror of the object waits behind it: that one reads the object and the ModuleConfig again and writes
+   * what this one would only have written a moment earlier (the ModuleConfig status).
    */
   mirror(
     kymaKey: string,
     change: ModuleCrChange,
-    work: (change: ModuleCrChange) => Promise<ModuleMirrorResult>,
+    work: (change: ModuleCrChange, superseded: () => boolean) => Promise<ModuleMirrorResult>,
   ): Promise<ModuleMirrorResult> {
     const key = mirrorLaneKey(kymaKey, {
       group: change.gvk.group,
@@ -105,7 +107,7 @@ export class MirrorLanes {
     const entry = { change } as WaitingMirror;
     entry.result = this.run(key, () => {
       this.waiting.delete(key);
-      return work(entry.change);
+      return work(entry.change, () => this.waiting.has(key));
     });
     this.waiting.set(key, entry);
     return entry.result;

@@ -120,6 +120,9 @@ export function mirroredResource(moduleCr: KubernetesObject & { spec?: unknown }
 /**
  * Mirrors a Module CR into its ModuleConfig. Writes only what changed: the spec when the Module CR's identity or
  * spec differ, the status when the source resourceVersion or the state differ. Returns whether it wrote.
+ * `statusLeftToNext()`, asked once the spec is written: a mirror of a newer write of the Module CR waits in the
+ * lane and writes the status (it reads the ModuleConfig fresh, and a mirror that ends otherwise wakes the full pass,
+ * which mirrors too), so this one leaves it: one KCP write less, and the lane free for that mirror sooner.
  */
 export async function mirrorModuleCr(
   ctx: ReconcileContext,
@@ -129,6 +132,7 @@ export async function mirrorModuleCr(
   state: ResourceState,
   existing: ModuleConfig | undefined,
   onSpecApplied?: (generation: number | undefined) => void,
+  statusLeftToNext: () => boolean = () => false,
 ): Promise<boolean> {
   const name = existing?.metadata.name ?? moduleConfigName(kyma, module);
   const ref = refOf('moduleConfig', ctx.namespace, name);
@@ -172,7 +176,7 @@ export async function mirrorModuleCr(
     specChanged ||
     existing?.status?.sourceResourceVersion !== sourceResourceVersion ||
     existing?.status?.state !== state;
-  if (statusChanged) {
+  if (statusChanged && !statusLeftToNext()) {
     await applyCustomStatus(
       ctx.kcp.custom,
       ref,

@@ -66,6 +66,7 @@ export async function mirrorChangedModuleCr(
   change: ModuleCrChange,
   steps: MirrorSteps = {},
   guess?: string,
+  superseded: () => boolean = () => false,
 ): Promise<ModuleMirrorResult> {
   kyma.catch(() => undefined);
   void kyma.then(
@@ -138,9 +139,18 @@ export async function mirrorChangedModuleCr(
   // Only the full reconcile creates a ModuleConfig (it removes them too, in this lane): one absent here was never
   // made or was just removed (module disabled or unmanaged), and the full reconcile that follows decides which.
   if (!existing) return { outcome: 'not-a-module', reads };
-  const wrote = await mirrorModuleCr(ctx, kymaName, module, moduleCr, state, existing, (generation) => {
-    steps.specAppliedAt = epochMs();
-    steps.configGeneration = generation;
-  });
+  const wrote = await mirrorModuleCr(
+    ctx,
+    kymaName,
+    module,
+    moduleCr,
+    state,
+    existing,
+    (generation) => {
+      steps.specAppliedAt = epochMs();
+      steps.configGeneration = generation;
+    },
+    superseded,
+  );
   return { outcome: wrote ? 'mirrored' : 'unchanged', reads };
 }

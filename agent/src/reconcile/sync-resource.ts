@@ -265,6 +265,7 @@ export function applyChangedSyncResource(
   name: string,
   started: () => void = () => {},
   steps: SyncResourceApplySteps = {},
+  superseded: () => boolean = () => false,
 ): Promise<SyncResourceApplyOutcome> {
   kyma.catch(() => undefined);
   return ctx.inMirrorLane(`${ctx.namespace}/${kymaName}`, syncResourceLane(ctx, name), async () => {
@@ -288,9 +289,16 @@ export function applyChangedSyncResource(
       manifestObjects: [...(manifests?.values() ?? [])].flatMap((manifest) => manifest.status?.synced ?? []),
     });
     steps.generation = sync.metadata.generation;
-    const outcome = await applySyncResource(ctx, lookup.client, sync, owned, () => {
-      steps.skrAppliedAt = Date.now();
-    });
+    const outcome = await applySyncResource(
+      ctx,
+      lookup.client,
+      sync,
+      owned,
+      () => {
+        steps.skrAppliedAt = Date.now();
+      },
+      superseded,
+    );
     const uid = sync.metadata.uid;
     if (uid) {
       const generations = generationsOf(ctx);
@@ -319,6 +327,7 @@ async function applySyncResource(
   sync: RawSyncResource,
   owned: AgentOwnedObjects,
   onApplied: () => void = () => {},
+  statusLeftToNext: () => boolean = () => false,
 ): Promise<SyncResourceOutcome> {
   const syncName = sync.metadata.name;
   if (sync.metadata.deletionTimestamp) {
@@ -485,7 +494,9 @@ async function applySyncResource(
     sync.status?.observedGeneration !== sync.metadata.generation ||
     !isDeepStrictEqual(comparable(sync.status?.items), comparable(statuses)) ||
     !isDeepStrictEqual(sync.status?.synced ?? [], applied.inventory);
-  if (changed)
+  // A targeted apply of a newer generation waits in the lane: it reads the SyncResource fresh and writes the status
+  // (one that ends otherwise wakes the full pass, which applies and writes it), so this one leaves it.
+  if (changed && !statusLeftToNext())
     await writeStatus(ctx, sync, state, statuses, applied.inventory, `applied ${statuses.length} item(s)`);
   return { name: syncName, state, failures };
 }

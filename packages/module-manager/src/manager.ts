@@ -348,6 +348,9 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
       const waitMs = mine.atMs + PENDING_AFTER_MS - nowMs();
       if (waitMs > 0) return { requeueAfterMs: waitMs };
     }
+    // A newer generation arrived meanwhile (its event queued this key again): its run writes the condition; this
+    // one's would be stale at once, and the next SyncResource write would wait behind it.
+    if (moduleConfigs.get(key)?.metadata.generation !== config.metadata.generation) return;
     await writeCondition(config, report, configLog);
   }
 
