@@ -749,10 +749,22 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
               ...SAMPLE_MODULE,
               body: [{ op: 'add', path: '/spec/note', value: edit.greeting }],
             })
-            .catch((error: unknown) => (edit.failed = String(error)));
+            .then(
+              (written) =>
+                (edit.generation = (written as { metadata?: { generation?: number } }).metadata?.generation),
+              (error: unknown) => (edit.failed = String(error)),
+            );
         }),
       );
-      const last = new Map(notes.map((edit) => [edit.skr, edit.greeting]));
+      // The note the Module CR ends with: that of the stored write with the highest generation (overlapping writes
+      // may be stored in another order than sent).
+      const lastWrite = new Map<string, Edit>();
+      for (const edit of notes) {
+        const held = lastWrite.get(edit.skr);
+        if (!edit.failed && (held === undefined || (edit.generation ?? 0) > (held.generation ?? 0)))
+          lastWrite.set(edit.skr, edit);
+      }
+      const last = new Map([...lastWrite].map(([skr, edit]) => [skr, edit.greeting]));
       const until = Date.now() + SETTLE_MS;
       while (
         [...last].some(
@@ -772,7 +784,8 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
         sumOf(await scrape(system.agentMetricsPort), 'skr_agent_sync_resource_applies_total') -
         sumOf(agentNoopBefore, 'skr_agent_sync_resource_applies_total');
       console.log(
-        `Edits of spec.note (not rendered): ${NOOP_EDITS} at ${RATE}/s; last one in every ModuleConfig: ${mirrored === last.size ? 'yes' : 'NO'}; ` +
+        `Edits of spec.note (not rendered): ${NOOP_EDITS} at ${RATE}/s (failed writes: ${notes.filter((edit) => edit.failed).length}); ` +
+          `last one stored in every ModuleConfig: ${mirrored === last.size ? 'yes' : 'NO'}; ` +
           `SyncResource writes: ${noopWrites}; SyncResources unchanged (resourceVersions): ${unchanged ? 'yes' : 'NO'}; ` +
           `targeted SyncResource applies by the agent: ${targetedApplies}`,
       );
