@@ -432,8 +432,9 @@ describe('skr-certs against a real KCP plane', function () {
         kubeconfig,
         '-n',
         namespace,
+        // Long enough that the second run below starts (a CLI process, seconds on a loaded machine) within it.
         '--propagation-delay',
-        '3s',
+        '20s',
         '--grace-period',
         '0s',
         '--key-bits',
