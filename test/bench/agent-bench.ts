@@ -41,7 +41,7 @@ import { DEFAULTS, GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { createCa, issueLeaf, webhookDnsNames } from '@skr-watcher/pki';
 import { freePort, startEnvironment } from '@skr-watcher/testenv';
-import { createBenchFleet } from '../support/bench-fleet.js';
+import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { realisticCatalog } from '../support/module-catalog.js';
 import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
@@ -162,22 +162,13 @@ async function main(): Promise<void> {
         ...(PROFILE_DIR ? [`--inspect=127.0.0.1:${inspectPort}`] : []),
         ...(snapshotDir ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`] : []),
         ...(FROM_SOURCE ? ['--import', 'tsx', '--conditions=source', MAIN] : [BUILT]),
-        'run',
-        '--kubeconfig',
-        env.plane('kcp').kubeconfigPath,
-        '--namespace',
-        NAMESPACE,
-        '--no-listener',
-        '--metrics-address',
-        '127.0.0.1:0',
-        '--events-address',
-        '127.0.0.1:0',
-        '--workers',
-        WORKERS,
-        '--requeue-ready',
-        '1h',
-        '--resync-interval',
-        RESYNC,
+        ...benchAgentRunArgs({
+          kubeconfig: env.plane('kcp').kubeconfigPath,
+          namespace: NAMESPACE,
+          metricsAddress: '127.0.0.1:0',
+          workers: WORKERS,
+          resync: RESYNC,
+        }),
         ...(REGISTER
           ? [
               '--register-skr-webhook',

@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, SHARDING, type Kyma } from '@skr-watcher/api';
 import { startEnvironment } from '@skr-watcher/testenv';
-import { createBenchFleet } from '../support/bench-fleet.js';
+import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { cpuSeconds } from '../support/process-memory.js';
 import {
   overlaps,
@@ -298,26 +298,17 @@ async function main(): Promise<void> {
         [
           ...NODE_FLAGS,
           BUILT,
-          'run',
-          '--kubeconfig',
-          kcpPath,
-          '--namespace',
-          NAMESPACE,
-          '--no-listener',
-          '--metrics-address',
-          `127.0.0.1:${port}`,
-          '--events-address',
-          '127.0.0.1:0',
+          ...benchAgentRunArgs({
+            kubeconfig: kcpPath,
+            namespace: NAMESPACE,
+            metricsAddress: `127.0.0.1:${port}`,
+            workers: WORKERS,
+            resync: RESYNC,
+          }),
           '--shard',
           '--shard-identity',
           identity,
           ...LEASE_FLAGS,
-          '--workers',
-          WORKERS,
-          '--requeue-ready',
-          '1h',
-          '--resync-interval',
-          RESYNC,
           '--reconcile-journal',
           journal,
           '--log-level',

@@ -26,7 +26,7 @@ import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
 import { freePort, startEnvironment, startRegistry } from '@skr-watcher/testenv';
 import { stringify } from 'yaml';
 import { createCatalog, publishModules } from '../../demo/modules.js';
-import { createBenchFleet } from '../support/bench-fleet.js';
+import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 
 function flag(name: string, fallback: string): string {
@@ -165,22 +165,13 @@ async function main(): Promise<void> {
       [
         ...NODE_FLAGS,
         BUILT,
-        'run',
-        '--kubeconfig',
-        env.plane('kcp').kubeconfigPath,
-        '--namespace',
-        NAMESPACE,
-        '--no-listener',
-        '--metrics-address',
-        `127.0.0.1:${metricsPort}`,
-        '--events-address',
-        '127.0.0.1:0',
-        '--workers',
-        WORKERS,
-        '--requeue-ready',
-        '1h',
-        '--resync-interval',
-        RESYNC,
+        ...benchAgentRunArgs({
+          kubeconfig: env.plane('kcp').kubeconfigPath,
+          namespace: NAMESPACE,
+          metricsAddress: `127.0.0.1:${metricsPort}`,
+          workers: WORKERS,
+          resync: RESYNC,
+        }),
         '--oci-registry-host',
         registry.url,
         '--log-level',

@@ -56,3 +56,39 @@ export async function createBenchFleet(fleet: BenchFleet): Promise<void> {
     }),
   );
 }
+
+export interface BenchAgentRun {
+  /** The KCP kubeconfig file. */
+  kubeconfig: string;
+  namespace: string;
+  /** host:port of /metrics (`127.0.0.1:0` when the bench finds the port itself). */
+  metricsAddress: string;
+  workers: string;
+  /** --resync-interval (the full pass over every Kyma the benches time). */
+  resync: string;
+}
+
+/**
+ * The `skr-agent run` arguments every agent bench starts with: no listener (the benches enqueue by watch and
+ * resync), events on a free loopback port, Ready Kymas requeued only hourly so the resync is the one full pass.
+ */
+export function benchAgentRunArgs(run: BenchAgentRun): string[] {
+  return [
+    'run',
+    '--kubeconfig',
+    run.kubeconfig,
+    '--namespace',
+    run.namespace,
+    '--no-listener',
+    '--metrics-address',
+    run.metricsAddress,
+    '--events-address',
+    '127.0.0.1:0',
+    '--workers',
+    run.workers,
+    '--requeue-ready',
+    '1h',
+    '--resync-interval',
+    run.resync,
+  ];
+}

@@ -294,6 +294,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       timeoutMs: options.kcpTimeoutMs ?? DEFAULT_KCP_TIMEOUT_MS,
       // Used by every pass without pause: its connections are kept between bursts (a TLS handshake each, otherwise).
       keepAliveMs: 30_000,
+      // A KCP slow for every run frees no worker (the work queue's slow runs are for hung SKRs).
+      sharedByRuns: true,
       // A replica that loses a Kyma or its membership aborts the run (decision 012): no KCP write after that.
       boundByDeadline: true,
     });

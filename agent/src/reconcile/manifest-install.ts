@@ -249,13 +249,10 @@ function messageOf(error: unknown): string {
 
 /** One pass over a Manifest: install (or upgrade), or remove when it is being deleted. */
 export async function reconcileManifest(
-  ctx: ReconcileContext,
-  skr: ClusterClient,
-  installation: ModuleInstallation,
-  manifest: Manifest,
-  kyma: KymaEventTarget,
+  ...pass: Parameters<typeof reconcileManifestPass>
 ): Promise<ManifestOutcome> {
-  const outcome = await reconcileManifestPass(ctx, skr, installation, manifest, kyma);
+  const [, , installation, manifest] = pass;
+  const outcome = await reconcileManifestPass(...pass);
   if (installation.observe) observeOutcome(installation.observe, manifest, outcome.manifest);
   return outcome;
 }

@@ -31,7 +31,7 @@ import { PARTIAL_OBJECT_METADATA } from './metadata-list.js';
 import type { ListPage } from './informer.js';
 import { ownCopy, pooledAuthentication } from './pooled-kubeconfig.js';
 import type { ClusterKind, KubeRequestMetrics } from './request-metrics.js';
-import { noteAnswer } from './workqueue.js';
+import { noteAnswer, whileSharedClusterWorks } from './workqueue.js';
 
 /**
  * KubernetesObjectApi whose discovery lookups go through a DiscoveryCache shared by every client of the process
@@ -122,6 +122,11 @@ export interface ClusterClientOptions {
   maxConnections?: number;
   /** How long an idle connection is kept (default 4 s, undici's). */
   keepAliveMs?: number;
+  /**
+   * A cluster every work-queue run uses (the KCP): a run waiting on it is not counted slow (workqueue.ts), since
+   * its slowness is every run's and freeing workers would only add load to it.
+   */
+  sharedByRuns?: boolean;
 }
 
 /**
@@ -154,6 +159,7 @@ export async function createClusterClient(
   if (options.circuitBreaker) httpApi = circuitBreaking(httpApi, name);
   // Outermost, so the bound covers retries and a refused circuit alike, as one request's time.
   if (timeoutMs !== undefined) httpApi = timeBound(httpApi, timeoutMs);
+  if (options.sharedByRuns) httpApi = holdingRuns(httpApi);
   const boundByDeadline = options.boundByDeadline === true;
   const configuration: Configuration = createConfiguration({
     baseServer: new ServerConfiguration(server, {}),
@@ -278,6 +284,13 @@ function circuitBreaking(inner: HttpLibrary, cluster: string): HttpLibrary {
     }
   }
   return { send: (request) => new Observable(send(request)) };
+}
+
+/** Requests during which the run that makes them is not slow (whileSharedClusterWorks). */
+function holdingRuns(inner: HttpLibrary): HttpLibrary {
+  return {
+    send: (request) => new Observable(whileSharedClusterWorks(() => inner.send(request).toPromise())),
+  };
 }
 
 /**

@@ -78,8 +78,14 @@ interface QueueMetrics {
  */
 export const SLOW_RUN_MS = 1_000;
 
-/** The run (of any queue) whose work is on the current async path: what an API server's answer is credited to. */
-const answeredRuns = new AsyncLocalStorage<() => void>();
+/** The run (of any queue) whose work is on the current async path: what a cluster client reports its requests to. */
+interface RunActivity {
+  /** An API server answered a request of the run. */
+  answered(): void;
+  /** Requests of the run in flight to a cluster every run shares (the KCP). */
+  sharedInFlight: number;
+}
+const activeRuns = new AsyncLocalStorage<RunActivity>();
 
 /**
  * An API server answered a request made by the current run (cluster clients call it for every answer): the run is
@@ -88,7 +94,23 @@ const answeredRuns = new AsyncLocalStorage<() => void>();
  * every Kyma of the fleet at once, each then passed its deadline and nothing converged (1,000 Kymas × 5 modules).
  */
 export function noteAnswer(): void {
-  answeredRuns.getStore()?.();
+  activeRuns.getStore()?.answered();
+}
+
+/**
+ * Runs a request of the current run to a cluster every run shares (the KCP): while it waits, the run is not slow.
+ * A KCP that answers slowly does so for every run, and starting more runs would only add to its load.
+ */
+export async function whileSharedClusterWorks<T>(request: () => Promise<T>): Promise<T> {
+  const run = activeRuns.getStore();
+  if (!run) return request();
+  run.sharedInFlight += 1;
+  try {
+    return await request();
+  } finally {
+    run.sharedInFlight -= 1;
+    run.answered();
+  }
 }
 
 /** The queues that report into one registry; the stuck-worker gauges ask each at scrape time. */
@@ -483,17 +505,24 @@ export class WorkQueue {
       let wentSlow = false;
       let ended = false;
       let slowTimer: TimerHandle | undefined;
-      // A run that got no answer from any cluster for this long is waiting on one, not working: it frees its worker
-      // and its key is suspect. Slow runs are not capped: each is bounded by its own deadline and holds a socket.
+      // A run that got no answer from any cluster for this long, and waits on no request to the KCP (slow for every
+      // run alike), is waiting on its own cluster: it frees its worker and its key is suspect. Slow runs are not capped: each is bounded by its own deadline and holds a socket.
       let lastAnswerAt = Number.NEGATIVE_INFINITY;
       let armedAt = 0;
-      const answered = () => {
-        lastAnswerAt = this.clock.now();
+      const activity: RunActivity = {
+        answered: () => {
+          lastAnswerAt = this.clock.now();
+        },
+        sharedInFlight: 0,
       };
       const goSlow = () => {
         if (slowTimer !== undefined) this.slowTimers.delete(slowTimer);
         slowTimer = undefined;
         // Answered since the clock was armed: slow only after slowAfterMs without any answer.
+        if (activity.sharedInFlight > 0) {
+          armSlow();
+          return;
+        }
         if (lastAnswerAt > armedAt) {
           armSlow(lastAnswerAt + this.slowAfterMs - this.clock.now());
           return;
@@ -519,8 +548,8 @@ export class WorkQueue {
       armSlow();
       // A run waiting for a slot of this process keeps its worker (the queue takes no more keys meanwhile).
       const phase: RunPhase = { waiting: () => disarmSlow(), working: () => armSlow() };
-      const run: Promise<void> = answeredRuns
-        .run(answered, () => this.runKey(key, phase))
+      const run: Promise<void> = activeRuns
+        .run(activity, () => this.runKey(key, phase))
         .then((succeeded) => {
           ended = true;
           disarmSlow();

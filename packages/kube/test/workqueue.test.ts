@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { createLogger, createRegistry } from '@skr-watcher/telemetry';
 import { ManualClock } from '../../../test/support/manual-clock.js';
-import { noteAnswer, WorkQueue, type ProcessResult } from '../src/workqueue.js';
+import { noteAnswer, whileSharedClusterWorks, WorkQueue, type ProcessResult } from '../src/workqueue.js';
 
 /** A promise the test resolves by hand, to hold a key "in processing". */
 function deferred<T = void>() {
@@ -280,6 +280,32 @@ describe('WorkQueue', () => {
 
     hung.resolve();
     await queue.stop();
+  });
+
+  it('keeps a run as a worker while it waits on the KCP (shared by every run), however long', async () => {
+    const clock = new ManualClock();
+    const kcp = deferred<void>();
+    const started: string[] = [];
+    const queue = new WorkQueue({
+      name: 'test',
+      workers: 1,
+      clock,
+      slowAfterMs: 1_000,
+      process: async (key) => {
+        started.push(key);
+        if (key === 'busy') await whileSharedClusterWorks(() => kcp.promise);
+      },
+    });
+    queue.start();
+    queue.add('busy');
+    queue.add('next');
+    await settle();
+    await clock.advance(5_000);
+    await settle();
+    expect(started, 'a slow KCP frees no worker').to.deep.equal(['busy']);
+    kcp.resolve();
+    await queue.stop({ drain: true });
+    expect(started).to.deep.equal(['busy', 'next']);
   });
 
   it('runs a key whose last run succeeded before 20 new keys queued earlier that hang', async () => {
