@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
 import { podsDemo } from './pods-demo.js';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
+import { DRIFT_KEY, formatDriftTimeline, timeDriftRevert, watchConfigMap } from './drift-timeline.js';
 import { timeRoundTrip } from './manager.js';
 import { formatModuleTimeline, moduleObjectsIn, timeModuleInstall } from './module-timeline.js';
 import { GREETER } from './modules.js';
@@ -117,6 +118,40 @@ async function installModule(
   return 'ready';
 }
 
+/** Edits the greeter module's ConfigMap in `skr` as a user would and prints how the agent put it back (issue 30). */
+async function revertDrift(
+  system: LocalSystem,
+  observations: EdgeObservations,
+  skr: string,
+  timeoutMs: number,
+): Promise<boolean> {
+  const skrConfig = system.skr(skr).kubeConfig();
+  print();
+  print(
+    `Drift: a user edits ConfigMap ${GREETER.namespace}/${GREETER.configMap} (installed by greeter) in ${skr}`,
+  );
+  const watch = await watchConfigMap(skrConfig, GREETER.namespace, GREETER.configMap, DRIFT_KEY);
+  try {
+    const timeline = await timeDriftRevert({
+      skrConfig,
+      skr,
+      watch,
+      observations,
+      edit: `edited by a user at ${new Date().toISOString()}`,
+      timeoutMs,
+    });
+    print('Timeline:');
+    for (const line of formatDriftTimeline(timeline)) print(line);
+    if (timeline.revertedAtMs === undefined) return false;
+    print(
+      `Drift reverted (edit sent → object as installed again): ${timeline.revertedAtMs - timeline.sentAtMs} ms`,
+    );
+    return true;
+  } finally {
+    watch.stop();
+  }
+}
+
 async function demo(options: DemoOptions): Promise<number> {
   const started = Date.now();
   const elapsed = () => `[${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s]`;
@@ -211,7 +246,13 @@ async function demo(options: DemoOptions): Promise<number> {
     }
     print();
 
-    const moduleOutcome = await installModule(system, observations, skr, options.moduleTimeout);
+    let moduleOutcome = await installModule(system, observations, skr, options.moduleTimeout);
+    if (moduleOutcome === 'ready' && !(await revertDrift(system, observations, skr, options.editTimeout))) {
+      process.stderr.write(
+        `demo failed: the edit of the greeter ConfigMap was not put back within ${options.editTimeout / 1000} s.\nLogs: ${system.agent.logFile} (kept)\n`,
+      );
+      moduleOutcome = 'failed';
+    }
     if (moduleOutcome === 'failed') {
       await live.close();
       await system.stop({ keepDir: true });

@@ -1,7 +1,11 @@
 import { expect } from 'chai';
 import type { Watcher } from '@skr-watcher/api';
 import { inClusterResourcesFor } from '../src/registration/skr-resources.js';
-import { MODULES_WEBHOOK_NAME, webhookConfigurationFor } from '../src/registration/webhook-configuration.js';
+import {
+  INSTALLED_OBJECTS_WEBHOOK_NAME,
+  MODULES_WEBHOOK_NAME,
+  webhookConfigurationFor,
+} from '../src/registration/webhook-configuration.js';
 
 function watcher(name: string, field: 'spec' | 'status', labels: Record<string, string>): Watcher {
   return {
@@ -55,6 +59,35 @@ describe('SKR webhook configuration', () => {
       expect(hook.timeoutSeconds).to.equal(10);
       expect(hook.rules?.[0]?.operations).to.deep.equal(['CREATE', 'UPDATE', 'DELETE']);
     }
+  });
+
+  it('with module installation, one more webhook sees updates and deletions of every object labelled managed-by: kyma', () => {
+    const input = {
+      watchers: [],
+      moduleResources: [],
+      caBundlePem: ca,
+      target: { kind: 'url' as const, baseUrl: 'https://127.0.0.1:9443' },
+    };
+    expect(webhookConfigurationFor(input).webhooks).to.equal(undefined);
+    const hooks = webhookConfigurationFor({ ...input, installedObjects: true }).webhooks ?? [];
+    expect(hooks.map((h) => h.name)).to.deep.equal([INSTALLED_OBJECTS_WEBHOOK_NAME]);
+    const [hook] = hooks;
+    // One label selector and wildcards: no list of kinds to keep current; `*` leaves subresources (status) out.
+    expect(hook?.objectSelector).to.deep.equal({
+      matchLabels: { 'operator.kyma-project.io/managed-by': 'kyma' },
+    });
+    expect(hook?.rules).to.deep.equal([
+      {
+        apiGroups: ['*'],
+        apiVersions: ['*'],
+        resources: ['*'],
+        operations: ['UPDATE', 'DELETE'],
+        scope: '*',
+      },
+    ]);
+    expect(hook).to.include({ failurePolicy: 'Ignore', sideEffects: 'NoneOnDryRun', timeoutSeconds: 5 });
+    // Upstream's path and manager: its listener takes the callback like any other.
+    expect(hook?.clientConfig.url).to.equal('https://127.0.0.1:9443/validate/lifecycle-manager');
   });
 
   it('points at the in-cluster Service in service mode and leaves out the module webhook when no module is enabled', () => {

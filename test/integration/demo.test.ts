@@ -80,6 +80,11 @@ describe('npm run demo -- --once', function () {
     expect(stdout, output).to.include(
       'In skr1 now: CustomResourceDefinition greeters.demo.kyma-project.io, ConfigMap kyma-system/greeter-config, Greeter kyma-system/default',
     );
+    // Drift put back at once (issue 30): an edit of the greeter's ConfigMap, reverted through the webhook's callback.
+    expect(stdout, output).to.match(
+      /\+\d+ ms {2}ConfigMap kyma-system\/greeter-config put back in skr1 \(applied by skr-agent\)/,
+    );
+    expect(stdout, output).to.match(/Drift reverted \(edit sent → object as installed again\): \d+ ms/);
     expect(await readdir(dir), 'scratch directory: only what the pods run left').to.deep.equal(['pods']);
     expect(await readFile(podsLeftover, 'utf8')).to.equal('left by a pods run\n');
     expect(

@@ -7,6 +7,10 @@ import {
   type EmbeddedObject,
   type WatchEventV2,
 } from '@skr-watcher/api';
+import { driftVerdict, isInstalledObject, type DriftVerdict } from './drift.js';
+import { sameJson } from './same-json.js';
+
+export { sameJson };
 
 /** Metadata fields that change on every write without the user changing anything. */
 const VOLATILE_METADATA = new Set(['resourceVersion', 'managedFields', 'generation']);
@@ -16,13 +20,23 @@ const VOLATILE_METADATA = new Set(['resourceVersion', 'managedFields', 'generati
  * CREATE and DELETE always; UPDATE of the status subresource when status differs; other UPDATEs when
  * spec differs (or the object has no spec and anything but volatile metadata differs), or when
  * deletionTimestamp was just set, or the KCP agent's watcher-probe annotation changed. CONNECT, dry runs and
- * no-op updates never. The event carries the change's fingerprint (uid, generation, previous resourceVersion) so
+ * no-op updates never. Objects a module installed follow drift.ts instead (`onDrift` hears its verdict). The event carries the change's fingerprint (uid, generation, previous resourceVersion) so
  * KCP can tell when a read shows it (decision 010).
  */
-export function isRelevantChange(review: AdmissionReview): WatchEventV2 | undefined {
+export function isRelevantChange(
+  review: AdmissionReview,
+  onDrift?: (verdict: DriftVerdict) => void,
+): WatchEventV2 | undefined {
   const request = review.request;
   // A dry run persists nothing, so there is nothing for KCP to look at.
   if (request.dryRun === true) return undefined;
+  // An object a module installed (drift.ts): its own rules, whichever webhook entry selected it.
+  const installed = isInstalledObject(request);
+  if (installed) {
+    const verdict = driftVerdict(request);
+    onDrift?.(verdict);
+    if (verdict !== 'drift') return undefined;
+  }
   let subject: EmbeddedObject | null | undefined;
   switch (request.operation) {
     case 'CREATE':
@@ -32,7 +46,8 @@ export function isRelevantChange(review: AdmissionReview): WatchEventV2 | undefi
       subject = request.oldObject ?? request.object;
       break;
     case 'UPDATE':
-      if (!isRelevantUpdate(request.object, request.oldObject, request.subResource)) return undefined;
+      if (!installed && !isRelevantUpdate(request.object, request.oldObject, request.subResource))
+        return undefined;
       subject = request.object;
       break;
     default:
@@ -119,40 +134,6 @@ function sameMetadata(
   for (const key of keys) {
     if (VOLATILE_METADATA.has(key)) continue;
     if (!sameJson(left[key], right[key])) return false;
-  }
-  return true;
-}
-
-/**
- * Structural equality of decoded JSON values; object key order does not matter. Iterative, with its own stack of
- * pairs still to compare: a user may nest a Module CR thousands of levels deep (the API server accepts it), and
- * a recursive walk would overflow the call stack and take the webhook down with it.
- */
-export function sameJson(a: unknown, b: unknown): boolean {
-  const pending: unknown[] = [a, b];
-  while (pending.length > 0) {
-    const right = pending.pop();
-    const left = pending.pop();
-    if (left === right) continue;
-    if (typeof left !== 'object' || typeof right !== 'object' || left === null || right === null)
-      return false;
-    if (Array.isArray(left)) {
-      if (!Array.isArray(right) || left.length !== right.length) return false;
-      for (let i = 0; i < left.length; i++) pending.push(left[i], right[i]);
-      continue;
-    }
-    if (Array.isArray(right)) return false;
-    const l = left as Record<string, unknown>;
-    const r = right as Record<string, unknown>;
-    let count = 0;
-    for (const key in l) {
-      if (!Object.hasOwn(l, key)) continue;
-      count++;
-      if (!Object.hasOwn(r, key)) return false;
-      pending.push(l[key], r[key]);
-    }
-    for (const key in r) if (Object.hasOwn(r, key)) count--;
-    if (count !== 0) return false;
   }
   return true;
 }

@@ -1,6 +1,7 @@
 // Prometheus instruments of the webhook; label values are bounded (codes, reasons, outcomes).
 import { Counter, Gauge, Histogram, LATENCY_BUCKETS_SECONDS, type Registry } from '@skr-watcher/telemetry';
 import { DROP_REASONS, type DeliveryOutcome, type DispatchObserver, type DropReason } from './dispatch.js';
+import type { DriftVerdict } from './drift.js';
 
 /** Why an admission request was not answered with a review. */
 export type AdmissionError =
@@ -12,6 +13,8 @@ export interface AdmissionMetrics {
   error(reason: AdmissionError): void;
   /** A connection over the cap was closed on accept. */
   connectionRefused(): void;
+  /** A write of an object a module installed was reviewed (drift.ts): what it was. */
+  drift(verdict: DriftVerdict): void;
 }
 
 export interface WebhookMetrics {
@@ -118,6 +121,19 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     registers: [registry],
   });
 
+  const driftReviews = new Counter({
+    name: 'skr_webhook_drift_reviews_total',
+    help: 'Writes of objects a module installed, by verdict (drift: sent to KCP; own_write: the agent; churn: nothing to put back).',
+    labelNames: ['verdict'],
+    registers: [registry],
+  });
+  const driftBy = {
+    drift: driftReviews.labels('drift'),
+    'own-write': driftReviews.labels('own_write'),
+    churn: driftReviews.labels('churn'),
+  } satisfies Record<DriftVerdict, Counter.Internal>;
+  for (const child of Object.values(driftBy)) child.inc(0);
+
   // Children bound once: the hot path does no label lookups.
   const byCode = new Map<number, Counter.Internal>();
   const codeChild = (code: number) => {
@@ -151,6 +167,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
         errors.labels(reason).inc();
       },
       connectionRefused: () => refused.inc(),
+      drift: (verdict) => driftBy[verdict].inc(),
     },
     dispatch: {
       enqueued: (count = 1) => enqueued.inc(count),

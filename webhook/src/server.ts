@@ -124,7 +124,7 @@ export async function startAdmissionServer(options: AdmissionServerOptions): Pro
     const uid = parsed.value.request.uid;
     answer(res, started, 200, allowedResponse(uid, parsed.value.apiVersion), true);
 
-    const event = isRelevantChange(parsed.value);
+    const event = isRelevantChange(parsed.value, metrics.drift);
     if (!event) return;
     if (debug) {
       logger.debug(

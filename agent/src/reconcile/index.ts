@@ -85,6 +85,7 @@ import {
 import { DEFAULT_CRD_DIR } from './crds.js';
 import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
+import { createDriftReverter } from './drift.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
 import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
 import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
@@ -271,6 +272,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   const clock = options.clock ?? (() => new Date());
   const namespace = options.namespace || DEFAULTS.kcpNamespace;
   const metrics = metricsIn(options.registry);
+  const revertDrift = createDriftReverter(options.registry);
   // A targeted mirror and the full reconcile's mirror step of the same Module CR run one at a time, each reading
   // the Module CR inside its lane, so a pass that read it before an edit never writes over the targeted mirror.
   // Nothing else of a full reconcile holds a mirror up (decision 010).
@@ -448,11 +450,17 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         const startedAt = epochMs();
         const steps: MirrorSteps = {};
         const { ctx } = await ready;
+        const cached = options.cachedKyma?.(`${kymaNamespace}/${name}`);
+        // An object a module installed: put back at once (drift.ts) unless the Kyma is paused; the full pass
+        // follows at once.
+        if (!cached || !isPaused(cached)) {
+          const drift = await revertDrift(ctx, name, change);
+          if (drift) return { outcome: 'not-a-module' as const, reads: drift.reads };
+        }
         const kyma = getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name)).then((raw) => {
           const read = raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
           return read && !isPaused(read) && !read.metadata.deletionTimestamp ? read : undefined;
         });
-        const cached = options.cachedKyma?.(`${kymaNamespace}/${name}`);
         const guess = cached ? moduleOfChange(cached, change) : undefined;
         const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps, guess, superseded);
         metrics?.mirrors.inc({ outcome: result.outcome });

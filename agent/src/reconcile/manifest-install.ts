@@ -175,7 +175,7 @@ async function writeStatus(ctx: ReconcileContext, manifest: Manifest, input: Sta
 }
 
 /** The objects of the raw manifest, each with apiVersion, kind and metadata.name; anything else fails the module. */
-function setMembers(objects: readonly unknown[], what: string): SetMember[] {
+export function setMembers(objects: readonly unknown[], what: string): SetMember[] {
   return objects.map((object, index) => {
     if (
       !isRecord(object) ||
@@ -189,6 +189,16 @@ function setMembers(objects: readonly unknown[], what: string): SetMember[] {
       );
     return object as SetMember;
   });
+}
+
+/** Upstream's transforms of a Manifest's objects; the pass and the targeted drift revert (drift.ts) apply the same. */
+export function manifestTransforms(manifest: Manifest, namespace: string) {
+  return [
+    managedByOwnedBy({ namespace, name: manifest.metadata.name }),
+    kymaComponent(manifest.metadata.name),
+    disclaimer(),
+    localizeImages(manifest.spec.localizedImages ?? []),
+  ];
 }
 
 /** The default CR as it is created in the SKR: the Manifest's spec.resource, watched by the SKR webhook. */
@@ -338,15 +348,7 @@ async function reconcileManifestPass(
   const applied = await applyObjectSet(
     skr,
     { objects: objects.map((object) => ({ object })), inventory: synced },
-    {
-      fieldManager: MANIFEST.applyFieldManager,
-      transforms: [
-        managedByOwnedBy({ namespace, name: manifest.metadata.name }),
-        kymaComponent(manifest.metadata.name),
-        disclaimer(),
-        localizeImages(manifest.spec.localizedImages ?? []),
-      ],
-    },
+    { fieldManager: MANIFEST.applyFieldManager, transforms: manifestTransforms(manifest, namespace) },
   );
   if (applied.state === 'failed') {
     const failed = applied.results.filter(

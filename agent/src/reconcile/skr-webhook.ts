@@ -48,6 +48,8 @@ export async function reconcileSkrWebhook(
     now,
     watchers,
     ...(settings.pki ? { pki: settings.pki } : {}),
+    // Module objects are watched for drift only where the agent installs them (decision 021, issue 30).
+    installedObjects: ctx.modules !== undefined,
   });
   if (result.issued) {
     ctx.logger.info(

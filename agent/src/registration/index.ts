@@ -81,6 +81,8 @@ export interface RegistrationInput {
   watchers?: Watcher[];
   /** The KCP PKI Secrets from watches (watchPkiSecrets); read fresh on every pass without it. */
   pki?: PkiCache;
+  /** Watch writes of the objects modules installed (drift, issue 30): on when the agent installs modules. */
+  installedObjects?: boolean;
 }
 
 export interface RegistrationResult {
@@ -162,6 +164,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     caBundlePem: bundlePem,
     target,
     timeoutSeconds: options.timeoutSeconds,
+    installedObjects: input.installedObjects,
   });
   await apply(configuration as KubernetesObject);
 

@@ -6,6 +6,7 @@ import type {
 } from '@kubernetes/client-node';
 import {
   DEFAULTS,
+  DRIFT,
   GROUP,
   LABELS,
   MANAGED_BY,
@@ -30,6 +31,11 @@ export interface WebhookConfigurationInput {
   caBundlePem: string;
   target: WebhookTarget;
   timeoutSeconds?: number;
+  /**
+   * Also watch writes of the objects modules installed (label `managed-by: kyma`), so drift is put back at once
+   * (issue 30); on when the agent installs modules.
+   */
+  installedObjects?: boolean;
 }
 
 function clientConfig(target: WebhookTarget, manager: string, caBundlePem: string) {
@@ -49,6 +55,8 @@ export function webhookNameFor(watcherName: string): string {
 
 /** The webhook that carries the Module CR rules of the enabled modules. */
 export const MODULES_WEBHOOK_NAME = `modules.${SKR_WEBHOOK_NAME}.${GROUP}`;
+/** The webhook that sees writes of every object a module installed: one label selector, no list of kinds. */
+export const INSTALLED_OBJECTS_WEBHOOK_NAME = `installed-objects.${SKR_WEBHOOK_NAME}.${GROUP}`;
 
 export function webhookConfigurationFor(input: WebhookConfigurationInput): V1ValidatingWebhookConfiguration {
   const timeoutSeconds = Math.min(input.timeoutSeconds ?? 5, WEBHOOK_TIMEOUT_SECONDS);
@@ -101,7 +109,29 @@ export function webhookConfigurationFor(input: WebhookConfigurationInput): V1Val
           },
         ];
 
-  const webhooks = [...watcherHooks, ...moduleHooks];
+  // Updates and deletions only: the agent creates these objects itself; `*` (no subresources) leaves status
+  // writes out. The webhook drops the agent's own applies and controllers' churn before any callback.
+  const installedHooks: V1ValidatingWebhook[] = input.installedObjects
+    ? [
+        {
+          ...common,
+          name: INSTALLED_OBJECTS_WEBHOOK_NAME,
+          clientConfig: clientConfig(input.target, DEFAULTS.manager, input.caBundlePem),
+          objectSelector: { matchLabels: { [LABELS.managedBy]: DRIFT.managedByValue } },
+          rules: [
+            {
+              apiGroups: ['*'],
+              apiVersions: ['*'],
+              resources: ['*'],
+              operations: ['UPDATE', 'DELETE'],
+              scope: '*',
+            },
+          ],
+        },
+      ]
+    : [];
+
+  const webhooks = [...watcherHooks, ...moduleHooks, ...installedHooks];
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingWebhookConfiguration',

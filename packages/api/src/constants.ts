@@ -349,3 +349,27 @@ export const LISTENER_STATUS = {
   /** Accepted but not delivered to the Kyma's owner (a replica gone or unreachable): the webhook sends it again. */
   unavailable: 503,
 } as const;
+
+/**
+ * Drift of the objects a module installed in an SKR (issue 30): the SKR webhook sees their writes through one
+ * label-selected rule and wakes the Kyma only for a change that the agent would put back.
+ */
+export const DRIFT = {
+  /** `managed-by` on every object of a module in an SKR (upstream's transform; the Manifest itself says lifecycle-manager). */
+  managedByValue: 'kyma',
+  /** Writes under these field managers are the agent's own (its applies of Manifests and SyncResources): never drift. */
+  agentFieldManagers: [MANIFEST.applyFieldManager, FIELD_MANAGER] as readonly string[],
+  /**
+   * Annotations that controllers and clients rewrite on objects they do not own; a change of only these (and of
+   * status or volatile metadata) is no drift: the agent applies none of them, so a pass would put nothing back.
+   */
+  churnedAnnotations: [
+    'deployment.kubernetes.io/revision',
+    'deployment.kubernetes.io/desired-replicas',
+    'deployment.kubernetes.io/max-replicas',
+    'kubectl.kubernetes.io/last-applied-configuration',
+    'control-plane.alpha.kubernetes.io/leader',
+    'endpoints.kubernetes.io/last-change-trigger-time',
+    'deprecated.daemonset.template.generation',
+  ] as readonly string[],
+} as const;
