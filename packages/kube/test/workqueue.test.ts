@@ -2,7 +2,13 @@
 import { expect } from 'chai';
 import { createLogger, createRegistry } from '@skr-watcher/telemetry';
 import { ManualClock } from '../../../test/support/manual-clock.js';
-import { noteAnswer, whileSharedClusterWorks, WorkQueue, type ProcessResult } from '../src/workqueue.js';
+import {
+  noteAnswer,
+  whileSharedClusterWorks,
+  WorkQueue,
+  type ProcessResult,
+  type RunPhase,
+} from '../src/workqueue.js';
 
 /** A promise the test resolves by hand, to hold a key "in processing". */
 function deferred<T = void>() {
@@ -18,6 +24,28 @@ function deferred<T = void>() {
 type Gate = ReturnType<typeof deferred<void>>;
 
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** One worker whose runs count as slow after 1 s; `started` lists the keys in the order their runs began. */
+function slowAfterASecond(clock: ManualClock, work: (key: string, phase: RunPhase) => Promise<void>) {
+  const started: string[] = [];
+  const queue = new WorkQueue({
+    name: 'test',
+    workers: 1,
+    clock,
+    slowAfterMs: 1_000,
+    process: async (key, phase) => {
+      started.push(key);
+      await work(key, phase);
+    },
+  });
+  return { queue, started };
+}
+
+/** Moves the clock on and lets what it woke run. */
+async function advance(clock: ManualClock, ms: number): Promise<void> {
+  await clock.advance(ms);
+  await settle();
+}
 
 describe('WorkQueue', () => {
   it('coalesces adds of a key that is waiting into one run', async () => {
@@ -203,35 +231,24 @@ describe('WorkQueue', () => {
     const clock = new ManualClock();
     const slot = deferred<void>();
     const hung = deferred<void>();
-    const started: string[] = [];
-    const queue = new WorkQueue({
-      name: 'test',
-      workers: 1,
-      clock,
-      slowAfterMs: 1_000,
-      process: async (key, phase) => {
-        started.push(key);
-        if (key !== 'paced') return;
-        phase.waiting();
-        await slot.promise; // a pacing slot, held for 5 s
-        phase.working();
-        await hung.promise; // then its cluster does not answer
-      },
+    const { queue, started } = slowAfterASecond(clock, async (key, phase) => {
+      if (key !== 'paced') return;
+      phase.waiting();
+      await slot.promise; // a pacing slot, held for 5 s
+      phase.working();
+      await hung.promise; // then its cluster does not answer
     });
     queue.start();
     queue.add('paced');
     queue.add('next');
     await settle();
-    await clock.advance(5_000);
-    await settle();
+    await advance(clock, 5_000);
     expect(started, 'the waiting run keeps its worker').to.deep.equal(['paced']);
     slot.resolve();
     await settle();
-    await clock.advance(999);
-    await settle();
+    await advance(clock, 999);
     expect(started).to.deep.equal(['paced']);
-    await clock.advance(1);
-    await settle();
+    await advance(clock, 1);
     expect(started, 'slow a second after it started working').to.deep.equal(['paced', 'next']);
 
     hung.resolve();
@@ -242,23 +259,15 @@ describe('WorkQueue', () => {
     const clock = new ManualClock();
     const answer = deferred<void>();
     const hung = deferred<void>();
-    const started: string[] = [];
-    const queue = new WorkQueue({
-      name: 'test',
-      workers: 1,
-      clock,
-      slowAfterMs: 1_000,
-      process: async (key) => {
-        started.push(key);
-        if (key !== 'busy') return;
-        // Ten answers, 800 ms apart (a pass with much to do on a loaded machine), then a cluster that is silent.
-        for (let i = 0; i < 10; i++) {
-          await answer.promise;
-          noteAnswer();
-          await new Promise<void>((resolve) => clock.setTimeout(resolve, 800));
-        }
-        await hung.promise;
-      },
+    const { queue, started } = slowAfterASecond(clock, async (key) => {
+      if (key !== 'busy') return;
+      // Ten answers, 800 ms apart (a pass with much to do on a loaded machine), then a cluster that is silent.
+      for (let i = 0; i < 10; i++) {
+        await answer.promise;
+        noteAnswer();
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, 800));
+      }
+      await hung.promise;
     });
     queue.start();
     queue.add('busy');
@@ -271,11 +280,9 @@ describe('WorkQueue', () => {
     }
     await settle();
     expect(started, 'answered runs keep their worker').to.deep.equal(['busy']);
-    await clock.advance(199);
-    await settle();
+    await advance(clock, 199);
     expect(started).to.deep.equal(['busy']);
-    await clock.advance(1);
-    await settle();
+    await advance(clock, 1);
     expect(started, 'slow a second after its last answer').to.deep.equal(['busy', 'next']);
 
     hung.resolve();
@@ -285,23 +292,14 @@ describe('WorkQueue', () => {
   it('keeps a run as a worker while it waits on the KCP (shared by every run), however long', async () => {
     const clock = new ManualClock();
     const kcp = deferred<void>();
-    const started: string[] = [];
-    const queue = new WorkQueue({
-      name: 'test',
-      workers: 1,
-      clock,
-      slowAfterMs: 1_000,
-      process: async (key) => {
-        started.push(key);
-        if (key === 'busy') await whileSharedClusterWorks(() => kcp.promise);
-      },
+    const { queue, started } = slowAfterASecond(clock, async (key) => {
+      if (key === 'busy') await whileSharedClusterWorks(() => kcp.promise);
     });
     queue.start();
     queue.add('busy');
     queue.add('next');
     await settle();
-    await clock.advance(5_000);
-    await settle();
+    await advance(clock, 5_000);
     expect(started, 'a slow KCP frees no worker').to.deep.equal(['busy']);
     kcp.resolve();
     await queue.stop({ drain: true });
