@@ -69,6 +69,11 @@ export interface ModulesConfig {
   repositorySubpath?: string;
   /** A kubernetes.io/dockerconfigjson Secret in the agent's namespace with the registry's credentials. */
   credSecret?: string;
+  /**
+   * A Secret in the agent's namespace copied into every SKR's sync namespace and named in the pod specs of every
+   * module (upstream's --skr-image-pull-secret): the images of modules come from a registry that needs it.
+   */
+  skrImagePullSecret?: string;
   /** Bound in bytes on the content-addressed cache of descriptors and layers, shared by all Kymas. */
   cacheBytes: number;
 }
@@ -182,6 +187,7 @@ export interface RunFlags {
   ociRegistryHost?: string;
   modulesRepositorySubpath?: string;
   ociRegistryCredSecret?: string;
+  skrImagePullSecret?: string;
   moduleCacheBytes?: string;
   maintenancePolicyPath?: string;
   minMaintenanceWindowSize?: string;
@@ -279,9 +285,9 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
 function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
   const host = flags.ociRegistryHost?.trim();
   if (!host) {
-    const stray = (['modulesRepositorySubpath', 'ociRegistryCredSecret', 'moduleCacheBytes'] as const).find(
-      (key) => flags[key],
-    );
+    const stray = (
+      ['modulesRepositorySubpath', 'ociRegistryCredSecret', 'skrImagePullSecret', 'moduleCacheBytes'] as const
+    ).find((key) => flags[key]);
     if (stray)
       throw new ConfigError(
         `--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --oci-registry-host (module installation is off without it)`,
@@ -293,6 +299,11 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
       `--oci-registry-host: expected host[:port][/path] or http(s)://..., got ${JSON.stringify(host)}`,
     );
   const policyDir = flags.maintenancePolicyPath?.trim();
+  const pullSecret = flags.skrImagePullSecret?.trim();
+  if (pullSecret && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(pullSecret))
+    throw new ConfigError(
+      `--skr-image-pull-secret: expected a Secret name (lower-case DNS subdomain), got ${JSON.stringify(pullSecret)}`,
+    );
   return {
     ...(policyDir ? { maintenancePolicyDir: policyDir } : {}),
     minMaintenanceWindowMs: parseDurationFlag(
@@ -302,6 +313,7 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
     registryHost: host,
     ...(flags.modulesRepositorySubpath ? { repositorySubpath: flags.modulesRepositorySubpath } : {}),
     ...(flags.ociRegistryCredSecret ? { credSecret: flags.ociRegistryCredSecret } : {}),
+    ...(pullSecret ? { skrImagePullSecret: pullSecret } : {}),
     cacheBytes: flags.moduleCacheBytes
       ? parsePositiveInt('--module-cache-bytes', flags.moduleCacheBytes, 4 * 1024 * 1024 * 1024)
       : DEFAULT_MODULE_CACHE_BYTES,

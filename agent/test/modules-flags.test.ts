@@ -16,6 +16,7 @@ describe('module installation flags', function () {
         ociRegistryHost: 'http://registry.local:5000',
         modulesRepositorySubpath: 'team/modules',
         ociRegistryCredSecret: 'module-registry',
+        skrImagePullSecret: 'module-images',
         moduleCacheBytes: '1048576',
       }),
     );
@@ -23,6 +24,7 @@ describe('module installation flags', function () {
       registryHost: 'http://registry.local:5000',
       repositorySubpath: 'team/modules',
       credSecret: 'module-registry',
+      skrImagePullSecret: 'module-images',
       cacheBytes: 1_048_576,
     });
     expect(
@@ -35,6 +37,17 @@ describe('module installation flags', function () {
     expect(() =>
       agentConfigFromFlags(testRunFlags('kcp-system', { ociRegistryCredSecret: 'module-registry' })),
     ).to.throw(ConfigError, /--oci-registry-cred-secret needs --oci-registry-host/);
+    expect(() =>
+      agentConfigFromFlags(testRunFlags('kcp-system', { skrImagePullSecret: 'module-images' })),
+    ).to.throw(ConfigError, /--skr-image-pull-secret needs --oci-registry-host/);
+    expect(() =>
+      agentConfigFromFlags(
+        testRunFlags('kcp-system', {
+          ociRegistryHost: 'registry.local',
+          skrImagePullSecret: 'Module_Images',
+        }),
+      ),
+    ).to.throw(ConfigError, /--skr-image-pull-secret: expected a Secret name/);
     expect(() =>
       agentConfigFromFlags(testRunFlags('kcp-system', { ociRegistryHost: 'oci://registry.local' })),
     ).to.throw(ConfigError, /--oci-registry-host/);

@@ -4,7 +4,7 @@
 // left the set pruned only after the new set applied; removed in upstream's order (users' CRs block it); mandatory,
 // unmanaged, and adoption of a Manifest upstream wrote.
 import { expect } from 'chai';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName } from '@skr-watcher/api';
 import { MODULE_OBJECT_METADATA, pooledKubeConfig } from '@skr-watcher/kube';
 import { createRegistry, silentLogger } from '@skr-watcher/telemetry';
@@ -251,6 +251,95 @@ describe('module installation from a registry (Manifests)', function () {
     const [manifest] = await suite.manifests();
     expect(manifest?.metadata.labels[LABELS.mandatoryModule]).to.equal('true');
     expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+  });
+
+  it('--skr-image-pull-secret: the KCP Secret copied next to the SKR Kyma, named by every workload, SKR_IMG_PULL_SECRET on the manager; a missing Secret is a Warning', async function () {
+    const module = unique('pull');
+    const deployment = (name: string) =>
+      `apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ${name}\n  namespace: kyma-system\nspec:\n  selector:\n    matchLabels: {app: ${name}}\n  template:\n    metadata:\n      labels: {app: ${name}}\n    spec:\n      containers:\n      - name: main\n        image: example.test/${name}:1\n`;
+    const published = await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: docs(deployment(`${module}-manager`), deployment(`${module}-worker`)),
+    });
+    // The template names its manager workload (upstream's spec.manager): only that one gets the variable.
+    await suite.api().patchNamespacedCustomObject(
+      {
+        ...refTo('moduleTemplate', suite.state.ns, published.moduleTemplate.metadata.name),
+        body: {
+          spec: {
+            manager: {
+              group: 'apps',
+              version: 'v1',
+              kind: 'Deployment',
+              name: `${module}-manager`,
+              namespace: 'kyma-system',
+            },
+          },
+        },
+      },
+      mergePatch,
+    );
+    const secretName = `${module}-registry`;
+    await suite.kyma('k8', [{ name: module }]);
+    await suite.start({ settings: { ...suite.settings(), skrImagePullSecret: secretName } });
+    await suite.reconcileUntil(
+      'k8',
+      async () =>
+        (await suite.kcpKyma('k8')).status?.conditions?.some(
+          (c: Json) => c.type === 'SKRImagePullSecret' && c.reason === 'SecretMissing',
+        ) ?? false,
+      'SKRImagePullSecret SecretMissing',
+    );
+    expect((await suite.kcpKyma('k8')).status.state).to.equal('Warning');
+
+    const data = { '.dockerconfigjson': Buffer.from('{"auths":{"example.test":{}}}').toString('base64') };
+    await planes.kcp.makeApiClient(CoreV1Api).createNamespacedSecret({
+      namespace: suite.state.ns,
+      body: { metadata: { name: secretName }, type: 'kubernetes.io/dockerconfigjson', data },
+    });
+    const apps = planes.skr.makeApiClient(AppsV1Api);
+    const workload = (name: string) =>
+      getOrUndefined(() => apps.readNamespacedDeployment({ name, namespace: 'kyma-system' }));
+    await suite.reconcileUntil(
+      'k8',
+      async () =>
+        (await suite.kcpKyma('k8')).status?.conditions?.some(
+          (c: Json) => c.type === 'SKRImagePullSecret' && c.status === 'True',
+        ) && (await workload(`${module}-worker`)) !== undefined,
+      'Secret copied and module applied',
+    );
+    const copy = await skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' });
+    expect(copy.type).to.equal('kubernetes.io/dockerconfigjson');
+    expect(copy.data).to.deep.equal(data);
+    for (const name of [`${module}-manager`, `${module}-worker`]) {
+      expect((await workload(name))?.spec?.template.spec?.imagePullSecrets).to.deep.equal([
+        { name: secretName },
+      ]);
+    }
+    const envOf = async (name: string) => (await workload(name))?.spec?.template.spec?.containers[0]?.env;
+    expect(await envOf(`${module}-manager`)).to.deep.equal([
+      { name: MODULE_OBJECT_METADATA.pullSecretEnv, value: secretName },
+    ]);
+    expect(await envOf(`${module}-worker`)).to.equal(undefined);
+
+    // A change in the KCP reaches the copy at the next pass; an unchanged one is not written again.
+    const rotated = {
+      '.dockerconfigjson': Buffer.from('{"auths":{"example.test":{"auth":"eDp5"}}}').toString('base64'),
+    };
+    await planes.kcp.makeApiClient(CoreV1Api).replaceNamespacedSecret({
+      name: secretName,
+      namespace: suite.state.ns,
+      body: { metadata: { name: secretName }, type: 'kubernetes.io/dockerconfigjson', data: rotated },
+    });
+    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k8`);
+    const after = await skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' });
+    expect(after.data).to.deep.equal(rotated);
+    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k8`);
+    expect(
+      (await skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' })).metadata
+        ?.resourceVersion,
+    ).to.equal(after.metadata?.resourceVersion);
   });
 
   it('leaves the objects of a module turned unmanaged in the SKR and removes its Manifest, with an Event', async function () {

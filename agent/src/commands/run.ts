@@ -299,6 +299,10 @@ export function runCommand(): Command {
       'kubernetes.io/dockerconfigjson Secret (in --namespace, one auths entry) with the registry credentials',
     )
     .option(
+      '--skr-image-pull-secret <name>',
+      "Secret (in --namespace) copied into every SKR's kyma-system (the SKR Kyma's namespace) and set as imagePullSecrets of every module workload, with SKR_IMG_PULL_SECRET on its manager",
+    )
+    .option(
       '--module-cache-bytes <bytes>',
       'bound on the in-memory cache of module descriptors and raw manifests (default 32 MiB)',
     )

@@ -1,8 +1,8 @@
 // What the agent itself runs in an SKR, which no SyncResource may overwrite or delete, whatever the allow-list
 // says (issue 26): the webhook's TLS Secret, configuration, Deployment, Service, ServiceAccount and NetworkPolicy,
-// the CRDs the agent installs, the SKR Kyma, the module catalog copies, the Module CRs of the Kyma's modules and
-// the objects of its Manifests. Built from the builders and constants those objects come from, so a new object
-// there is guarded here without a second list.
+// the CRDs the agent installs, the SKR Kyma, the module catalog copies, the image pull Secret copy, the Module CRs
+// of the Kyma's modules and the objects of its Manifests. Built from the builders and constants those objects come
+// from, so a new object there is guarded here without a second list.
 import { GROUP, KINDS, splitApiVersion, type KymaModuleStatus } from '@skr-watcher/api';
 import { describeSynced, syncedKey, syncedObjectOf, type SyncedObject } from '@skr-watcher/kube';
 import { inClusterResourcesFor, tlsSecretFor } from '../registration/skr-resources.js';
@@ -54,8 +54,14 @@ function kindAndName(entry: SyncedObject): string {
  * and `manifestObjects` (the inventories of the Kyma's Manifests).
  */
 export function agentOwnedObjects(
-  pass: { modules?: readonly KymaModuleStatus[]; manifestObjects?: readonly SyncedObject[] } = {},
+  pass: {
+    modules?: readonly KymaModuleStatus[];
+    manifestObjects?: readonly SyncedObject[];
+    /** The copy of --skr-image-pull-secret. */
+    imagePullSecret?: { name: string; namespace: string };
+  } = {},
 ): AgentOwnedObjects {
+  const pullSecret = pass.imagePullSecret;
   const moduleCrs = new Set(
     (pass.modules ?? []).flatMap((module) => {
       const resource = module.resource;
@@ -84,7 +90,14 @@ export function agentOwnedObjects(
           ? 'a CRD the agent installs'
           : undefined) ??
         (moduleCrs.has(syncedKey(object)) ? "a module's Module CR" : undefined) ??
-        (manifestObjects.has(syncedKey(object)) ? "an object of a module's Manifest" : undefined);
+        (manifestObjects.has(syncedKey(object)) ? "an object of a module's Manifest" : undefined) ??
+        (pullSecret &&
+        object.group === '' &&
+        object.kind === 'Secret' &&
+        object.name === pullSecret.name &&
+        object.namespace === pullSecret.namespace
+          ? "the modules' image pull Secret"
+          : undefined);
       return (
         why &&
         `${describeSynced(object)} is ${why}, which the agent keeps itself; SyncResources may not touch it; refused`

@@ -37,6 +37,11 @@ export interface ModuleInstallation {
    * policy as last read (or why it could not be); without this setting such an upgrade is an Error, as upstream's.
    */
   maintenance?: { policy(): LoadedPolicy | undefined; minWindowMs: number };
+  /**
+   * Upstream's --skr-image-pull-secret: this Secret of the KCP namespace is copied into each SKR (next to the SKR
+   * Kyma), and every module workload names it in `imagePullSecrets` (its manager also gets `SKR_IMG_PULL_SECRET`).
+   */
+  skrImagePullSecret?: string;
   /** Counts what a Manifest's pass did: an install, upgrade or removal finished, or a pass of one that failed. */
   observe?(operation: ModuleOperation, outcome: 'success' | 'error'): void;
 }

@@ -135,7 +135,7 @@ export async function revertDrift(
     );
   });
   if (!desired) return result('skipped', shown.reads);
-  const transforms = manifestTransforms(manifest, namespace);
+  const transforms = manifestTransforms(manifest, namespace, installation);
   // Another uid than the callback's: the object was deleted, and a full pass running meanwhile re-created it.
   const uid = change.fingerprint.uid;
   const before = uid && shown.object?.metadata?.uid !== uid ? undefined : shown.object;

@@ -31,6 +31,7 @@ import {
   type ConditionInput,
 } from './status.js';
 import { agentOwnedObjects } from './agent-owned.js';
+import { syncImagePullSecret } from './image-pull-secret.js';
 import { leaveDeletedModules } from './manifest-install.js';
 import { reconcileSyncResource, syncResourcesOf, type SyncResourceOutcome } from './sync-resource.js';
 
@@ -136,6 +137,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   let modules: KymaModuleStatus[];
   const manifestObjects: SyncedObject[] = [];
   let catalog: ConditionInput | undefined;
+  let pullSecret: ConditionInput | undefined;
   const syncOutcomes: SyncResourceOutcome[] = [];
   let webhook: SkrWebhookOutcome | undefined;
   try {
@@ -153,6 +155,9 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
         cause: error,
       });
     }
+    const pullSecretName = ctx.modules?.skrImagePullSecret;
+    // Before the Manifests: a module's first Pods find the Secret they name.
+    if (pullSecretName) pullSecret = await syncImagePullSecret(ctx, skr, skrRef.namespace, pullSecretName);
     const moduleCatalog = await catalogRead;
     modules = await reconcileModules(
       ctx,
@@ -167,7 +172,11 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     if (kyma.spec.sync?.moduleCatalog !== false)
       catalog = await syncModuleCatalog(kyma, skr, skrRef.namespace, moduleCatalog);
     // What the Kyma's Manifests keep in the SKR is theirs: no SyncResource may touch it.
-    const owned = agentOwnedObjects({ modules, manifestObjects });
+    const owned = agentOwnedObjects({
+      modules,
+      manifestObjects,
+      ...(pullSecretName ? { imagePullSecret: { name: pullSecretName, namespace: skrRef.namespace } } : {}),
+    });
     for (const sync of await syncsRead) {
       syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync, owned));
     }
@@ -188,6 +197,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     ...syncOutcomes.map((o) => o.state),
     ...(webhook ? [webhook.state] : []),
     ...(catalog && !catalog.ok ? (['Warning'] as const) : []),
+    ...(pullSecret && !pullSecret.ok ? (['Warning'] as const) : []),
   ]);
   const status = kymaStatus(
     ctx,
@@ -204,6 +214,7 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       modulesCondition(modules),
       syncResourcesCondition(syncOutcomes),
       ...(catalog ? [catalog] : []),
+      ...(pullSecret ? [pullSecret] : []),
       ...(webhook ? [webhook.condition] : []),
     ],
     skrKyma.spec.channel ?? kyma.spec.channel ?? DEFAULTS.channel,

@@ -33,6 +33,7 @@ import {
   kymaComponent,
   KubeRequestError,
   localizeImages,
+  skrImagePullSecret,
   managedByOwnedBy,
   mergePatchCustomObject,
   MODULE_OBJECT_METADATA,
@@ -192,12 +193,25 @@ export function setMembers(objects: readonly unknown[], what: string): SetMember
 }
 
 /** Upstream's transforms of a Manifest's objects; the pass and the targeted drift revert (drift.ts) apply the same. */
-export function manifestTransforms(manifest: Manifest, namespace: string) {
+export function manifestTransforms(
+  manifest: Manifest,
+  namespace: string,
+  installation: Pick<ModuleInstallation, 'skrImagePullSecret'>,
+) {
+  const manager = manifest.spec.manager;
   return [
     managedByOwnedBy({ namespace, name: manifest.metadata.name }),
     kymaComponent(manifest.metadata.name),
     disclaimer(),
     localizeImages(manifest.spec.localizedImages ?? []),
+    ...(installation.skrImagePullSecret
+      ? [
+          skrImagePullSecret(
+            installation.skrImagePullSecret,
+            manager ? { kind: manager.kind, name: manager.name } : undefined,
+          ),
+        ]
+      : []),
   ];
 }
 
@@ -348,7 +362,10 @@ async function reconcileManifestPass(
   const applied = await applyObjectSet(
     skr,
     { objects: objects.map((object) => ({ object })), inventory: synced },
-    { fieldManager: MANIFEST.applyFieldManager, transforms: manifestTransforms(manifest, namespace) },
+    {
+      fieldManager: MANIFEST.applyFieldManager,
+      transforms: manifestTransforms(manifest, namespace, installation),
+    },
   );
   if (applied.state === 'failed') {
     const failed = applied.results.filter(

@@ -23,6 +23,8 @@ export interface ModuleRegistrySettings {
   repositorySubpath?: string;
   /** A kubernetes.io/dockerconfigjson Secret in the agent's namespace. */
   credSecret?: string;
+  /** --skr-image-pull-secret: passed on to the passes (ModuleInstallation.skrImagePullSecret). */
+  skrImagePullSecret?: string;
   cacheBytes: number;
 }
 
@@ -161,6 +163,7 @@ export async function createRegistryInstallation(
     : undefined;
   return {
     source,
+    ...(settings.skrImagePullSecret ? { skrImagePullSecret: settings.skrImagePullSecret } : {}),
     ...(operations ? { observe: (operation, outcome) => operations.inc({ operation, outcome }) } : {}),
     async describe(ocmComponentName, version): Promise<ModuleDescription> {
       const resolved = await attempt(`descriptor ${ocmComponentName}:${version}`, () =>

@@ -49,6 +49,8 @@ export const CONDITIONS = {
   skrConnected: 'SKRConnected',
   /** Ours: every item of every SyncResource of this Kyma is applied. */
   syncResourcesApplied: 'SyncResourcesApplied',
+  /** Ours, with --skr-image-pull-secret: the module images' pull Secret is copied into the SKR. */
+  imagePullSecret: 'SKRImagePullSecret',
 } as const;
 
 const OWN_CONDITIONS = new Set<string>(Object.values(CONDITIONS));

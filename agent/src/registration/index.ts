@@ -46,7 +46,7 @@ const FIELD_MANAGER = 'skr-watcher-registration';
  */
 const appliedIn = new WeakMap<ClusterClient, AppliedVersions>();
 
-function appliedVersionsOf(skr: ClusterClient): AppliedVersions {
+export function appliedVersionsOf(skr: ClusterClient): AppliedVersions {
   let applied = appliedIn.get(skr);
   if (!applied) {
     applied = new AppliedVersions();

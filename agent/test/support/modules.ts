@@ -141,14 +141,14 @@ export function moduleSuite() {
     );
   }
 
+  /** The agent's module settings for the suite's registry. */
+  const settings = () => ({ registryHost: `http://${state.registry.host}`, cacheBytes: 32 * 1024 * 1024 });
+
   async function start(
     options: Partial<RegistryInstallationOptions> = {},
     reconcilerOptions: { clock?: () => Date } = {},
   ): Promise<Reconciler> {
-    state.installation = await createRegistryInstallation({
-      settings: { registryHost: `http://${state.registry.host}`, cacheBytes: 32 * 1024 * 1024 },
-      ...options,
-    });
+    state.installation = await createRegistryInstallation({ settings: settings(), ...options });
     state.reconciler = createReconciler({
       kcp: await kubeConfigAsAgent(planes.kcp, state.ns),
       namespace: state.ns,
@@ -209,6 +209,7 @@ export function moduleSuite() {
     applyCatalog,
     kyma,
     skrModules,
+    settings,
     start,
     kcpKyma,
     moduleStatus,
