@@ -33,6 +33,7 @@ export interface WebhookConfig {
   backoffMaxMs: number;
   eventMaxAgeMs: number;
   callbackTimeoutMs: number;
+  callbackMinGapMs: number;
   shutdownDrainMs: number;
   certPollMs: number;
 }
@@ -55,6 +56,8 @@ export const CONFIG_DEFAULTS = {
   backoffMaxMs: 30_000,
   eventMaxAgeMs: 10 * 60_000,
   callbackTimeoutMs: 5_000,
+  // At most 20 callbacks a second for one object, the KCP listener's budget per SKR (CALLBACK_BUDGET).
+  callbackMinGapMs: 50,
   shutdownDrainMs: 10_000,
   certPollMs: 10_000,
 } as const satisfies Partial<WebhookConfig>;
@@ -69,6 +72,7 @@ export function dispatchSettings(
     | 'backoffMaxMs'
     | 'eventMaxAgeMs'
     | 'callbackTimeoutMs'
+    | 'callbackMinGapMs'
     | 'kcpServerCn'
     | 'resyncManager'
   >,
@@ -80,6 +84,7 @@ export function dispatchSettings(
     backoffMaxMs: config.backoffMaxMs,
     maxAgeMs: config.eventMaxAgeMs,
     callbackTimeoutMs: config.callbackTimeoutMs,
+    minGapMs: config.callbackMinGapMs,
     kcpServerCn: config.kcpServerCn,
     resyncManager: config.resyncManager,
   };
@@ -233,6 +238,14 @@ const SETTINGS: Setting[] = [
     flag: '--callback-timeout-ms <ms>',
     env: 'CALLBACK_TIMEOUT_MS',
     description: 'timeout of one callback attempt',
+    kind: 'ms',
+  },
+  {
+    key: 'callbackMinGapMs',
+    flag: '--callback-min-gap-ms <ms>',
+    env: 'CALLBACK_MIN_GAP_MS',
+    description:
+      'an object changed again while its callback was on the way is sent again no sooner than this after it (1 = at once)',
     kind: 'ms',
   },
   {

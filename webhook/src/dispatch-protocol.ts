@@ -15,6 +15,8 @@ export interface DispatchThreadData {
   backoffMaxMs: number;
   maxAgeMs: number;
   callbackTimeoutMs: number;
+  /** Per object, the least time between the starts of two callbacks (Dispatcher's minGapMs). */
+  minGapMs: number;
   /** CN the KCP server's certificate must carry, or `*` (`--kcp-server-cn`). */
   kcpServerCn: string;
   /** Manager whose path carries the start-up resync callback (`--resync-manager`). */

@@ -143,6 +143,7 @@ export class DispatchThread {
       backoffMaxMs: this.options.backoffMaxMs,
       maxAgeMs: this.options.maxAgeMs,
       callbackTimeoutMs: this.options.callbackTimeoutMs,
+      minGapMs: this.options.minGapMs,
       kcpServerCn: this.options.kcpServerCn,
       resyncManager: this.options.resyncManager,
       logLevel: this.options.logger.level,

@@ -97,6 +97,7 @@ const dispatcher = new Dispatcher({
   backoffInitialMs: data.backoffInitialMs,
   backoffMaxMs: data.backoffMaxMs,
   maxAgeMs: data.maxAgeMs,
+  minGapMs: data.minGapMs,
   logger,
   observer,
   validate: (event) => {

@@ -78,6 +78,13 @@ export interface DispatcherOptions {
   validate?: (event: WatchEventV2) => string | undefined;
   /** Consecutive unreachable attempts (network errors, 502/503/504) that open the breaker; default 3. */
   breakerThreshold?: number;
+  /**
+   * An object changed again while its callback was on the way is sent again no sooner than this long after that
+   * send started (default 0: at once). A user's edits are far apart; an object rewritten hundreds of times a second
+   * (a controller's status loop through a non-status write) then costs at most 1000 / minGapMs callbacks a second
+   * instead of one per round trip, and KCP still gets its latest change.
+   */
+  minGapMs?: number;
 }
 
 export type EnqueueResult = 'enqueued' | 'coalesced' | 'dropped';
@@ -94,6 +101,8 @@ interface Entry {
   state: 'ready' | 'in-flight' | 'waiting';
   /** A change arrived while a send was in flight: send once more after it. */
   changedDuringSend: boolean;
+  /** When the latest send of this entry started. */
+  sentAt: number;
   /** When a waiting entry is due again. */
   dueAt: number;
   /** The "look at everything" event (RESYNC_EVENT): kept until delivered, whatever its age or the queue's size. */
@@ -309,6 +318,7 @@ export class Dispatcher {
       attempts: 0,
       state: 'ready',
       changedDuringSend: false,
+      sentAt: 0,
       dueAt: 0,
       resync,
     };
@@ -416,6 +426,7 @@ export class Dispatcher {
       this.active++;
       entry.state = 'in-flight';
       entry.changedDuringSend = false;
+      entry.sentAt = now;
       void this.attempt(entry, permit === 'probe');
     }
     this.arm();
@@ -498,8 +509,7 @@ export class Dispatcher {
         }
         if (entry.changedDuringSend) {
           entry.attempts = 0;
-          entry.state = 'ready';
-          this.ready.push(entry);
+          this.sendAgain(entry);
         } else {
           this.remove(entry);
         }
@@ -514,6 +524,19 @@ export class Dispatcher {
         break;
     }
     this.pump();
+  }
+
+  /** An object that changed during its send goes again, once the minimum gap after that send's start has passed. */
+  private sendAgain(entry: Entry): void {
+    const dueAt = entry.sentAt + (this.options.minGapMs ?? 0);
+    if (dueAt <= this.clock.now()) {
+      entry.state = 'ready';
+      this.ready.push(entry);
+      return;
+    }
+    entry.state = 'waiting';
+    entry.dueAt = dueAt;
+    this.waiting.push(entry);
   }
 
   private noteReachability(outcome: DeliveryOutcome, probe: boolean): void {

@@ -109,6 +109,36 @@ describe('Dispatcher', () => {
     expect(dispatcher.stats.delivered).to.equal(2);
   });
 
+  it('an object changed during its send goes again only minGapMs after that send started, with its latest change', async () => {
+    const { clock, kcp, dispatcher } = setup({ minGapMs: 50 });
+    dispatcher.enqueue('m', event('hot'));
+    await settle();
+    await clock.advance(5);
+    // A controller rewriting the object: every change while the send is out coalesces into one entry.
+    for (let i = 0; i < 20; i++) dispatcher.enqueue('m', event('hot'), `uid-${i}`);
+    await kcp.answer(DELIVERED);
+    expect(kcp.calls).to.have.length(1);
+    await clock.advance(44);
+    expect(kcp.calls).to.have.length(1);
+    await clock.advance(1);
+    expect(kcp.calls.map((call) => call.at)).to.deep.equal([0, 50]);
+    await kcp.answer(DELIVERED);
+    expect(dispatcher.depth).to.equal(0);
+    // Another object is not held by this one's gap, and a change after a quiet moment goes at once.
+    dispatcher.enqueue('m', event('other'));
+    await settle();
+    await kcp.answer(DELIVERED);
+    await clock.advance(200);
+    dispatcher.enqueue('m', event('hot'));
+    await settle();
+    expect(kcp.calls.map((call) => `${call.event.watched.Name}@${call.at}`)).to.deep.equal([
+      'hot@0',
+      'hot@50',
+      'other@50',
+      'hot@250',
+    ]);
+  });
+
   it('retries 5xx with capped exponential backoff and jitter, then delivers', async () => {
     const { clock, kcp, dispatcher } = setup({ random: () => 0.5 });
     dispatcher.enqueue('m', event('a'));
