@@ -87,6 +87,11 @@ export interface LocalSystemOptions {
    * 25), points the agent at the registry so it installs modules through Manifests.
    */
   modules?: boolean;
+  /**
+   * Each webhook watches its own ValidatingWebhookConfiguration (issue 26 item 5) with a token of the ServiceAccount
+   * the agent installs in its SKR, as the in-cluster webhook does with its mounted token.
+   */
+  watchWebhookConfiguration?: boolean;
 }
 
 /** The module registry of a local system (option `modules`). */
@@ -169,6 +174,45 @@ function readyz(port: number): Promise<boolean> {
     (res) => res.status === 200,
     () => false,
   );
+}
+
+/**
+ * A token of the webhook's ServiceAccount (which the agent installs) and the API server's CA, as files, and the
+ * webhook's variables that point its configuration watch at them.
+ */
+async function webhookIdentityFiles(
+  kubeConfig: KubeConfig,
+  dir: string,
+  deadline: number,
+): Promise<Record<string, string>> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const namespace = DEFAULTS.skrNamespace;
+  const name = SKR_WEBHOOK_CONFIGURATION;
+  let token = '';
+  await waitFor(
+    `the agent to install ServiceAccount ${namespace}/${name}`,
+    async () => {
+      const request = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds: 86_400 } },
+      });
+      token = request.status?.token ?? '';
+      return token !== '';
+    },
+    deadline,
+  );
+  const cluster = kubeConfig.getCurrentCluster();
+  if (!cluster?.caData) throw new Error('the plane kubeconfig has no certificate-authority-data');
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'token'), token, { mode: 0o600 });
+  await writeFile(join(dir, 'ca.crt'), Buffer.from(cluster.caData, 'base64'));
+  return {
+    WATCH_CONFIGURATION: SKR_WEBHOOK_CONFIGURATION,
+    SKR_API_SERVER: cluster.server,
+    SKR_TOKEN_FILE: join(dir, 'token'),
+    SKR_CA_FILE: join(dir, 'ca.crt'),
+  };
 }
 
 /** AdmissionReviews the webhook answered with 200 so far (from its /metrics). */
@@ -485,6 +529,9 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
           { cause: error },
         );
       });
+      const watchEnv = options.watchWebhookConfiguration
+        ? await webhookIdentityFiles(plane.kubeConfig(), join(dir, skr, 'webhook-identity'), deadline)
+        : {};
       progress(
         `${skr}: starting skr-webhook on https://127.0.0.1:${skrPorts.webhook} (metrics :${skrPorts.metrics})`,
       );
@@ -504,6 +551,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
             KCP_ADDR: `127.0.0.1:${listenerPort}`,
             SHUTDOWN_DRAIN_MS: '2000',
             LOG_LEVEL: onAdmission ? 'debug' : 'info',
+            ...watchEnv,
           },
           onLine: onAdmission
             ? (line) => {

@@ -1,6 +1,12 @@
 // Automatic webhook registration against real API servers: certificate, SKR Secret, webhook configuration.
 import { expect } from 'chai';
-import { CoreV1Api, CustomObjectsApi, AdmissionregistrationV1Api, AppsV1Api } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  AdmissionregistrationV1Api,
+  AppsV1Api,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
 import { ANNOTATIONS, GROUP, KINDS, LABELS, type Kyma, type Watcher } from '@skr-watcher/api';
 import {
   createClusterClient,
@@ -223,7 +229,7 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
     expect(after.metadata?.resourceVersion).to.equal(before.metadata?.resourceVersion);
   });
 
-  it('installs the in-cluster webhook (ServiceAccount, Deployment, Service, NetworkPolicy) and removes everything on unregister', async () => {
+  it('installs the in-cluster webhook (ServiceAccount, ClusterRole, Deployment, Service, NetworkPolicy) and removes everything on unregister', async () => {
     // Back to a certificate valid now: a pass at the real time re-issues because the names changed (no IP SAN).
     const result = await register(kyma(false));
     expect(result.ok).to.equal(true);
@@ -232,6 +238,9 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
     const deployment = await apps.readNamespacedDeployment({ name: 'skr-webhook', namespace: 'kyma-system' });
     const env0 = deployment.spec?.template.spec?.containers[0]?.env ?? [];
     expect(env0.find((e) => e.name === 'KCP_ADDR')?.value).to.equal('kcp.example.com:8082');
+    // It watches its own configuration with its ServiceAccount's token (issue 26 item 5).
+    expect(env0.find((e) => e.name === 'WATCH_CONFIGURATION')?.value).to.equal('skr-webhook');
+    expect(deployment.spec?.template.spec?.automountServiceAccountToken).to.equal(true);
     expect(deployment.spec?.template.spec?.containers[0]?.image).to.equal('example/skr-webhook:test');
     const vwc = await env
       .plane('skr')
@@ -260,6 +269,9 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
     expect(
       await gone(() => skrCore.readNamespacedService({ name: 'skr-webhook', namespace: 'kyma-system' })),
     ).to.equal(true);
+    const rbac = env.plane('skr').kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    expect(await gone(() => rbac.readClusterRole({ name: 'skr-webhook' }))).to.equal(true);
+    expect(await gone(() => rbac.readClusterRoleBinding({ name: 'skr-webhook' }))).to.equal(true);
     expect(
       await gone(() =>
         env
@@ -302,15 +314,16 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
         now: new Date(),
       });
       expect(result.ok, result.message).to.equal(true);
+      return result;
     };
     try {
-      await pass();
-      // Secret, ServiceAccount, Deployment, Service, NetworkPolicy, webhook configuration.
-      expect(await requests('apply')).to.equal(6);
+      expect((await pass()).restored, 'nothing put back on a first pass').to.deep.equal([]);
+      // Secret, ServiceAccount, ClusterRole and binding, Deployment, Service, NetworkPolicy, webhook configuration.
+      expect(await requests('apply')).to.equal(8);
       console.log(counted.connectionsOpened(), counted.connectionsResumed());
-      await pass();
+      expect((await pass()).restored).to.deep.equal([]);
       console.log(counted.connectionsOpened(), counted.connectionsResumed());
-      expect(await requests('apply'), 'applies after a pass with nothing changed').to.equal(6);
+      expect(await requests('apply'), 'applies after a pass with nothing changed').to.equal(8);
 
       const skrCore = env.plane('skr').kubeConfig().makeApiClient(CoreV1Api);
       await skrCore.deleteNamespacedSecret({ name: 'skr-webhook-tls', namespace: 'kyma-system' });
@@ -320,11 +333,14 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
         name: 'skr-webhook',
         body: { ...vwc, webhooks: (vwc.webhooks ?? []).map((hook) => ({ ...hook, timeoutSeconds: 30 })) },
       });
-      await pass();
+      expect((await pass()).restored, 'what the pass put back').to.deep.equal([
+        'Secret skr-webhook-tls (deleted)',
+        'ValidatingWebhookConfiguration skr-webhook (changed)',
+      ]);
       expect(
         await requests('apply'),
         'the deleted Secret and the edited configuration applied again',
-      ).to.equal(8);
+      ).to.equal(10);
       const secret = await skrCore.readNamespacedSecret({
         name: 'skr-webhook-tls',
         namespace: 'kyma-system',

@@ -1,6 +1,7 @@
 // Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { CONNECTION_LIMITS, DEFAULTS, KCP_LISTENER_IDENTITY, LIMITS, versionLine } from '@skr-watcher/api';
+import { IN_CLUSTER } from './configuration-watch.js';
 
 export interface WebhookConfig {
   /** Address the admission and metrics servers bind to. */
@@ -36,6 +37,15 @@ export interface WebhookConfig {
   callbackMinGapMs: number;
   shutdownDrainMs: number;
   certPollMs: number;
+  /**
+   * Name of the webhook's own ValidatingWebhookConfiguration, watched so that a deletion or a foreign change asks
+   * KCP for a resync at once (issue 26 item 5); `none`: not watched.
+   */
+  watchConfiguration: string;
+  /** `https://host:port` of the SKR API server; `in-cluster`: from KUBERNETES_SERVICE_HOST/PORT. */
+  skrApiServer: string;
+  skrTokenFile: string;
+  skrCaFile: string;
 }
 
 /** Everything but the TLS files and the KCP address has a default. */
@@ -60,6 +70,11 @@ export const CONFIG_DEFAULTS = {
   callbackMinGapMs: 50,
   shutdownDrainMs: 10_000,
   certPollMs: 10_000,
+  // Off unless asked: the Deployment the agent installs sets it (WATCH_CONFIGURATION=skr-webhook).
+  watchConfiguration: 'none',
+  skrApiServer: 'in-cluster',
+  skrTokenFile: IN_CLUSTER.tokenFile,
+  skrCaFile: IN_CLUSTER.caFile,
 } as const satisfies Partial<WebhookConfig>;
 
 /** The dispatch thread's settings out of the webhook's configuration (flag names → the thread's names). */
@@ -261,6 +276,36 @@ const SETTINGS: Setting[] = [
     env: 'CERT_POLL_MS',
     description: 'fallback poll of the certificate files (directory watches are the fast path)',
     kind: 'ms',
+  },
+  {
+    key: 'watchConfiguration',
+    flag: '--watch-configuration <name>',
+    env: 'WATCH_CONFIGURATION',
+    description:
+      'own ValidatingWebhookConfiguration, watched in the SKR: deleted or changed by anyone but the agent, it ' +
+      'makes the webhook ask KCP for a resync that repairs it; "none": not watched',
+    kind: 'string',
+  },
+  {
+    key: 'skrApiServer',
+    flag: '--skr-api-server <url>',
+    env: 'SKR_API_SERVER',
+    description: 'SKR API server for that watch; "in-cluster": KUBERNETES_SERVICE_HOST and _PORT',
+    kind: 'string',
+  },
+  {
+    key: 'skrTokenFile',
+    flag: '--skr-token-file <file>',
+    env: 'SKR_TOKEN_FILE',
+    description: "bearer token for the SKR API server (the Pod's ServiceAccount token; re-read per request)",
+    kind: 'string',
+  },
+  {
+    key: 'skrCaFile',
+    flag: '--skr-ca-file <file>',
+    env: 'SKR_CA_FILE',
+    description: "CA of the SKR API server's certificate",
+    kind: 'string',
   },
 ];
 

@@ -32,6 +32,8 @@ export type ToDispatch =
   | { type: 'changes'; changes: QueuedChange[] }
   | { type: 'tls'; material: TlsMaterial }
   | { type: 'depth'; id: number }
+  /** Ask KCP to reconcile this SKR in full (on the resync manager's path). */
+  | { type: 'resync'; why: string }
   | { type: 'drain'; timeoutMs: number };
 
 /** What the dispatcher's observer saw since the last report: counts, and callback durations by outcome. */

@@ -87,6 +87,11 @@ export class DispatchThread {
     setImmediate(() => this.flush());
   }
 
+  /** Asks KCP to reconcile this SKR in full (its own configuration went or changed, issue 26 item 5). */
+  resync(why: string): void {
+    if (!this.closed) this.send({ type: 'resync', why });
+  }
+
   updateTls(material: TlsMaterial): void {
     this.material = material;
     this.send({ type: 'tls', material });

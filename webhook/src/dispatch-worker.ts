@@ -164,6 +164,9 @@ port.on('message', (message: ToDispatch) => {
     case 'tls':
       kcp.updateTls(message.material);
       break;
+    case 'resync':
+      dispatcher.resync(data.resyncManager, message.why);
+      break;
     case 'depth':
       sendReport();
       post({ type: 'depth', id: message.id, depth: dispatcher.depth });

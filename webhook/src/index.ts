@@ -16,6 +16,7 @@ import { parseKcpAddress } from './kcp-client.js';
 import { createWebhookMetrics } from './metrics.js';
 import { startAdmissionServer, type AdmissionServer } from './server.js';
 import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
+import { ConfigurationWatch } from './configuration-watch.js';
 
 export { isRelevantChange, sameJson } from './admission.js';
 export { Dispatcher, dispatchKey } from './dispatch.js';
@@ -129,6 +130,8 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
     },
   });
   watcher.start();
+  const configurationWatch = watchOwnConfiguration(config, logger, (why) => dispatch.resync(why));
+  configurationWatch?.start();
   ready = true;
   logger.info(
     {
@@ -152,6 +155,7 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
       closing ??= (async () => {
         ready = false;
         watcher.close();
+        await configurationWatch?.close();
         await server.close(Math.min(5_000, config.shutdownDrainMs));
         const left = await dispatch.depth();
         if (left > 0)
@@ -163,6 +167,41 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
       return closing;
     },
   };
+}
+
+/** The watch of the webhook's own configuration, or undefined when off or when no SKR API server is known. */
+function watchOwnConfiguration(
+  config: WebhookConfig,
+  logger: Logger,
+  onTampered: (why: string) => void,
+): ConfigurationWatch | undefined {
+  if (config.watchConfiguration === 'none') return undefined;
+  let apiServer: URL;
+  if (config.skrApiServer === 'in-cluster') {
+    const host = process.env['KUBERNETES_SERVICE_HOST'];
+    if (!host) {
+      logger.info(
+        'not watching the webhook configuration: not in a Pod (no KUBERNETES_SERVICE_HOST) and no --skr-api-server',
+      );
+      return undefined;
+    }
+    const port = process.env['KUBERNETES_SERVICE_PORT'] ?? '443';
+    apiServer = new URL(`https://${host.includes(':') ? `[${host}]` : host}:${port}`);
+  } else {
+    apiServer = new URL(config.skrApiServer);
+  }
+  logger.info(
+    { configuration: config.watchConfiguration, apiServer: apiServer.origin },
+    'watching the webhook configuration',
+  );
+  return new ConfigurationWatch({
+    apiServer,
+    tokenFile: config.skrTokenFile,
+    caFile: config.skrCaFile,
+    name: config.watchConfiguration,
+    logger,
+    onTampered,
+  });
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

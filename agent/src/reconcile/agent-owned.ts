@@ -1,11 +1,11 @@
 // What the agent itself runs in an SKR, which no SyncResource may overwrite or delete, whatever the allow-list
-// says (issue 26): the webhook's TLS Secret, configuration, Deployment, Service, ServiceAccount and NetworkPolicy,
-// the CRDs the agent installs, the SKR Kyma, the module catalog copies, the image pull Secret copy, the Module CRs
-// of the Kyma's modules and the objects of its Manifests. Built from the builders and constants those objects come
-// from, so a new object there is guarded here without a second list.
+// says (issue 26): the webhook's TLS Secret, configuration, Deployment, Service, ServiceAccount, ClusterRole and
+// binding, and NetworkPolicy, the CRDs the agent installs, the SKR Kyma, the module catalog copies, the image pull
+// Secret copy, the Module CRs of the Kyma's modules and the objects of its Manifests. Built from the builders and
+// constants those objects come from, so a new object there is guarded here without a second list.
 import { GROUP, KINDS, splitApiVersion, type KymaModuleStatus } from '@skr-watcher/api';
 import { describeSynced, syncedKey, syncedObjectOf, type SyncedObject } from '@skr-watcher/kube';
-import { inClusterResourcesFor, tlsSecretFor } from '../registration/skr-resources.js';
+import { inClusterResourcesFor, tlsSecretFor, webhookIdentityFor } from '../registration/skr-resources.js';
 import { webhookConfigurationFor } from '../registration/webhook-configuration.js';
 import { SKR_CRDS } from './crds.js';
 
@@ -20,6 +20,7 @@ const WEBHOOK_OBJECTS: ReadonlyMap<string, string> = (() => {
   const material = { caBundlePem: '', certPem: '', keyPem: '' };
   const objects = [
     tlsSecretFor(material),
+    ...webhookIdentityFor(),
     ...inClusterResourcesFor({ image: 'image', kcpAddress: 'kcp:443', certificateChecksum: '' }),
     webhookConfigurationFor({
       watchers: [],

@@ -66,7 +66,7 @@ export async function reconcileSkrWebhook(
 
   const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId] ?? '';
   const verdict = settings.health?.assess(runtimeId, now) ?? { kind: 'healthy' as const };
-  const installed = { type: SKR_WEBHOOK_CONDITION, ok: true, reason: result.reason, message: result.message };
+  const installed = installedCondition(ctx, kyma, result, now);
   const noEvent = { type: SKR_WEBHOOK_CONDITION, ok: false, reason: 'NoEventFromWebhook' };
   switch (verdict.kind) {
     case 'healthy':
@@ -96,6 +96,36 @@ export async function reconcileSkrWebhook(
       };
     }
   }
+}
+
+/** Reason of the SKRWebhook condition after a pass put back what someone deleted or changed in the SKR. */
+export const RESTORED_REASON = 'Restored';
+
+/**
+ * The condition of an installed webhook. A pass that found the webhook's objects deleted or changed in the SKR says
+ * so (reason Restored, with what and when); later passes that change nothing keep that note, so the Kyma shows the
+ * last repair until the registration has something else to say.
+ */
+function installedCondition(
+  ctx: ReconcileContext,
+  kyma: Kyma,
+  result: { reason: string; message: string; restored?: string[] },
+  now: Date,
+): ConditionInput {
+  if (result.restored && result.restored.length > 0) {
+    const message = `put back at ${now.toISOString()}, found deleted or changed in the SKR: ${result.restored.join(', ')}`;
+    ctx.logger.warn({ kyma: kyma.metadata.name, restored: result.restored }, 'SKR webhook objects put back');
+    return { type: SKR_WEBHOOK_CONDITION, ok: true, reason: RESTORED_REASON, message };
+  }
+  const previous = kyma.status?.conditions?.find((c) => c.type === SKR_WEBHOOK_CONDITION);
+  if (previous?.reason === RESTORED_REASON && previous.status === 'True' && result.reason === 'Installed')
+    return {
+      type: SKR_WEBHOOK_CONDITION,
+      ok: true,
+      reason: RESTORED_REASON,
+      message: previous.message ?? '',
+    };
+  return { type: SKR_WEBHOOK_CONDITION, ok: true, reason: result.reason, message: result.message };
 }
 
 /** Deletion: the webhook, its Secret and deployment in the SKR, and the certificate Secret in KCP. */

@@ -7,8 +7,10 @@
  *   - the SKR Secret `skr-webhook-tls` (`ca.crt`, `tls.crt`, `tls.key`), a copy of it;
  *   - the ValidatingWebhookConfiguration `skr-webhook`: one webhook per Watcher CR, plus the Module CRs of the
  *     modules enabled in that SKR;
- *   - in-cluster mode: ServiceAccount, Deployment, Service, NetworkPolicy; URL mode (a Kyma annotated with
+ *   - the webhook's ServiceAccount and a ClusterRole to read its own configuration (it watches it, issue 26);
+ *   - in-cluster mode: Deployment, Service, NetworkPolicy; URL mode (a Kyma annotated with
  *     `operator.kyma-project.io/skr-webhook-url`): the webhook runs outside the SKR, e.g. on a laptop.
+ * An object found deleted or changed by someone else since our last apply is put back, and the result says so.
  */
 import { createHash } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
@@ -17,11 +19,13 @@ import {
   DEFAULTS,
   KCP_LISTENER_IDENTITY,
   LABELS,
+  SKR_WEBHOOK_REGISTRATION,
   type Kyma,
   type Watcher,
 } from '@skr-watcher/api';
 import {
   AppliedVersions,
+  type ApplyOutcome,
   applyObjectUnlessUnchanged,
   deleteIfExists,
   type ClusterClient,
@@ -29,7 +33,12 @@ import {
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { ensureSkrCertificate } from './certificate.js';
 import type { PkiCache } from './pki-cache.js';
-import { inClusterResourcesFor, SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from './skr-resources.js';
+import {
+  inClusterResourcesFor,
+  SKR_WEBHOOK_TLS_SECRET,
+  tlsSecretFor,
+  webhookIdentityFor,
+} from './skr-resources.js';
 import { listWatchers, resolveModuleResources } from './targets.js';
 import { SKR_WEBHOOK_NAME, webhookConfigurationFor, type WebhookTarget } from './webhook-configuration.js';
 
@@ -37,8 +46,8 @@ export { listWatchers } from './targets.js';
 export { watchPkiSecrets, type PkiCache } from './pki-cache.js';
 export { createWatcherHealth, type WatcherHealth } from './watcher-health.js';
 
-/** Field manager of everything the registration writes in an SKR. */
-const FIELD_MANAGER = 'skr-watcher-registration';
+/** Field manager of everything the registration writes in an SKR (the webhook tells its writes from others'). */
+const FIELD_MANAGER = SKR_WEBHOOK_REGISTRATION.fieldManager;
 
 /**
  * Per SKR client, what the registration's last applies produced: a pass whose inputs are unchanged reads each
@@ -92,6 +101,8 @@ export interface RegistrationResult {
   message: string;
   /** Set when a certificate was issued in this pass. */
   issued?: string;
+  /** Objects this pass found deleted or changed by someone else and put back: `Kind name (deleted|changed)`. */
+  restored?: string[];
 }
 
 export async function registerSkrWebhook(input: RegistrationInput): Promise<RegistrationResult> {
@@ -130,13 +141,19 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     keyPem: leaf.keyPem,
   };
   const applied = appliedVersionsOf(input.skr);
-  const apply = (object: KubernetesObject) =>
-    applyObjectUnlessUnchanged(
+  const restored: string[] = [];
+  const apply = async (object: KubernetesObject) => {
+    const outcome: ApplyOutcome = await applyObjectUnlessUnchanged(
       input.skr.objects,
       object,
       { fieldManager: FIELD_MANAGER, force: true },
       applied,
     );
+    if (outcome === 'recreated' || outcome === 'restored')
+      restored.push(
+        `${object.kind} ${object.metadata?.name} (${outcome === 'recreated' ? 'deleted' : 'changed'})`,
+      );
+  };
   await apply(tlsSecretFor(material));
 
   const watchers = input.watchers ?? (await listWatchers(input.kcp, input.namespace));
@@ -146,6 +163,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     ? { kind: 'url', baseUrl: urlMode }
     : { kind: 'service', namespace: skrNamespace, name: SKR_WEBHOOK_NAME, port: 443 };
 
+  for (const object of webhookIdentityFor(skrNamespace)) await apply(object);
   if (!urlMode) {
     const checksum = createHash('sha256').update(leaf.certPem).digest('hex').slice(0, 16);
     for (const object of inClusterResourcesFor({
@@ -174,6 +192,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
       reason: 'ModuleResourceUnknown',
       message: `the SKR serves no resource for ${moduleResources.unresolved.join(', ')}`,
       issued,
+      restored,
     };
   }
   return {
@@ -181,6 +200,7 @@ export async function registerSkrWebhook(input: RegistrationInput): Promise<Regi
     reason: 'Installed',
     message: `webhook with ${configuration.webhooks?.length ?? 0} hooks, ${urlMode ? `URL ${urlMode}` : 'in-cluster'}`,
     issued,
+    restored,
   };
 }
 
@@ -207,6 +227,13 @@ export async function unregisterSkrWebhook(input: {
       ['v1', 'ServiceAccount'],
     ] as const) {
       await deleteIfExists(objects, { apiVersion, kind, name: SKR_WEBHOOK_NAME, namespace });
+    }
+    for (const kind of ['ClusterRoleBinding', 'ClusterRole']) {
+      await deleteIfExists(objects, {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind,
+        name: SKR_WEBHOOK_NAME,
+      });
     }
     await deleteIfExists(objects, {
       apiVersion: 'v1',

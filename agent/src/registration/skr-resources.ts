@@ -1,5 +1,6 @@
-// What the agent installs in an SKR besides the webhook configuration: TLS Secret and, in-cluster, the
-// ServiceAccount, Deployment, Service and NetworkPolicy of the webhook.
+// What the agent installs in an SKR besides the webhook configuration: TLS Secret, the webhook's identity
+// (ServiceAccount, and a ClusterRole to read its own configuration) and, in-cluster, its Deployment, Service and
+// NetworkPolicy.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { DEFAULTS, LABELS, MANAGED_BY } from '@skr-watcher/api';
 import { SKR_WEBHOOK_NAME } from './webhook-configuration.js';
@@ -50,17 +51,54 @@ export interface InClusterOptions {
   certificateChecksum: string;
 }
 
-/** ServiceAccount, Deployment, Service and NetworkPolicy of the in-cluster webhook. */
 /** A manifest: typed envelope, free-form body. */
 export type Manifest = KubernetesObject & Record<string, unknown>;
 
+/**
+ * The webhook's ServiceAccount, allowed to get, list and watch its own ValidatingWebhookConfiguration and nothing
+ * else (issue 26 item 5: it watches it to notice it deleted or re-pointed). Installed in URL mode too, where a
+ * webhook outside the SKR may use a token of this account.
+ */
+export function webhookIdentityFor(namespace: string = DEFAULTS.skrNamespace): Manifest[] {
+  const name = SKR_WEBHOOK_NAME;
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name, namespace, labels },
+      automountServiceAccountToken: false,
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name, labels },
+      rules: [
+        {
+          apiGroups: ['admissionregistration.k8s.io'],
+          resources: ['validatingwebhookconfigurations'],
+          // list and watch by name: the webhook asks with fieldSelector metadata.name.
+          resourceNames: [SKR_WEBHOOK_NAME],
+          verbs: ['get', 'list', 'watch'],
+        },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    },
+  ];
+}
+
+/** Deployment, Service and NetworkPolicy of the in-cluster webhook. */
 export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
   const namespace = options.namespace ?? DEFAULTS.skrNamespace;
   const meta = { name: SKR_WEBHOOK_NAME, namespace, labels };
   const selector = { 'app.kubernetes.io/name': SKR_WEBHOOK_NAME };
   const certDir = '/etc/skr-webhook/tls';
   return [
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta, automountServiceAccountToken: false },
     {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
@@ -75,6 +113,8 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
           },
           spec: {
             serviceAccountName: SKR_WEBHOOK_NAME,
+            // Only this Pod gets the account's token: it watches its own webhook configuration.
+            automountServiceAccountToken: true,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
             containers: [
               {
@@ -90,6 +130,7 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
                   { name: 'CA_CERT', value: `${certDir}/ca.crt` },
                   { name: 'KCP_ADDR', value: options.kcpAddress },
                   { name: 'KCP_CONTRACT', value: 'v2' },
+                  { name: 'WATCH_CONFIGURATION', value: SKR_WEBHOOK_NAME },
                   ...(options.kcpServerCn ? [{ name: 'KCP_SERVER_CN', value: options.kcpServerCn }] : []),
                 ],
                 ports: [
@@ -136,9 +177,11 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
         policyTypes: ['Ingress', 'Egress'],
         // The API server calls in on the webhook port; metrics are scraped in-cluster.
         ingress: [{ ports: [{ port: WEBHOOK_PORT }, { port: METRICS_PORT }] }],
-        // Out: the KCP listener (any address, the port of KCP_ADDR) and DNS.
+        // Out: the KCP listener (any address, the port of KCP_ADDR), the SKR API server for the watch of the
+        // webhook's configuration (policies see the endpoint's port after the Service: 443 or 6443), and DNS.
         egress: [
           { ports: [{ port: Number(options.kcpAddress.split(':').pop() ?? 443) }] },
+          { ports: [{ port: 443 }, { port: 6443 }] },
           {
             ports: [
               { port: 53, protocol: 'UDP' },

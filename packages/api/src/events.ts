@@ -137,6 +137,18 @@ export const RESYNC_EVENT: WatchEventV2 = {
   watchedGvk: { group: 'apps', version: 'v1', kind: 'Deployment' },
 };
 
+/**
+ * What the agent installs in every SKR for its webhook, as both sides must name it: the webhook watches its own
+ * configuration and asks for a resync when it goes, or when a writer other than the registration changed it
+ * (issue 26 item 5).
+ */
+export const SKR_WEBHOOK_REGISTRATION = {
+  /** Name of the ValidatingWebhookConfiguration, Service, Deployment, ServiceAccount and ClusterRole. */
+  name: 'skr-webhook',
+  /** Field manager of everything the registration applies in an SKR. */
+  fieldManager: 'skr-watcher-registration',
+} as const;
+
 /** Callback path for a manager and contract version: `/v2/lifecycle-manager/event`. */
 export function eventPath(manager: string, version: ContractVersion = 'v2'): string {
   return `/${version}/${manager}/event`;

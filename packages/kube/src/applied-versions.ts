@@ -33,8 +33,15 @@ function keyOf(body: KubernetesObject): string {
 }
 
 /**
+ * What an apply found: 'unchanged' (skipped), 'applied' (new, or its body changed, or nothing was remembered),
+ * 'recreated' (the body we applied last had been deleted), 'restored' (someone else's write had changed what we
+ * applied last, and our apply changed it back).
+ */
+export type ApplyOutcome = 'applied' | 'unchanged' | 'recreated' | 'restored';
+
+/**
  * Server-side apply of `body`, unless a fresh metadata read shows the object unchanged since our last apply of this
- * same body (field manager and force included). 'unchanged' costs one metadata GET; 'applied' a GET and the apply
+ * same body (field manager and force included). 'unchanged' costs one metadata GET; the others a GET and the apply
  * (or only the apply when nothing is remembered).
  */
 export async function applyObjectUnlessUnchanged(
@@ -42,12 +49,13 @@ export async function applyObjectUnlessUnchanged(
   body: KubernetesObject,
   options: ApplyOptions,
   applied: AppliedVersions,
-): Promise<'applied' | 'unchanged'> {
+): Promise<ApplyOutcome> {
   const key = keyOf(body);
   const digest = createHash('sha256')
     .update(JSON.stringify([options.fieldManager, options.force === true, body]))
     .digest('hex');
   const last = applied.lookup(key);
+  let found: 'deleted' | string | undefined;
   if (last?.digest === digest) {
     let current: KubernetesObject | undefined;
     try {
@@ -56,9 +64,14 @@ export async function applyObjectUnlessUnchanged(
       if (!isNotFound(error)) throw new KubeRequestError(`read ${describeRef(refFor(body))}`, error);
     }
     if (current?.metadata?.resourceVersion === last.resourceVersion) return 'unchanged';
+    found = current ? (current.metadata?.resourceVersion ?? '') : 'deleted';
   }
   const result = await applyObject(objects, body, options);
-  applied.record(key, digest, result.metadata?.resourceVersion);
+  const resourceVersion = result.metadata?.resourceVersion;
+  applied.record(key, digest, resourceVersion);
+  if (found === 'deleted') return 'recreated';
+  // An apply that changes nothing keeps the resourceVersion: the other write left our fields as they were.
+  if (found !== undefined && resourceVersion !== found) return 'restored';
   return 'applied';
 }
 
