@@ -43,6 +43,7 @@ import {
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
 import { seedKyma } from '../support/kcp-seed.js';
+import { costLines, snapshot, type Costed } from './process-costs.js';
 
 const { values } = parseArgs({
   options: {
@@ -56,6 +57,7 @@ const { values } = parseArgs({
     'round-trips': { type: 'string', default: '1000' },
     'noop-edits': { type: 'string', default: '100' },
     'agent-cpu-prof': { type: 'string' },
+    'edit-connections': { type: 'string', default: 'kept' },
   },
 });
 const HUNG = Number(values.hung);
@@ -68,6 +70,14 @@ const FLOOR = Number(values.floor);
 const ROUND_TRIPS = Number(values['round-trips']);
 const NOOP_EDITS = Number(values['noop-edits']);
 const SETTLE_MS = 30_000;
+/**
+ * `kept`: the edits are sent over one kept-alive connection per SKR (as a controller or a long-lived client does);
+ * `new`: a new TLS connection per edit (client-node's default, as before session 14), whose handshake is then part
+ * of "sent → admission".
+ */
+const EDIT_CONNECTIONS = values['edit-connections'];
+if (EDIT_CONNECTIONS !== 'kept' && EDIT_CONNECTIONS !== 'new')
+  throw new Error(`--edit-connections must be kept or new, not ${EDIT_CONNECTIONS}`);
 const load = () =>
   loadavg()
     .map((l) => l.toFixed(1))
@@ -111,9 +121,6 @@ async function runEdits(
   edits: Edit[],
   onWritten: (edit: Edit) => void = () => {},
 ): Promise<void> {
-  const apis = new Map(
-    system.skrs.map((skr) => [skr.name, skr.kubeConfig().makeApiClient(CustomObjectsApi)] as const),
-  );
   let settled: () => void = () => {};
   const allArrived = new Promise<void>((resolve) => (settled = resolve));
   const check = () => {
@@ -135,7 +142,9 @@ async function runEdits(
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
     edit.sentAtMs = Date.now();
     try {
-      const written = (await apis.get(edit.skr)?.patchNamespacedCustomObject({
+      const written = (await (
+        await editClient(system, edit.skr)
+      ).patchNamespacedCustomObject({
         ...SAMPLE_MODULE,
         body: [{ op: 'replace', path: '/spec/greeting', value: edit.greeting }],
       })) as { metadata?: { generation?: number } } | undefined;
@@ -154,6 +163,61 @@ async function runEdits(
   await Promise.race([allArrived, new Promise((resolve) => (timer = setTimeout(resolve, SETTLE_MS)))]);
   clearTimeout(timer);
   unsubscribe();
+}
+
+/** Per SKR, the client the edits are sent with (--edit-connections); closed by closeEditClients. */
+const editClients = new Map<string, Promise<{ custom: CustomObjectsApi; close(): Promise<void> }>>();
+
+function editClient(system: LocalSystem, skr: string): Promise<CustomObjectsApi> {
+  if (EDIT_CONNECTIONS === 'new')
+    return Promise.resolve(system.skr(skr).kubeConfig().makeApiClient(CustomObjectsApi));
+  let client = editClients.get(skr);
+  if (!client) {
+    client = createClusterClient(system.skr(skr).kubeConfig(), { name: `edits-${skr}`, keepAliveMs: 60_000 });
+    editClients.set(skr, client);
+  }
+  return client.then(({ custom }) => custom);
+}
+
+async function closeEditClients(): Promise<void> {
+  await Promise.all([...editClients.values()].map(async (client) => (await client).close()));
+  editClients.clear();
+}
+
+/** The processes and API servers whose costs per edit a phase prints. */
+function costed(system: LocalSystem, manager?: SampleManagerProcess): Costed[] {
+  return [
+    { name: 'agent', pid: () => system.agent.pid },
+    ...(manager ? [{ name: 'sample-manager', pid: () => manager.child.pid }] : []),
+    ...system.skrs.map((skr) => ({ name: `${skr.name} webhook`, pid: () => skr.webhook.pid })),
+    ...['kcp', ...system.skrs.map((skr) => skr.name)].map((plane) => ({
+      name: plane,
+      pid: () => system.env.plane(plane).pid(),
+      kubeConfig: plane === 'kcp' ? system.kcp : system.skr(plane).kubeConfig(),
+    })),
+    { name: 'etcd', pid: () => system.env.pids()[0] ?? -1 },
+  ];
+}
+
+/** The agent's own requests per edit by cluster, verb and resource (skr_agent_kube_requests_total). */
+function agentRequests(before: Samples, after: Samples, edits: number): string {
+  const rows = [...after.keys()]
+    .filter((key) => key.startsWith('skr_agent_kube_requests_total{'))
+    .map((key) => {
+      const labels = Object.fromEntries(
+        [...key.matchAll(/(\w+)="([^"]*)"/g)].map((match) => [match[1], match[2]] as const),
+      );
+      return [
+        `${labels['cluster']} ${labels['verb']} ${labels['resource']}`,
+        (after.get(key) ?? 0) - (before.get(key) ?? 0),
+      ] as const;
+    })
+    .filter(([, delta]) => delta > 0)
+    .sort((a, b) => b[1] - a[1]);
+  const total = rows.reduce((sum, [, n]) => sum + n, 0);
+  return `agent requests per edit (total ${(total / edits).toFixed(2)}): ${rows
+    .map(([what, n]) => `${what} ${(n / edits).toFixed(2)}`)
+    .join(', ')}`;
 }
 
 function editsFor(system: LocalSystem, count: number, prefix: string): Edit[] {
@@ -641,6 +705,7 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
     const trackers = [track(edits, manager.syncResources, synced), track(edits, manager.configMaps, applied)];
     const writesBefore = await syncResourceWrites(manager);
     const agentBefore = await scrape(system.agentMetricsPort);
+    const costsBefore = await snapshot(costed(system, manager));
     const logsFrom = { mirrors: logs.mirrors.length, syncApplies: logs.syncApplies.length };
     console.log(
       `Round trips: ${ROUND_TRIPS} Module CR edits at ${RATE}/s, alternating SKRs (load average ${load()})`,
@@ -650,6 +715,7 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
     while (edits.some((edit) => !edit.failed && !applied.has(edit)) && Date.now() < deadline)
       await new Promise((resolve) => setTimeout(resolve, 20));
     for (const tracker of trackers) tracker.stop();
+    const costsAfter = await snapshot(costed(system, manager));
     const writes = (await syncResourceWrites(manager)) - writesBefore;
     const agentAfter = await scrape(system.agentMetricsPort);
     const agentDelta = (name: string) => sumOf(agentAfter, name) - sumOf(agentBefore, name);
@@ -717,6 +783,11 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
       `Agent: ${agentDelta('skr_agent_sync_resource_applies_total')} targeted SyncResource applies, ` +
         `${agentDelta('skr_agent_reconcile_total')} full Kyma reconciles (load average ${load()})`,
     );
+    console.log(
+      `What the round trips cost (${ROUND_TRIPS} edits, the bench's own edits and watches included):`,
+    );
+    for (const line of costLines(costsBefore, costsAfter, ROUND_TRIPS)) console.log(line);
+    console.log(agentRequests(agentBefore, agentAfter, ROUND_TRIPS));
 
     if (NOOP_EDITS > 0) {
       const custom = system.kcp.makeApiClient(CustomObjectsApi);
@@ -741,10 +812,9 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
           await new Promise((resolve) =>
             setTimeout(resolve, Math.max(0, start + (i * 1000) / RATE - Date.now())),
           );
-          await system
-            .skr(edit.skr)
-            .kubeConfig()
-            .makeApiClient(CustomObjectsApi)
+          await (
+            await editClient(system, edit.skr)
+          )
             .patchNamespacedCustomObject({
               ...SAMPLE_MODULE,
               body: [{ op: 'add', path: '/spec/note', value: edit.greeting }],
@@ -805,7 +875,9 @@ async function main(): Promise<void> {
   const admissions: AdmissionSeen[] = [];
   const callbacks: LiveEvent[] = [];
   const logs: ProcessLogs = { mirrors: [], reconciles: [], syncApplies: [] };
-  console.log(`load average at the start: ${load()} (2 cores, shared)`);
+  console.log(
+    `load average at the start: ${load()} (2 cores, shared); edits sent over ${EDIT_CONNECTIONS === 'kept' ? 'one kept-alive connection per SKR' : 'a new connection each'}`,
+  );
   const system = await startLocalSystem({
     dir: join(parent, 'system'),
     progress: (line) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${line}`),
@@ -845,12 +917,14 @@ async function main(): Promise<void> {
 
     const before = await Promise.all(system.skrs.map((skr) => scrape(skr.webhookMetricsPort)));
     const agentBefore = await scrape(system.agentMetricsPort);
+    const costsBefore = await snapshot(costed(system));
     console.log(
       `\nModule CR edits: ${EDITS} at ${RATE}/s, alternating ${system.skrs.map((s) => s.name).join(' and ')} (load average ${load()})`,
     );
     const edits = editsFor(system, EDITS, 'bench');
     const logsFrom = { mirrors: logs.mirrors.length, reconciles: logs.reconciles.length };
     await runEdits(system, edits);
+    const costsAfter = await snapshot(costed(system));
     const after = await Promise.all(system.skrs.map((skr) => scrape(skr.webhookMetricsPort)));
     const agentAfter = await scrape(system.agentMetricsPort);
     attachStages(edits, admissions, callbacks);
@@ -941,6 +1015,9 @@ async function main(): Promise<void> {
       .filter(([, delta]) => delta > 0)
       .map(([key, delta]) => `${key} +${delta}`);
     console.log(`agent during the run: ${agentSeries.join(', ') || 'nothing'}`);
+    console.log(`What the edits cost (${EDITS} edits, the bench's own edits and watches included):`);
+    for (const line of costLines(costsBefore, costsAfter, EDITS)) console.log(line);
+    console.log(agentRequests(agentBefore, agentAfter, EDITS));
 
     if (KYMA_EDITS > 0) {
       const kymaBefore = await scrape(system.agentMetricsPort);
@@ -970,6 +1047,7 @@ async function main(): Promise<void> {
     console.log(`\nload average at the end: ${load()}`);
   } finally {
     await live.close();
+    await closeEditClients();
     await hung?.close();
     await system.stop();
     await rm(parent, { recursive: true, force: true });
