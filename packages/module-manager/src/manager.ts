@@ -30,6 +30,7 @@ import {
   type CachedObject,
 } from '@skr-watcher/kube';
 import { silentLogger, type Logger, type Registry } from '@skr-watcher/telemetry';
+import { keptConnections } from './connections.js';
 import { managerMetrics, type ManagerMetrics } from './metrics.js';
 import { RenderError, toSyncItems, type RenderFunction } from './render.js';
 import {
@@ -140,7 +141,7 @@ interface Written {
 }
 
 export function createModuleManager(options: ModuleManagerOptions): ModuleManager {
-  const { name: manager, module, render, kubeConfig } = options;
+  const { name: manager, module, render } = options;
   if (!DNS_LABEL.test(manager))
     throw new Error(
       `module manager name ${JSON.stringify(manager)} must be a DNS label (a-z, 0-9, -; 63 at most)`,
@@ -149,6 +150,11 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
   const namespace = options.namespace ?? DEFAULTS.kcpNamespace;
   const logger = (options.logger ?? silentLogger()).child({ manager, module });
   const metrics: ManagerMetrics | undefined = options.registry ? managerMetrics(options.registry) : undefined;
+  // Every request and both watches over one pool of kept-alive connections (connections.ts).
+  const connections = keptConnections(options.kubeConfig, (resumed) =>
+    metrics?.connections.inc({ manager, resumed: String(resumed) }),
+  );
+  const kubeConfig = connections.kubeConfig;
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const conditionType = conditionTypeOf(manager);
   const nowMs = () => options.clock?.now() ?? Date.now();
@@ -459,6 +465,7 @@ export function createModuleManager(options: ModuleManagerOptions): ModuleManage
     async stop() {
       await queue.stop();
       await Promise.all([moduleConfigs.stop(), syncResources.stop()]);
+      await connections.close();
       started = false;
     },
   };

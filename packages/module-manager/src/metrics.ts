@@ -12,6 +12,7 @@ export interface ManagerMetrics {
   writes: Counter<'manager' | 'operation'>;
   statusWrites: Counter<'manager' | 'status'>;
   duration: Histogram<'manager'>;
+  connections: Counter<'manager' | 'resumed'>;
 }
 
 export function managerMetrics(registry: Registry): ManagerMetrics {
@@ -59,6 +60,17 @@ export function managerMetrics(registry: Registry): ManagerMetrics {
           help: 'Time to reconcile one ModuleConfig (render, SyncResource and condition writes).',
           labelNames: ['manager'],
           buckets: LATENCY_BUCKETS_SECONDS,
+          registers,
+        }),
+    ),
+    connections: registeredMetric(
+      registry,
+      'module_manager_kube_tls_connections_total',
+      () =>
+        new Counter({
+          name: 'module_manager_kube_tls_connections_total',
+          help: 'TLS connections to the KCP API server, by whether the handshake resumed a session; steady while connections are kept.',
+          labelNames: ['manager', 'resumed'],
           registers,
         }),
     ),

@@ -1,8 +1,9 @@
 // The module manager kit on a real KCP API server: ModuleConfigs as the agent writes them, the SyncResources the
 // kit writes, and the status the lifecycle manager would report on them (written here through the API server, with
 // the agent's field manager, as skr-agent writes it; test/integration/module-manager.test.ts runs the real agent).
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import { expect } from 'chai';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { FIELD_MANAGER, GROUP, KINDS, LABELS, type Clock, type ModuleConfig } from '@skr-watcher/api';
 import { applyCustomObject, applyCustomStatus } from '@skr-watcher/kube';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
@@ -119,12 +120,18 @@ const greetingMap: RenderFunction = (config: ModuleConfig): Rendered[] => [
   },
 ];
 
-async function startManager(namespace: string, render: RenderFunction, registry?: Registry, clock?: Clock) {
+async function startManager(
+  namespace: string,
+  render: RenderFunction,
+  registry?: Registry,
+  clock?: Clock,
+  kubeConfig: KubeConfig = kcp,
+) {
   const manager = createModuleManager({
     name: 'test-manager',
     module: 'sample',
     render,
-    kubeConfig: kcp,
+    kubeConfig,
     namespace,
     ...(registry ? { registry } : {}),
     ...(clock ? { clock } : {}),
@@ -132,6 +139,49 @@ async function startManager(namespace: string, render: RenderFunction, registry?
   running.push(manager);
   await manager.start();
   return manager;
+}
+
+/**
+ * A TCP relay in front of the KCP API server that counts the connections made through it (TLS passes through
+ * untouched: the API server's certificate names 127.0.0.1), and a kubeconfig pointing at it.
+ */
+async function countingRelay(): Promise<{
+  kubeConfig: KubeConfig;
+  connections: () => number;
+  close(): Promise<void>;
+}> {
+  const target = new URL(kcp.getCurrentCluster()?.server ?? '');
+  let connections = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    connections += 1;
+    const upstream = createConnection({ host: target.hostname, port: Number(target.port) });
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromString(kcp.exportConfig());
+  const cluster = kubeConfig.getCurrentCluster();
+  kubeConfig.clusters = kubeConfig.clusters.map((entry) =>
+    entry.name === cluster?.name ? { ...entry, server: `https://127.0.0.1:${port}` } : entry,
+  );
+  return {
+    kubeConfig,
+    connections: () => connections,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }
 
 async function writesOf(registry: Registry, operation: 'apply' | 'delete'): Promise<number> {
@@ -320,6 +370,39 @@ describe('module manager kit (real KCP API server)', function () {
     expect(await writesOf(restartedRegistry, 'apply')).to.equal(0);
     const after = await get('syncResource', ns, syncName);
     expect(after?.['metadata'].resourceVersion).to.equal(written['metadata'].resourceVersion);
+  });
+
+  it('keeps its connections to the KCP: ten edits, each a SyncResource write, open no new connection', async () => {
+    const ns = await freshNamespace();
+    await mirror(ns, 'kyma-a-sample', 'sample', { greeting: 'edit-0' });
+    const relay = await countingRelay();
+    try {
+      const registry = createRegistry();
+      const manager = await startManager(ns, greetingMap, registry, undefined, relay.kubeConfig);
+      const syncName = syncResourceNameOf('test-manager', 'kyma-a-sample');
+      const shows = (greeting: string) =>
+        eventually(`the SyncResource with ${greeting}`, async () =>
+          (await get('syncResource', ns, syncName))?.['spec'].items[0].resource.data.greeting === greeting
+            ? true
+            : undefined,
+        );
+      await shows('edit-0');
+      await manager.whenIdle();
+      // The lists and watches of both informers and the first write are in place: from here only writes follow.
+      const settled = relay.connections();
+      for (let edit = 1; edit <= 10; edit++) {
+        await mirror(ns, 'kyma-a-sample', 'sample', { greeting: `edit-${edit}` });
+        await shows(`edit-${edit}`);
+      }
+      await manager.whenIdle();
+      expect(await writesOf(registry, 'apply')).to.equal(11);
+      // client-node's own path opens one per request (at least ten here); a kept pool opens none, or one if the
+      // API server closed an idle one meanwhile.
+      expect(relay.connections() - settled).to.be.at.most(2);
+    } finally {
+      await Promise.all(running.splice(0).map((manager) => manager.stop()));
+      await relay.close();
+    }
   });
 
   it('deletes the SyncResource when its ModuleConfig goes, also when it went while the manager was stopped', async () => {
