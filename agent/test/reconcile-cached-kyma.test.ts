@@ -174,6 +174,42 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
     );
   });
 
+  it('resolves modules from the watched catalog: a no-op pass with a module sends no KCP get of its ModuleTemplate or ModuleReleaseMeta', async function () {
+    const { namespace, name, key, skrNamespace } = await kymaOnSkr();
+    const agentKcp = await kubeConfigAsAgent(kcp, namespace);
+    const config = agentConfigFromFlags(testRunFlags(namespace));
+    const registry = createRegistry();
+    const pool = await pooledKubeConfig(agentKcp);
+    const events = createEventStream();
+    const work = await startWork(config, agentKcp, silentLogger(), registry, events, pool);
+    cleanups.push(async () => {
+      await work.stop();
+      await events.close();
+      await pool.close();
+    });
+    const passes = async () =>
+      ((await registry.getSingleMetric('skr_agent_reconcile_total')?.get())?.values ?? []).reduce(
+        (sum, v) => sum + v.value,
+        0,
+      );
+    const catalogGets = async () => {
+      const counts = await kcpRequests(registry);
+      return (counts.get('get moduletemplates') ?? 0) + (counts.get('get modulereleasemetas') ?? 0);
+    };
+    await waitUntil(`${key} Ready`, async () => (await readKyma(namespace, name)).status?.state === 'Ready');
+    await setSkrModules(skrNamespace, [{ name: 'sample' }]);
+    const resolved = async () => {
+      const status = (await readKyma(namespace, name)).status as { modules?: Json[] } | undefined;
+      return status?.modules?.find((module) => module['name'] === 'sample');
+    };
+    // Resolved from the cached template: the sample release's version, not a TemplateNotFound or a parse failure.
+    await waitUntil('sample resolved', async () => (await resolved())?.['version'] === '1.0.0', 60_000);
+    const before = { gets: await catalogGets(), passes: await passes() };
+    await waitUntil('three more passes', async () => (await passes()) >= before.passes + 3, 30_000, 50);
+    const after = { gets: await catalogGets(), passes: await passes() };
+    expect(after.gets - before.gets, `catalog GETs over ${after.passes - before.passes} passes`).to.equal(0);
+  });
+
   it('reads the Kyma fresh when the cached copy is older than its own last status write, so the status is corrected', async function () {
     const { namespace, name, key, skrNamespace } = await kymaOnSkr();
     const held: { kyma?: unknown } = {};

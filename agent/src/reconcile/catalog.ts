@@ -113,14 +113,18 @@ export async function readCatalog(ctx: ReconcileContext): Promise<Catalog> {
     ctx.caches?.moduleTemplates() ?? listKind(ctx.kcp, 'moduleTemplate', ctx.namespace),
     ctx.caches?.moduleReleaseMetas() ?? listKind(ctx.kcp, 'moduleReleaseMeta', ctx.namespace),
   ]);
-  const parsed = <T>(items: readonly unknown[], parse: (item: unknown) => { success: boolean; data?: T }) =>
+  const parsed = <T>(
+    items: readonly unknown[],
+    slot: string,
+    parse: (item: unknown) => { success: boolean; data?: T },
+  ) =>
     items.flatMap((item) => {
-      const result = parsedOnce(item, parse);
+      const result = parsedOnce(item, slot, parse);
       return result.success && result.data !== undefined ? [result.data] : [];
     });
   return {
-    templates: parsed(templates, (item) => moduleTemplateSchema.safeParse(item)),
-    metas: parsed(metas, (item) => moduleReleaseMetaSchema.safeParse(item)),
+    templates: parsed(templates, 'ModuleTemplate safeParse', (item) => moduleTemplateSchema.safeParse(item)),
+    metas: parsed(metas, 'ModuleReleaseMeta safeParse', (item) => moduleReleaseMetaSchema.safeParse(item)),
   };
 }
 

@@ -38,7 +38,7 @@ export async function manifestsOf(ctx: ReconcileContext, kyma: string): Promise<
     listItems(await listKcp(ctx, 'manifest', `${LABELS.kymaName}=${kyma}`), `Manifest list ${ctx.namespace}`);
   const byName = new Map<string, Manifest>();
   for (const item of items) {
-    const manifest = parsedOnce(item, (object) => parseManifest(object, 'Manifest'));
+    const manifest = parsedOnce(item, 'Manifest', (object) => parseManifest(object, 'Manifest'));
     byName.set(manifest.metadata.name, manifest);
   }
   return byName;

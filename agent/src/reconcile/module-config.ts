@@ -56,7 +56,7 @@ export async function moduleConfigsOf(
     listItems(await listKcp(ctx, 'moduleConfig', `${LABELS.kymaName}=${kyma}`, read), 'ModuleConfig list');
   const byModule = new Map<string, ModuleConfig>();
   for (const item of items) {
-    const config = parsedOnce(item, (object) => parseModuleConfig(object, 'ModuleConfig'));
+    const config = parsedOnce(item, 'ModuleConfig', (object) => parseModuleConfig(object, 'ModuleConfig'));
     if (config.spec.kyma === kyma) byModule.set(config.spec.module, config);
   }
   return byModule;

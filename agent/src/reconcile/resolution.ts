@@ -6,6 +6,7 @@
 // downgrades an installed module. Every refusal fails that module only.
 import {
   DEFAULTS,
+  isRecord,
   LABELS,
   selectsLabels,
   type Kyma,
@@ -16,7 +17,7 @@ import {
   parseModuleTemplate,
   ShapeError,
 } from '@skr-watcher/api';
-import { getCustomObject } from '@skr-watcher/kube';
+import { getCustomObject, parsedOnce } from '@skr-watcher/kube';
 import { refOf, type ReconcileContext } from './context.js';
 
 export interface ResolvedModule {
@@ -120,18 +121,39 @@ export function compareVersions(a: string, b: string): number | undefined {
   return left[4] < right[4] ? -1 : 1;
 }
 
-async function readReleaseMeta(
+/**
+ * A catalog object of the KCP namespace by name: from the controller's watch cache when it has listed (each object
+ * parsed once; a template or release meta added a moment ago that the cache lacks yet enqueues the Kyma again when it
+ * arrives), else read from the API server. Two GETs per module per pass were most of a no-op pass's KCP requests.
+ */
+async function readCatalogObject<T>(
   ctx: ReconcileContext,
+  kind: 'moduleReleaseMeta' | 'moduleTemplate',
   name: string,
-): Promise<ModuleReleaseMeta | ShapeError | undefined> {
-  const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleReleaseMeta', ctx.namespace, name));
-  if (raw === undefined) return undefined;
-  try {
-    return parseModuleReleaseMeta(raw, `ModuleReleaseMeta ${ctx.namespace}/${name}`);
-  } catch (error) {
-    if (error instanceof ShapeError) return error;
-    throw error;
+  parse: (raw: unknown, what: string) => T,
+): Promise<T | ShapeError | undefined> {
+  const what = `${kind === 'moduleTemplate' ? 'ModuleTemplate' : 'ModuleReleaseMeta'} ${ctx.namespace}/${name}`;
+  const parsed = (raw: unknown): T | ShapeError => {
+    try {
+      return parse(raw, what);
+    } catch (error) {
+      if (error instanceof ShapeError) return error;
+      throw error;
+    }
+  };
+  const cached = kind === 'moduleTemplate' ? ctx.caches?.moduleTemplates() : ctx.caches?.moduleReleaseMetas();
+  if (cached) {
+    const raw = cached.find((item) => nameOf(item) === name);
+    return raw === undefined ? undefined : parsedOnce(raw, `${kind} or ShapeError`, parsed);
   }
+  const raw = await getCustomObject(ctx.kcp.custom, refOf(kind, ctx.namespace, name));
+  return raw === undefined ? undefined : parsed(raw);
+}
+
+function nameOf(item: unknown): string | undefined {
+  if (!isRecord(item) || !isRecord(item['metadata'])) return undefined;
+  const name = item['metadata']['name'];
+  return typeof name === 'string' ? name : undefined;
 }
 
 export async function resolveModule(
@@ -148,7 +170,8 @@ export async function resolveModule(
   });
 
   // The ModuleReleaseMeta: always for a channel; for a pinned version only its access rules apply.
-  const meta = input.mandatory ?? (await readReleaseMeta(ctx, name));
+  const meta =
+    input.mandatory ?? (await readCatalogObject(ctx, 'moduleReleaseMeta', name, parseModuleReleaseMeta));
   if (meta instanceof ShapeError) return fail('TemplateInvalid', meta.message);
   const metaWhat = `module ${name} (ModuleReleaseMeta ${namespace}/${name})`;
   if (meta && !input.mandatory) {
@@ -180,20 +203,14 @@ export async function resolveModule(
   }
 
   const templateName = `${name}-${version}`;
-  const raw = await getCustomObject(ctx.kcp.custom, refOf('moduleTemplate', namespace, templateName));
-  if (raw === undefined) {
+  const template = await readCatalogObject(ctx, 'moduleTemplate', templateName, parseModuleTemplate);
+  if (template === undefined) {
     return fail(
       'TemplateNotFound',
       `ModuleTemplate ${namespace}/${templateName} not found (version ${version}${channel ? `, channel ${channel}` : ''})`,
     );
   }
-  let template: ModuleTemplate;
-  try {
-    template = parseModuleTemplate(raw, `ModuleTemplate ${namespace}/${templateName}`);
-  } catch (error) {
-    if (!(error instanceof ShapeError)) throw error;
-    return fail('TemplateInvalid', error.message);
-  }
+  if (template instanceof ShapeError) return fail('TemplateInvalid', template.message);
   const templateWhat = `ModuleTemplate ${namespace}/${templateName}`;
   if (template.spec.moduleName && template.spec.moduleName !== name)
     return fail('TemplateInvalid', `${templateWhat} is for module ${template.spec.moduleName}`);

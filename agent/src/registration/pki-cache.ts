@@ -135,7 +135,7 @@ export function watchPkiSecrets(options: {
   const parsedCa = () => {
     const secret = held(caSecret, CA_SECRET_NAME);
     try {
-      return secret && parsedOnce(secret, () => caOfSecret(secret));
+      return secret && parsedOnce(secret, 'ca', () => caOfSecret(secret));
     } catch {
       return undefined;
     }
@@ -143,11 +143,11 @@ export function watchPkiSecrets(options: {
   return {
     ca() {
       const secret = held(caSecret, CA_SECRET_NAME);
-      return secret && parsedOnce(secret, () => caOfSecret(secret));
+      return secret && parsedOnce(secret, 'ca', () => caOfSecret(secret));
     },
     bundle() {
       const secret = held(bundleSecret, CA_BUNDLE_SECRET_NAME);
-      return secret && parsedOnce(secret, () => bundleOfSecret(secret));
+      return secret && parsedOnce(secret, 'ca-bundle', () => bundleOfSecret(secret));
     },
     leaf(kymaName) {
       if (!leafVersions.hasSynced) return undefined;

@@ -32,7 +32,7 @@ export async function listWatchers(
     items = listItems(list, `Watcher list ${namespace}`);
   }
   return items.flatMap((item) => {
-    const parsed = parsedOnce(item, (object) => watcherSchema.safeParse(object));
+    const parsed = parsedOnce(item, 'Watcher safeParse', (object) => watcherSchema.safeParse(object));
     return parsed.success && !parsed.data.metadata.deletionTimestamp ? [parsed.data] : [];
   });
 }
