@@ -342,6 +342,41 @@ describe('module installation from a registry (Manifests)', function () {
     ).to.equal(after.metadata?.resourceVersion);
   });
 
+  it("marks the Manifests of a Kyma that is gone Error (orphaned) and leaves the module's objects in the SKR", async function () {
+    const module = unique('orphan');
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: rawManifest(module, `${module}-config`),
+    });
+    await suite.kyma('k9', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k9',
+      async () => (await suite.moduleStatus('k9', module))?.state === 'Ready',
+      'module Ready',
+    );
+    // Someone removes the Kyma's finalizer by hand: the Kyma goes without its deletion ever running.
+    await suite
+      .api()
+      .patchNamespacedCustomObject(
+        { ...kymaRef(suite.state.ns, 'k9'), body: { metadata: { finalizers: null } } },
+        mergePatch,
+      );
+    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, 'k9'));
+    await waitUntil(
+      'Kyma gone',
+      async () =>
+        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, 'k9')))) ===
+        undefined,
+    );
+    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k9`);
+    const [manifest] = await suite.manifests();
+    expect(manifest?.status.state).to.equal('Error');
+    expect(manifest?.status.lastOperation.operation).to.match(/^orphaned: Kyma .*\/k9 does not exist/);
+    expect(await configMap(`${module}-config`)).to.not.equal(undefined);
+  });
+
   it('leaves the objects of a module turned unmanaged in the SKR and removes its Manifest, with an Event', async function () {
     const module = unique('eps');
     await suite.publish({

@@ -87,6 +87,7 @@ import { deleteKyma } from './deletion.js';
 import { createEventRecorder } from './events.js';
 import { createDriftReverter } from './drift.js';
 import { isPaused, reconcileLiveKyma } from './kyma.js';
+import { markOrphanedManifests } from './manifest-install.js';
 import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
 import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
 import { watchPkiSecrets } from '../registration/index.js';
@@ -383,6 +384,12 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       if (kyma === undefined) {
         known.delete(kymaKey);
         await ctx.skrClients.evict(name);
+        const orphaned = await markOrphanedManifests(ctx, kymaNamespace, name);
+        if (orphaned > 0)
+          logger.warn(
+            { kyma: kymaKey, manifests: orphaned },
+            'Manifests of a Kyma that is gone marked Error (orphaned)',
+          );
         return { result: {}, label: 'absent' };
       }
       seen.runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];

@@ -175,6 +175,34 @@ async function writeStatus(ctx: ReconcileContext, manifest: Manifest, input: Sta
   return parseManifest(written, `Manifest ${manifest.metadata.name}`);
 }
 
+/**
+ * Upstream's orphan check: the Manifests of a Kyma that is gone (its finalizer was removed by hand, so its deletion
+ * never ran) say `Error` with why, and keep their objects in the SKR, as upstream's do; deleting such a Manifest
+ * removes its module as usual once a Kyma of that name holds the SKR credentials again, or leaves the objects
+ * without them. Mandatory modules are no exception here: they too belong to the Kyma that is gone.
+ */
+export async function markOrphanedManifests(
+  ctx: ReconcileContext,
+  kymaNamespace: string,
+  kyma: string,
+): Promise<number> {
+  if (!ctx.modules) return 0;
+  let marked = 0;
+  for (const manifest of await manifestsOfKyma(ctx, kyma)) {
+    if (
+      manifest.metadata.deletionTimestamp ||
+      (manifest.metadata.namespace ?? ctx.namespace) !== kymaNamespace
+    )
+      continue;
+    const operation = `orphaned: Kyma ${kymaNamespace}/${kyma} does not exist; the module is left as it is in the SKR`;
+    if (manifest.status?.state === 'Error' && manifest.status.lastOperation?.operation === operation)
+      continue;
+    await writeStatus(ctx, manifest, { state: 'Error', operation, synced: manifest.status?.synced ?? [] });
+    marked++;
+  }
+  return marked;
+}
+
 /** The objects of the raw manifest, each with apiVersion, kind and metadata.name; anything else fails the module. */
 export function setMembers(objects: readonly unknown[], what: string): SetMember[] {
   return objects.map((object, index) => {
