@@ -133,8 +133,8 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
     return { reconciler, registry };
   }
 
-  it('sends no KCP get of the Kyma on a no-op pass run by the controller, and still applies a KCP Kyma edit', async function () {
-    const { namespace, name, key } = await kymaOnSkr();
+  /** The agent's work as `skr-agent run` starts it, for `namespace`; `passes` counts its reconciles so far. */
+  async function agentWork(namespace: string) {
     const agentKcp = await kubeConfigAsAgent(kcp, namespace);
     // Passes every half second once Ready, so a few no-op passes take a moment.
     const config = agentConfigFromFlags(testRunFlags(namespace));
@@ -152,6 +152,12 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
         (sum, v) => sum + v.value,
         0,
       );
+    return { registry, passes };
+  }
+
+  it('sends no KCP get of the Kyma on a no-op pass run by the controller, and still applies a KCP Kyma edit', async function () {
+    const { namespace, name, key } = await kymaOnSkr();
+    const { registry, passes } = await agentWork(namespace);
 
     await waitUntil(`${key} Ready`, async () => (await readKyma(namespace, name)).status?.state === 'Ready');
     // Its last status write reaches the watch within a pass or two; from then on a pass changes nothing.
@@ -176,22 +182,7 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
 
   it('resolves modules from the watched catalog: a no-op pass with a module sends no KCP get of its ModuleTemplate or ModuleReleaseMeta', async function () {
     const { namespace, name, key, skrNamespace } = await kymaOnSkr();
-    const agentKcp = await kubeConfigAsAgent(kcp, namespace);
-    const config = agentConfigFromFlags(testRunFlags(namespace));
-    const registry = createRegistry();
-    const pool = await pooledKubeConfig(agentKcp);
-    const events = createEventStream();
-    const work = await startWork(config, agentKcp, silentLogger(), registry, events, pool);
-    cleanups.push(async () => {
-      await work.stop();
-      await events.close();
-      await pool.close();
-    });
-    const passes = async () =>
-      ((await registry.getSingleMetric('skr_agent_reconcile_total')?.get())?.values ?? []).reduce(
-        (sum, v) => sum + v.value,
-        0,
-      );
+    const { registry, passes } = await agentWork(namespace);
     const catalogGets = async () => {
       const counts = await kcpRequests(registry);
       return (counts.get('get moduletemplates') ?? 0) + (counts.get('get modulereleasemetas') ?? 0);
