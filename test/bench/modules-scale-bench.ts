@@ -15,15 +15,15 @@
 // Manifests, each stamping its own owned-by annotation on it (a write on every pass), which no fleet with one SKR
 // per Kyma has. What every Manifest does do: its descriptor and raw manifest from the process cache, the set (empty)
 // applied, its default CR created once in the Kyma's own SKR namespace (bench-<i>), readiness, its status.
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
-import { freePort, startEnvironment, startRegistry } from '@skr-watcher/testenv';
+import { freePort, startEnvironment, startProcess, startRegistry } from '@skr-watcher/testenv';
 import { stringify } from 'yaml';
 import { createCatalog, publishModules } from '../../demo/modules.js';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
@@ -119,8 +119,7 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const env = await startEnvironment({ planes: ['kcp', ...SKRS] });
   const registry = await startRegistry();
-  let agentExit: Promise<void> | undefined;
-  let stopAgent = () => {};
+  let stopAgent = async () => {};
   try {
     const kcp = env.plane('kcp').kubeConfig();
     await kcp.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NAMESPACE } } });
@@ -160,7 +159,8 @@ async function main(): Promise<void> {
     const metricsPort = await freePort();
     const logFile = join(mkdtempSync(join(tmpdir(), 'modules-scale-')), 'agent.log');
     console.log(`agent log: ${logFile}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}`);
-    const agent = spawn(
+    // A child of testenv's: killed with this process, whatever ends it (Ctrl-C, kill, a crash).
+    const agent = startProcess(
       process.execPath,
       [
         ...NODE_FLAGS,
@@ -177,11 +177,10 @@ async function main(): Promise<void> {
         '--log-level',
         'warn',
       ],
-      { stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] },
+      logFile,
     );
-    agentExit = new Promise((resolve) => agent.once('exit', () => resolve()));
-    stopAgent = () => agent.kill('SIGTERM');
-    const pid = agent.pid as number;
+    stopAgent = () => agent.stop(15_000);
+    const pid = agent.pid;
     const scrape = async (): Promise<Samples> => {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -319,8 +318,7 @@ async function main(): Promise<void> {
     );
     console.log(`end: ${uptime()}`);
   } finally {
-    stopAgent();
-    await Promise.race([agentExit, sleep(15_000)]);
+    await stopAgent();
     await registry.stop();
     await env.stop();
   }

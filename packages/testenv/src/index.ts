@@ -3,7 +3,7 @@ export type { Environment, EnvironmentOptions } from './environment.js';
 export type { ControlPlane } from './control-plane.js';
 export { ensureBinaries, cacheDir } from './binaries.js';
 export type { Binaries } from './binaries.js';
-export { liveChildPids } from './processes.js';
+export { liveChildPids, startProcess, type ManagedProcess } from './processes.js';
 export { freePort } from './ports.js';
 export { KUBERNETES_VERSION, ETCD_VERSION, PROMETHEUS_VERSION } from './versions.js';
 export { ensurePrometheusBinaries, runPromtool, startPrometheus } from './prometheus.js';
