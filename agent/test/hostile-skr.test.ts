@@ -15,7 +15,7 @@ import {
   setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, LIMITS } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS, LIMITS, type ModuleConfig } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createLogger } from '@skr-watcher/telemetry';
 import { eventually } from '../../test/support/eventually.js';
@@ -141,6 +141,18 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
     return config.spec.resource.spec?.greeting;
   }
 
+  /** The status of skr1's sample ModuleConfig in KCP. */
+  async function moduleConfigStatus(): Promise<ModuleConfig['status']> {
+    const config = (await kcpCustom.getNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.moduleConfig.version,
+      plural: KINDS.moduleConfig.plural,
+      namespace: ns,
+      name: moduleConfigName('skr1', 'sample'),
+    })) as ModuleConfig;
+    return config.status;
+  }
+
   async function hostileKyma(name: string, kubeconfig: string): Promise<void> {
     await seedKyma(env.plane('kcp').kubeConfig(), ns, name, kubeconfig);
     // The reconciler finds kubeconfig Secrets in the watch cache.
@@ -192,6 +204,21 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       const sample = status.modules?.find((m) => m.name === 'sample');
       expect(sample?.state).to.equal('Error');
       expect(sample?.message).to.include(`nests deeper than ${LIMITS.objectDepth} levels; not mirrored`);
+      // Its ModuleConfig keeps the last spec it mirrored and says so: Error, with the reason (issue 26, low).
+      const config = await moduleConfigStatus();
+      expect(config?.state).to.equal('Error');
+      expect(config?.conditions?.find((c) => c.type === 'Mirrored')).to.deep.include({
+        status: 'False',
+        reason: 'SpecTooDeep',
+      });
+      await skrCustom.patchNamespacedCustomObject(
+        { ...SAMPLE_MODULE_CR, body: { spec: { deep: null } } },
+        mergePatch,
+      );
+      await reconciler!.reconcile(`${ns}/skr1`);
+      const mirroredAgain = await moduleConfigStatus();
+      expect(mirroredAgain?.state, 'mirrored again once the spec can be').to.equal('Ready');
+      expect(mirroredAgain?.conditions ?? []).to.deep.equal([]);
     } finally {
       await skrCustom.patchNamespacedCustomObject(
         { ...SAMPLE_MODULE_CR, body: { spec: { deep: null } } },

@@ -200,6 +200,45 @@ export async function mirrorModuleCr(
   return specChanged || statusChanged;
 }
 
+/** Type of the ModuleConfig condition that says whether its spec mirrors the Module CR as it is now. */
+export const MIRRORED_CONDITION = 'Mirrored';
+
+/**
+ * A Module CR that cannot be mirrored (issue 26, low): its ModuleConfig keeps the last spec mirrored, and its status
+ * says Error with the reason, so a module manager does not take that spec for the SKR's current one. A mirror that
+ * succeeds later applies the status without the condition (same field manager), which removes it.
+ */
+export async function markModuleConfigError(
+  ctx: ReconcileContext,
+  existing: ModuleConfig | undefined,
+  reason: string,
+  message: string,
+): Promise<void> {
+  if (!existing) return; // only the full reconcile creates one, from a Module CR it can mirror
+  const condition = existing.status?.conditions?.find((c) => c.type === MIRRORED_CONDITION);
+  if (existing.status?.state === 'Error' && condition?.reason === reason && condition.message === message)
+    return;
+  const now = ctx.clock().toISOString();
+  await applyCustomStatus(
+    ctx.kcp.custom,
+    refOf('moduleConfig', ctx.namespace, existing.metadata.name),
+    {
+      apiVersion: apiVersionOf('moduleConfig'),
+      kind: KINDS.moduleConfig.kind,
+      metadata: { name: existing.metadata.name, namespace: ctx.namespace },
+      status: {
+        state: 'Error',
+        ...(existing.status?.sourceResourceVersion !== undefined
+          ? { sourceResourceVersion: existing.status.sourceResourceVersion }
+          : {}),
+        conditions: [{ type: MIRRORED_CONDITION, status: 'False', reason, message, lastTransitionTime: now }],
+        lastOperation: { operation: message, lastUpdateTime: now },
+      },
+    },
+    { fieldManager: FIELD_MANAGER, force: true },
+  );
+}
+
 /** Deletes the ModuleConfig of a Kyma and module (by its deterministic name, and by `listed` if that differs). */
 export async function deleteModuleConfig(
   ctx: ReconcileContext,

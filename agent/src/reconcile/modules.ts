@@ -42,7 +42,12 @@ import {
   manifestTracking,
   rewriteReason,
 } from './manifest-kyma.js';
-import { deleteModuleConfig, mirrorModuleCr, readModuleConfig } from './module-config.js';
+import {
+  deleteModuleConfig,
+  markModuleConfigError,
+  mirrorModuleCr,
+  readModuleConfig,
+} from './module-config.js';
 import { mirroredObjectOf } from './mirror-lanes.js';
 import { isModuleFailure, resolveModule, type ModuleFailure, type ResolvedModule } from './resolution.js';
 import { isResourceState, worstState } from './status.js';
@@ -360,11 +365,24 @@ async function reconcileModule(
     // Deeper objects overflow the stack in cloning and comparison: an Error on this module, not a failed pass.
     if (nestsDeeperThan(moduleCr.spec, LIMITS.objectDepth)) {
       const message = `Module CR ${resource.kind} ${resource.namespace}/${resource.name}: spec nests deeper than ${LIMITS.objectDepth} levels; not mirrored`;
+      await markModuleConfigError(ctx, await fresh, 'SpecTooDeep', message);
       return { ...base, state: 'Error', message };
     }
     const crState = manifest ? base.state : (moduleCr.status as { state?: unknown } | undefined)?.state;
     const state = isResourceState(crState) ? crState : manifest ? 'Processing' : 'Ready';
-    await mirrorModuleCr(ctx, kymaName, module.name, moduleCr, state, await fresh);
+    const existing = await fresh;
+    try {
+      await mirrorModuleCr(ctx, kymaName, module.name, moduleCr, state, existing);
+    } catch (error) {
+      // KCP refused the mirror itself (too large, invalid): an Error on this module and its ModuleConfig.
+      if (
+        !(error instanceof KubeRequestError) ||
+        !(error.code === 400 || error.code === 413 || error.code === 422)
+      )
+        throw error;
+      await markModuleConfigError(ctx, existing, 'MirrorRefused', error.message);
+      return { ...base, state: 'Error', message: error.message };
+    }
     if (manifest) return warn(base);
     return warn({ ...base, state, ...(state !== 'Ready' ? { message: `Module CR state ${state}` } : {}) });
   });
