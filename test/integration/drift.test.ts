@@ -14,51 +14,18 @@ import {
   setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
+import { GROUP, KINDS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
-import { stringify } from 'yaml';
 import { createCatalog, publishModules } from '../../demo/modules.js';
 import { SKR_KYMA, startLocalSystem, type LocalSystem } from '../../demo/system.js';
+import { DRIFTER, drifterModule } from '../support/drifter-module.js';
 import { eventually } from '../support/eventually.js';
 import { parseMetrics, sumOf } from '../support/prometheus-text.js';
 
-const NS = DEFAULTS.skrNamespace;
-const CONFIG_MAP = 'drifter-config';
-const DEPLOYMENT = 'drifter-operator';
-const INSTALLED_DATA = { mode: 'as-installed' };
-
-/** A module whose raw manifest holds a ConfigMap and a Deployment (no node runs it: it is applied, never Ready). */
-function drifterModule() {
-  const labels = { 'app.kubernetes.io/name': DEPLOYMENT };
-  const objects = [
-    {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: CONFIG_MAP, namespace: NS },
-      data: INSTALLED_DATA,
-    },
-    {
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: { name: DEPLOYMENT, namespace: NS, labels },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: labels },
-        template: {
-          metadata: { labels },
-          spec: { containers: [{ name: 'operator', image: 'drifter:1.0.0' }] },
-        },
-      },
-    },
-  ];
-  return {
-    moduleName: 'drifter',
-    version: '1.0.0',
-    channels: ['regular'],
-    ocmComponentName: 'kyma-project.io/module/drifter',
-    rawManifest: objects.map((object) => stringify(object)).join('---\n'),
-  };
-}
+const NS = DRIFTER.namespace;
+const CONFIG_MAP = DRIFTER.configMap;
+const DEPLOYMENT = DRIFTER.deployment;
+const INSTALLED_DATA = DRIFTER.installedData;
 
 async function webhookDriftReviews(
   metricsPort: number,

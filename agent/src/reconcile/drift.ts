@@ -34,6 +34,22 @@ export interface DriftResult {
   manifest: string;
   /** SKR reads until the announced write showed. */
   reads: number;
+  /** Epoch ms at the end of each step, for the log line bench:drift reads to say where a revert's time goes. */
+  steps: DriftSteps;
+}
+
+export interface DriftSteps {
+  startedAt?: number;
+  /** The Manifest holding the object was found (watch cache). */
+  foundAt?: number;
+  /** The SKR showed the announced write. */
+  shownAt?: number;
+  /** The object's desired form was taken from the rendered set. */
+  renderedAt?: number;
+  /** The server-side apply returned. */
+  appliedAt?: number;
+  /** The Event on the Kyma was written. */
+  recordedAt?: number;
 }
 
 export const DRIFT_EVENT_REASON = 'DriftReverted';
@@ -60,7 +76,18 @@ export function createDriftReverter(registry?: Registry): DriftReverter {
     reverts?.inc({ outcome: result.outcome.replace('-', '_') });
     // One line per callback about an installed object: the webhook sends only writes that look like drift.
     ctx.logger.info(
-      { kyma: kymaName, gvk: change.gvk, namespace: change.namespace, name: change.name, ...result },
+      {
+        kyma: kymaName,
+        gvk: change.gvk,
+        namespace: change.namespace,
+        name: change.name,
+        outcome: result.outcome,
+        manifest: result.manifest,
+        reads: result.reads,
+        receivedAt: change.receivedAtMs,
+        ...result.steps,
+        doneAt: Date.now(),
+      },
       'drift callback handled',
     );
     return result;
@@ -99,13 +126,16 @@ export async function revertDrift(
 ): Promise<DriftResult | undefined> {
   const installation = ctx.modules;
   if (!installation) return undefined;
+  const steps: DriftSteps = { startedAt: Date.now() };
   const manifest = await manifestHolding(ctx, kymaName, change);
   if (!manifest) return undefined;
+  steps.foundAt = Date.now();
   const namespace = manifest.metadata.namespace ?? ctx.namespace;
   const result = (outcome: DriftOutcome, reads = 0): DriftResult => ({
     outcome,
     manifest: `${namespace}/${manifest.metadata.name}`,
     reads,
+    steps,
   });
   if (
     manifest.metadata.deletionTimestamp ||
@@ -125,6 +155,7 @@ export async function revertDrift(
   };
   const shown = await readUntilShown(ctx, objects, ref, change);
   if (!shown.shown) return result('not-shown', shown.reads);
+  steps.shownAt = Date.now();
 
   const members = setMembers(await installation.objects(manifest), `Manifest ${manifest.metadata.name}`);
   const desired = members.find((member) => {
@@ -135,6 +166,7 @@ export async function revertDrift(
     );
   });
   if (!desired) return result('skipped', shown.reads);
+  steps.renderedAt = Date.now();
   const transforms = manifestTransforms(manifest, namespace, installation);
   // Another uid than the callback's: the object was deleted, and a full pass running meanwhile re-created it.
   const uid = change.fingerprint.uid;
@@ -148,6 +180,7 @@ export async function revertDrift(
     { objects: [{ object: desired }], inventory: [] },
     { fieldManager: MANIFEST.applyFieldManager, transforms },
   );
+  steps.appliedAt = Date.now();
   const member = applied.results[0];
   if (member?.outcome !== 'applied') {
     ctx.logger.info(
@@ -162,6 +195,7 @@ export async function revertDrift(
     ? `${what} was changed in the SKR; put back as Manifest ${namespace}/${manifest.metadata.name} installs it`
     : `${what} was deleted in the SKR; re-created as Manifest ${namespace}/${manifest.metadata.name} installs it`;
   await ctx.events.normal({ namespace: ctx.namespace, name: kymaName }, DRIFT_EVENT_REASON, message);
+  steps.recordedAt = Date.now();
   return result('reverted', shown.reads);
 }
 
