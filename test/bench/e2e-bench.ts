@@ -733,6 +733,12 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
       'Edit sent → ConfigMap rendered by sample-manager updated in the same SKR (watch on the SKR):',
     );
     console.log(summary('round trip', roundTrip));
+    // The end-to-end bar's clock (the Module CR edits phase above): from the user's write returned.
+    const fromReturned = spans(
+      (edit) => edit.writeReturnedAtMs,
+      (edit) => applied.get(edit),
+    ).sort((a, b) => a - b);
+    console.log(summary('(write returned →)', fromReturned));
     console.log(
       summary(
         'sent → ModuleConfig',
@@ -772,9 +778,12 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
     const p50 = percentile(roundTrip, 50);
     const p99 = percentile(roundTrip, 99);
     const lost = edits.filter((edit) => !edit.failed && !applied.has(edit)).length;
+    const verdict = (value: number, bar: number) =>
+      `${Math.round(value)} ms: ${value <= bar ? 'met' : 'NOT met'}`;
     console.log(
-      `DESIGN 5 bar (module managers): p50 ≤ 60 ms (${Math.round(p50)} ms: ${p50 <= 60 ? 'met' : 'NOT met'}), ` +
-        `p99 ≤ 200 ms (${Math.round(p99)} ms: ${p99 <= 200 ? 'met' : 'NOT met'}); ` +
+      `DESIGN 5 bar (module managers), from the edit sent: p50 ≤ 60 ms (${verdict(p50, 60)}), ` +
+        `p99 ≤ 200 ms (${verdict(p99, 200)}); from the write returned (the end-to-end bar's clock): ` +
+        `p50 ${verdict(percentile(fromReturned, 50), 60)}, p99 ${verdict(percentile(fromReturned, 99), 200)}; ` +
         `lost (not in the SKR within ${SETTLE_MS / 1000} s): ${lost} of ${ROUND_TRIPS}; failed writes: ${edits.filter((e) => e.failed).length}${edits.find((e) => e.failed) ? ` (first: ${edits.find((e) => e.failed)?.failed})` : ''}; ` +
         `SyncResource writes: ${writes}`,
     );
