@@ -74,8 +74,8 @@ export interface Controller {
   start(): Promise<void>;
   /** Stops the watches and lets the reconciles in flight finish. */
   stop(): Promise<void>;
-  /** Wakes the reconciliation of `namespace/name`. */
-  enqueue(kymaKey: string): void;
+  /** Wakes the reconciliation of `namespace/name`; `source` labels the trigger metric (default `listener`). */
+  enqueue(kymaKey: string, source?: string): void;
   /** A Kyma this replica just took over (sharding): reconciled before routine work, as nobody else reconciles it. */
   enqueueAcquired(kymaKey: string): void;
   /** The Kyma labelled with this runtime-id, from the watch cache; for the listener. */
@@ -421,8 +421,8 @@ export function createController(options: ControllerOptions): Controller {
       await queue.stop();
       warnedAmbiguous = new Set();
     },
-    enqueue(kymaKey) {
-      enqueue('listener', kymaKey);
+    enqueue(kymaKey, source = 'listener') {
+      enqueue(source, kymaKey);
     },
     enqueueAcquired(kymaKey) {
       triggers?.inc({ source: 'acquired' });

@@ -99,6 +99,10 @@ export async function startWork(
               skrNamespace: config.registration.skrNamespace,
             },
             health: watcherHealth,
+            // A rotation step: each webhook gets the new bundle from its Kyma's pass, so every owned Kyma runs one.
+            onTrustChange: () => {
+              for (const key of controller?.kymaKeys() ?? []) controller?.enqueue(key, 'pki');
+            },
           },
         }
       : {}),
@@ -218,7 +222,8 @@ export async function startWork(
  * Where a callback goes (decision 010). Validating admission runs before the API server stores the write, so a
  * read right after the callback may not show it yet. An event with a fingerprint takes the targeted path: wait
  * (milliseconds) until the SKR shows the write, mirror a Module CR at once, then the full reconcile: after
- * MODULE_MIRROR.fullReconcileAfterMirrorMs when the mirror took the edit, at once otherwise.
+ * MODULE_MIRROR.fullReconcileAfterMirrorMs when the mirror took the edit and the Kyma's status does not show the
+ * Module CR's state (none when it does), at once otherwise.
  * Without a fingerprint (upstream's webhook) nothing says when the write is in: the full reconcile now and once
  * more a moment later. `wake` starts a full reconcile now (the agent passes ReconcileWakes, so a flood of one Kyma's
  * callbacks costs one per interval; the delayed ones are bounded by the queue, where the earliest schedule wins).
@@ -244,12 +249,15 @@ export function routeCallback(
     receivedAtMs: event.receivedAt.getTime(),
   };
   void reconciler.mirrorModuleCr(kymaKey, change).then(
-    ({ outcome }) => {
+    ({ outcome, kymaStatusChanged }) => {
       // The edit is in its ModuleConfig: the full reconcile (Kyma status, the other modules) can wait for the
-      // window, so a burst of edits costs one. Anything else (a Kyma edit, a module without ModuleConfig yet, a
-      // Module CR gone or never shown) is the full reconcile's job, at once.
+      // window, so a burst of edits costs one, and follows only when the Kyma's status does not show the Module CR's
+      // state yet (a spec edit leaves the status as it is: on a busy agent those passes competed with the targeted
+      // mirrors and SyncResource applies of the next edits). Anything else (a Kyma edit, a module without
+      // ModuleConfig yet, a Module CR gone or never shown) is the full reconcile's job, at once.
       if (outcome === 'mirrored' || outcome === 'unchanged') {
-        controller.queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
+        if (kymaStatusChanged !== false)
+          controller.queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
       } else {
         wake(kymaKey);
       }

@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, LABELS, MODULE_MIRROR, type ChangeFingerprint } from '@skr-watcher/api';
-import { mergePatchCustomObject } from '@skr-watcher/kube';
+import { applyCustomStatus, mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createLogger, createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { createController, type Controller } from '../src/controller.js';
@@ -120,6 +120,19 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
     (await mergePatchCustomObject(custom(skr), sampleIn(skrNamespace), { spec: { greeting } })) as {
       metadata: Meta;
     };
+  /** What a module's operator reports on its Module CR: the state the Kyma's status takes from it. */
+  const reportSampleState = (skrNamespace: string, state: string) =>
+    applyCustomStatus(
+      custom(skr),
+      sampleIn(skrNamespace),
+      {
+        apiVersion: `${GROUP}/${KINDS.sample.version}`,
+        kind: KINDS.sample.kind,
+        metadata: { name: 'sample', namespace: skrNamespace },
+        status: { state },
+      },
+      { fieldManager: 'sample-operator', force: true },
+    );
   const mirroredGreeting = async (namespace: string): Promise<unknown> => {
     const config = (await getOrUndefined(() =>
       custom(kcp).getNamespacedCustomObject(
@@ -228,6 +241,8 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
 
     it('mirrors a Module CR edit into its ModuleConfig before the Kyma’s full reconcile starts', async () => {
       const from = passes.length;
+      // The module's operator reports Warning: the Kyma's status (Ready) does not show it, so a full pass follows.
+      await reportSampleState(names.skrNamespace, 'Warning');
       await editAndCallBack('targeted');
       const pass = await until('the full reconcile after the callback', () =>
         passes.slice(from).find((p) => p.key === names.kymaKey),
@@ -239,11 +254,23 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       ).to.equal(1);
     });
 
-    it('costs one full reconcile per edit: the agent’s own ModuleConfig writes wake nothing', async () => {
+    it('costs no full reconcile for edits whose Module CR state the Kyma’s status shows: the agent’s own ModuleConfig writes wake nothing', async () => {
+      // The pass of the test before wrote the Module CR's Warning into the Kyma's status.
+      await until('the Kyma status shows the Module CR state', async () => {
+        const kyma = (await custom(kcp).getNamespacedCustomObject(refTo('kyma', names.namespace, 'k'))) as {
+          status?: { modules?: { name: string; state: string }[] };
+        };
+        return kyma.status?.modules?.find((module) => module.name === 'sample')?.state === 'Warning'
+          ? true
+          : undefined;
+      });
       await controller.queue.whenIdle();
       const from = passes.length;
       const ownWakeUpsBefore = await counterValue(registry, 'skr_agent_triggers_total', {
         source: 'moduleconfig',
+      });
+      const mirroredBefore = await counterValue(registry, 'skr_agent_module_mirrors_total', {
+        outcome: 'mirrored',
       });
       const edits = 3;
       for (let i = 0; i < edits; i++) {
@@ -251,11 +278,17 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
         await until(`edit ${i} mirrored`, async () =>
           (await mirroredGreeting(names.namespace)) === `edit-${i}` ? true : undefined,
         );
-        await until(`the full reconcile after edit ${i}`, () =>
-          passes.slice(from).filter((p) => p.key === names.kymaKey).length > i ? true : undefined,
-        );
-        await controller.queue.whenIdle();
       }
+      await until('every targeted mirror counted', async () =>
+        (await counterValue(registry, 'skr_agent_module_mirrors_total', { outcome: 'mirrored' })) -
+          mirroredBefore ===
+        edits
+          ? true
+          : undefined,
+      );
+      // Past the window in which a full pass would follow a mirror.
+      await new Promise((resolve) => setTimeout(resolve, 3 * MODULE_MIRROR.fullReconcileAfterMirrorMs));
+      await controller.queue.whenIdle();
       // A ModuleConfig edited by hand is the barrier: the watch delivers events in order, so once its wake-up is
       // seen, the events of every earlier ModuleConfig write have been handled too.
       const barrier = moduleConfigName('barrier', 'sample');
@@ -286,7 +319,7 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       expect({
         reconciles: passes.slice(from).filter((p) => p.key === names.kymaKey).length,
         ownWakeUps,
-      }).to.deep.equal({ reconciles: edits, ownWakeUps: 0 });
+      }).to.deep.equal({ reconciles: 0, ownWakeUps: 0 });
     });
   });
 
@@ -300,7 +333,8 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
 
     after(async () => agent?.stop());
 
-    it('mirrors each edit at once and runs one full reconcile for the whole burst, after the window', async () => {
+    /** Five edits, each mirrored at once; the passes of the Kyma during the burst and after the window. */
+    async function burst(label: string): Promise<{ during: number; after: number }> {
       const { names, passes, registry, controller, editAndCallBack } = agent;
       const from = passes.length;
       const mirroredBefore = await counterValue(registry, 'skr_agent_module_mirrors_total', {
@@ -308,9 +342,9 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       });
       const edits = 5;
       for (let i = 0; i < edits; i++) {
-        await editAndCallBack(`burst-${i}`);
-        await until(`burst edit ${i} mirrored`, async () =>
-          (await mirroredGreeting(names.namespace)) === `burst-${i}` ? true : undefined,
+        await editAndCallBack(`${label}-${i}`);
+        await until(`${label} edit ${i} mirrored`, async () =>
+          (await mirroredGreeting(names.namespace)) === `${label}-${i}` ? true : undefined,
         );
       }
       await until('every targeted mirror counted', async () =>
@@ -325,14 +359,18 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       await controller.queue.whenIdle();
       const during = passes.slice(from).filter((p) => p.key === names.kymaKey).length;
       await clock.advance(MODULE_MIRROR.fullReconcileAfterMirrorMs);
-      await until('the full reconcile after the window', () =>
-        passes.slice(from).some((p) => p.key === names.kymaKey) ? true : undefined,
-      );
+      await settle();
       await controller.queue.whenIdle();
-      expect({
-        during,
-        after: passes.slice(from).filter((p) => p.key === names.kymaKey).length - during,
-      }).to.deep.equal({ during: 0, after: 1 });
+      return { during, after: passes.slice(from).filter((p) => p.key === names.kymaKey).length - during };
+    }
+
+    it('mirrors each edit at once and runs one full reconcile for the whole burst, after the window, when the Kyma’s status does not show the Module CR’s state', async () => {
+      await reportSampleState(agent.names.skrNamespace, 'Error');
+      expect(await burst('burst')).to.deep.equal({ during: 0, after: 1 });
+    });
+
+    it('runs no full reconcile for a burst whose Module CR state the Kyma’s status shows', async () => {
+      expect(await burst('shown')).to.deep.equal({ during: 0, after: 0 });
     });
   });
 
@@ -415,7 +453,8 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
           previousResourceVersion: before.metadata.resourceVersion,
         },
       });
-      expect(result).to.deep.equal({ outcome: 'mirrored', reads: 1 });
+      // The reconcile in before() wrote the Module CR's state (Ready) into the Kyma's status: no pass needs to follow.
+      expect(result).to.deep.equal({ outcome: 'mirrored', reads: 1, kymaStatusChanged: false });
       expect(await mirroredGreeting(names.namespace)).to.equal('callback only');
     });
   });

@@ -65,6 +65,11 @@ export interface RegistrationSettings {
   health?: WatcherHealth;
   /** The KCP PKI Secrets from watches; the reconciler starts them when run by a controller (index.ts). */
   pki?: PkiCache;
+  /**
+   * The CA or the trust bundle changed (pki-cache.ts): every SKR webhook needs the new bundle, which only a pass of
+   * its Kyma gives it, so the caller wakes every Kyma it owns.
+   */
+  onTrustChange?: () => void;
 }
 
 export interface ReconcileContext {

@@ -285,7 +285,15 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   const pki =
     options.registration && options.caches
       ? (options.registration.pki ??
-        watchPkiSecrets({ kubeConfig: options.kcp, namespace, logger, registry: options.registry }))
+        watchPkiSecrets({
+          kubeConfig: options.kcp,
+          namespace,
+          logger,
+          registry: options.registry,
+          ...(options.registration.onTrustChange
+            ? { onTrustChange: options.registration.onTrustChange }
+            : {}),
+        }))
       : undefined;
   if (pki && !options.registration?.pki) pki.start();
   // Client construction is async (the pooled dispatcher); the first reconcile awaits it.

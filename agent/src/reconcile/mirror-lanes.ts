@@ -30,6 +30,12 @@ export interface ModuleMirrorResult {
   outcome: ModuleMirrorOutcome;
   /** SKR reads of the Module CR; more than one means the write had not landed at the first read. */
   reads: number;
+  /**
+   * mirrored / unchanged: whether the Kyma's status (as just read) shows another state for the module than the Module
+   * CR's, so the Kyma's full pass has something to write. False: a spec edit the status already covers; no pass
+   * needs to follow it.
+   */
+  kymaStatusChanged?: boolean;
 }
 
 interface WaitingMirror {

@@ -139,6 +139,10 @@ export async function mirrorChangedModuleCr(
   // Only the full reconcile creates a ModuleConfig (it removes them too, in this lane): one absent here was never
   // made or was just removed (module disabled or unmanaged), and the full reconcile that follows decides which.
   if (!existing) return { outcome: 'not-a-module', reads };
+  // The full pass writes the module's state (from the Module CR) into the Kyma's status: unchanged, it has nothing
+  // to write for this edit. Read from the same fresh Kyma that named the module.
+  const shown = (await kyma)?.status?.modules?.find((entry) => entry.name === module)?.state;
+  const kymaStatusChanged = shown !== state;
   const wrote = await mirrorModuleCr(
     ctx,
     kymaName,
@@ -152,5 +156,5 @@ export async function mirrorChangedModuleCr(
     },
     superseded,
   );
-  return { outcome: wrote ? 'mirrored' : 'unchanged', reads };
+  return { outcome: wrote ? 'mirrored' : 'unchanged', reads, kymaStatusChanged };
 }

@@ -72,6 +72,11 @@ export function watchPkiSecrets(options: {
   namespace: string;
   logger?: Logger;
   registry?: Registry;
+  /**
+   * Called when the CA Secret or the trust bundle changes (a rotation step, `init-ca`): every SKR's webhook must get
+   * the new bundle, and only a Kyma's pass gives it one, so the agent wakes every pass it owns.
+   */
+  onTrustChange?: (secret: string) => void;
 }): PkiCache {
   const { kubeConfig, namespace } = options;
   const defaults = { kubeConfig, logger: options.logger, registry: options.registry };
@@ -105,6 +110,21 @@ export function watchPkiSecrets(options: {
       },
     }),
   });
+  if (options.onTrustChange) {
+    const changed = options.onTrustChange;
+    for (const [informer, name] of [
+      [caSecret, CA_SECRET_NAME],
+      [bundleSecret, CA_BUNDLE_SECRET_NAME],
+    ] as const) {
+      informer.addHandler({
+        onAdd: () => changed(name),
+        onUpdate: (previous, secret) => {
+          if (previous.metadata?.resourceVersion !== secret.metadata?.resourceVersion) changed(name);
+        },
+        onDelete: () => changed(name),
+      });
+    }
+  }
   const known = new Map<string, KnownLeaf>();
   leafVersions.addHandler({
     onDelete: (secret) => {
