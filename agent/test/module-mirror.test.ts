@@ -5,7 +5,15 @@ import { Writable } from 'node:stream';
 import { readFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { DEFAULTS, GROUP, KINDS, LABELS, MODULE_MIRROR, type ChangeFingerprint } from '@skr-watcher/api';
+import {
+  DEFAULTS,
+  GROUP,
+  KINDS,
+  LABELS,
+  MODULE_MIRROR,
+  type ChangeFingerprint,
+  type Kyma,
+} from '@skr-watcher/api';
 import { applyCustomStatus, mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createLogger, createRegistry, type Registry } from '@skr-watcher/telemetry';
@@ -163,6 +171,13 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       .filter((v) => Object.entries(labels).every(([key, value]) => v.labels[key] === value))
       .reduce((sum, v) => sum + v.value, 0);
   };
+  /** KCP GETs of Kymas the reconciler sent. */
+  const kcpKymaGets = (registry: Registry) =>
+    counterValue(registry, 'skr_agent_kube_requests_total', {
+      cluster: 'kcp',
+      verb: 'get',
+      resource: 'kymas',
+    });
 
   /** The agent as it runs: reconciler and controller on the test's own world, callbacks routed as the listener does. */
   async function runningAgent(clock?: ManualClock) {
@@ -175,8 +190,16 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       namespace: names.namespace,
       registry,
       requeue: QUIET_REQUEUE,
-      // As the agent runs it: the ModuleConfig the cached Kyma names is read alongside the fresh Kyma read.
+      // As the agent runs it: the ModuleConfig the cached Kyma names is read alongside the Kyma read, and the Kyma
+      // comes from the watch cache at the version the reconciler last read or wrote.
       cachedKyma: (key) => controller.cachedKyma(key),
+      caches: {
+        moduleTemplates: () => controller.caches.moduleTemplates(),
+        moduleReleaseMetas: () => controller.caches.moduleReleaseMetas(),
+        watchers: () => controller.caches.watchers(),
+        moduleConfigs: (kyma) => controller.caches.moduleConfigs(kyma),
+        kyma: (key) => controller.caches.kyma?.(key),
+      },
     });
     const controller = createController({
       kcp,
@@ -265,6 +288,14 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
           : undefined;
       });
       await controller.queue.whenIdle();
+      // The pass's own status write is in the watch cache: from here a mirror reads no Kyma from the KCP.
+      const written = (
+        (await custom(kcp).getNamespacedCustomObject(refTo('kyma', names.namespace, 'k'))) as Kyma
+      ).metadata?.resourceVersion;
+      await until('the watch cache holds the Kyma the pass wrote', () =>
+        controller.cachedKyma(names.kymaKey)?.metadata?.resourceVersion === written ? true : undefined,
+      );
+      const kymaGetsBefore = await kcpKymaGets(registry);
       const from = passes.length;
       const ownWakeUpsBefore = await counterValue(registry, 'skr_agent_triggers_total', {
         source: 'moduleconfig',
@@ -289,6 +320,8 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       // Past the window in which a full pass would follow a mirror.
       await new Promise((resolve) => setTimeout(resolve, 3 * MODULE_MIRROR.fullReconcileAfterMirrorMs));
       await controller.queue.whenIdle();
+      // Before the barrier's pass (its Kyma does not exist: that pass reads it).
+      const kymaGets = (await kcpKymaGets(registry)) - kymaGetsBefore;
       // A ModuleConfig edited by hand is the barrier: the watch delivers events in order, so once its wake-up is
       // seen, the events of every earlier ModuleConfig write have been handled too.
       const barrier = moduleConfigName('barrier', 'sample');
@@ -319,7 +352,8 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       expect({
         reconciles: passes.slice(from).filter((p) => p.key === names.kymaKey).length,
         ownWakeUps,
-      }).to.deep.equal({ reconciles: 0, ownWakeUps: 0 });
+        kymaGets,
+      }).to.deep.equal({ reconciles: 0, ownWakeUps: 0, kymaGets: 0 });
     });
   });
 

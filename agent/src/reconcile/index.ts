@@ -472,10 +472,10 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           const drift = await revertDrift(ctx, name, change);
           if (drift) return { outcome: 'not-a-module' as const, reads: drift.reads };
         }
-        const kyma = getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name)).then((raw) => {
-          const read = raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`);
-          return read && !isPaused(read) && !read.metadata.deletionTimestamp ? read : undefined;
-        });
+        // As a pass takes it: from the watch cache at the version last read or written here, else a GET.
+        const kyma = kymaForPass(ctx, `${kymaNamespace}/${name}`).then((read) =>
+          read && !isPaused(read) && !read.metadata.deletionTimestamp ? read : undefined,
+        );
         const guess = cached ? moduleOfChange(cached, change) : undefined;
         const result = await mirrorChangedModuleCr(ctx, name, kyma, change, steps, guess, superseded);
         metrics?.mirrors.inc({ outcome: result.outcome });
@@ -514,9 +514,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       const entry: { apply?: Promise<SyncResourceApplyOutcome> } = {};
       const apply = (async () => {
         const { ctx } = await ready;
-        const kyma = getCustomObject(ctx.kcp.custom, refOf('kyma', kymaNamespace, name)).then((raw) =>
-          raw === undefined ? undefined : parseKyma(raw, `Kyma ${kymaNamespace}/${name}`),
-        );
+        const kyma = kymaForPass(ctx, `${kymaNamespace}/${name}`);
         let startedAt: number | undefined;
         const steps: SyncResourceApplySteps = {};
         try {
