@@ -4,6 +4,7 @@
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
 //                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
 //                          [--agent path/to/agent/dist/bundle/main.js] [--kill-at resync] [--skip-resync]
+//                          [--edit-sample 150] [--edit-every 200ms] [--skip-joins]
 //
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync with the agents'
 // CPU per reconcile and the API servers' CPU; after kill -9 of one replica, how long until every Kyma it owned was
@@ -12,6 +13,12 @@
 // takeover cost per orphan (survivors', API servers' and etcd's CPU from the kill until the last orphan's first
 // reconcile ended, and the survivors' requests by cluster, verb and resource); after a replacement joins (two live → three) and then a fourth (three → four), how many Kymas each join moved; overlapping reconciles of one
 // Kyma (from the replicas' journals); per replica how often it suspended and whether it lost membership (logs).
+// With --edit-sample N (default 150; 0: none), every (Kymas/N)-th Kyma enables the sample module, so its SKR holds a
+// Module CR and the KCP its ModuleConfig, and the replicas run their mTLS listeners and peer endpoints. From just
+// before the kill, the bench edits the Module CRs of the sampled Kymas the victim owned, one every --edit-every
+// round-robin, and sends each edit's callback as the webhook does (the v2 body with the fingerprint, signed with that
+// SKR's client certificate, to a survivor's listener, sent again after Retry-After while answered non-2xx); it prints
+// per edit the time from the kill, edit→ModuleConfig latency and sends, and the worst against lease duration + 5 s.
 // Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
 // join moves ≤ 35 % (the issue's case is the fourth replica), zero overlaps.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -23,7 +30,11 @@ import { fileURLToPath } from 'node:url';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, SHARDING, type Kyma } from '@skr-watcher/api';
 import { startEnvironment } from '@skr-watcher/testenv';
+import { listenerFlags } from '../../agent/test/support/agent-child.js';
+import { createTestCa } from '../../agent/test/support/listener-certs.js';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
+import { seedSampleCatalog } from '../support/kcp-seed.js';
+import { startEditStream, type EditOutcome } from '../support/orphan-edits.js';
 import { cpuSeconds } from '../support/process-memory.js';
 import {
   overlaps,
@@ -54,6 +65,12 @@ const KILL_AT = flag('kill-at', 'steady');
 const SKIP_RESYNC = process.argv.includes('--skip-resync');
 /** info: the kill -9 timeline reads the survivors' takeover (expiry, fence, claims) from their logs. */
 const LOG_LEVEL = flag('log-level', 'info');
+/** Kymas with the sample module (Module CR, ModuleConfig, listeners on); 0: none and no listeners. */
+const EDIT_SAMPLE = Number(flag('edit-sample', '150'));
+/** One edit of an orphan's Module CR this often after the kill. */
+const EDIT_EVERY = flag('edit-every', '200ms');
+/** `--skip-joins`: end after the takeover, without the two joins. */
+const SKIP_JOINS = process.argv.includes('--skip-joins');
 /** Membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; the agent's defaults if empty. */
 const LEASE = flag('lease', '').split('/').filter(Boolean);
 const LEASE_FLAGS =
@@ -71,6 +88,8 @@ const LEASE_FLAGS =
 interface Replica extends JournalSource {
   child: ChildProcess;
   port: number;
+  /** The listener's port (0 without --edit-sample). */
+  listenerPort: number;
 }
 
 /** `60s`, `2m`, `500ms` in seconds. */
@@ -269,6 +288,57 @@ function logTimeline(file: string, killedMs: number): string {
   ].join('; ');
 }
 
+/**
+ * The edit stream's figures: per edit its time from the kill, edit→ModuleConfig latency and callback sends; the
+ * worst of those made after the kill and of those made after the victim's Lease expired, against lease + 5 s.
+ */
+/** `503×4, error×1` */
+const tally = (codes: string[]) =>
+  [...new Set(codes)].map((code) => `${code}×${codes.filter((c) => c === code).length}`).join(', ');
+
+function printEdits(
+  outcomes: EditOutcome[],
+  at: { killedMs: number; expiredMs: number; leaseSeconds: number; targets: number },
+): void {
+  const bar = (at.leaseSeconds + 5) * 1000;
+  const latency = (o: EditOutcome) => (o.reachedAtMs ?? NaN) - o.editedAtMs;
+  const fromKill = (o: EditOutcome) => ((o.editedAtMs - at.killedMs) / 1000).toFixed(1);
+  console.log(
+    `edits of orphaned SKRs' Module CRs (${outcomes.length} over ${at.targets} Kymas the victim owned; the victim's Lease ` +
+      `expired ${((at.expiredMs - at.killedMs) / 1000).toFixed(1)} s after the kill; bar lease ${at.leaseSeconds} s + 5 s = ${bar / 1000} s; ${load()}):`,
+  );
+  const cells = outcomes.map(
+    (o) =>
+      `${fromKill(o)} s ${o.kyma}: ${o.error ? `edit failed (${o.error})` : o.reachedAtMs === undefined ? 'NOT REACHED' : `${latency(o)} ms`}` +
+      `${o.sends > 1 ? ` (${o.sends} sends; ${tally(o.refused)})` : ''}`,
+  );
+  for (let i = 0; i < cells.length; i += 4) console.log(`    ${cells.slice(i, i + 4).join(' | ')}`);
+  const worst = (set: EditOutcome[], what: string) => {
+    if (!set.length) return `${what}: none`;
+    const lost = set.filter((o) => o.reachedAtMs === undefined).length;
+    const sorted = set.map(latency).sort((a, b) => a - b);
+    const max = lost ? Infinity : (sorted[sorted.length - 1] as number);
+    const p50 = sorted[Math.floor(sorted.length / 2)] as number;
+    return `${what} (${set.length}): p50 ${p50} ms, max ${lost ? `${lost} never reached` : `${max} ms`} ${
+      max <= bar ? '≤' : '>'
+    } ${bar} ms (${max <= bar ? 'met' : 'not met'})`;
+  };
+  const before = outcomes.filter((o) => o.editedAtMs < at.killedMs && !o.error);
+  const after = outcomes.filter((o) => o.editedAtMs >= at.killedMs && !o.error);
+  const afterExpiry = after.filter((o) => o.editedAtMs >= at.expiredMs);
+  const gap = after.filter((o) => o.editedAtMs < at.expiredMs);
+  console.log(`  ${worst(before, 'edits before the kill')}`);
+  console.log(`  ${worst(after, 'edits after the kill (the bar)')}`);
+  console.log(`  ${worst(gap, '  of them made while the victim’s Lease still ran')}`);
+  console.log(`  ${worst(afterExpiry, '  of them made after the Lease expired')}`);
+  const refused = after.filter((o) => o.sends > 1).length;
+  console.log(
+    `  callbacks answered non-2xx at first: ${refused} of ${after.length} edits after the kill; edits that failed: ${
+      outcomes.filter((o) => o.error).length
+    }`,
+  );
+}
+
 async function main(): Promise<void> {
   const t0 = Date.now();
   const dir = mkdtempSync(join(tmpdir(), 'skr-shard-bench-'));
@@ -287,12 +357,34 @@ async function main(): Promise<void> {
   try {
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
     const kubeconfigs = SKRS.map((skr) => readFileSync(env.plane(skr).kubeconfigPath, 'utf8'));
-    await createBenchFleet({ kcp, namespace: NAMESPACE, kymas: KYMAS, kubeconfigs });
+    const stride = EDIT_SAMPLE > 0 ? Math.max(1, Math.floor(KYMAS / EDIT_SAMPLE)) : 0;
+    const sampled = (i: number) => stride > 0 && i % stride === 0;
+    if (stride) await seedSampleCatalog(kcp, NAMESPACE, { moduleCrPerKyma: true });
+    await createBenchFleet({
+      kcp,
+      namespace: NAMESPACE,
+      kymas: KYMAS,
+      kubeconfigs,
+      modulesOf: (i) => (sampled(i) ? [{ name: 'sample' }] : []),
+      // No copy of the sample's catalog into every SKR: the fleet costs what it cost before the sample.
+      ...(stride ? { moduleCatalog: false } : {}),
+    });
+    const sample = Array.from({ length: KYMAS }, (_, i) => i).filter(sampled);
+    const ca = stride ? createTestCa('kcp-bench-ca') : undefined;
     console.log(`setup: ${KYMAS} Kymas over ${SKRS.length} SKR API servers in ${Date.now() - t0} ms`);
 
     const start = async (identity: string): Promise<Replica> => {
       const port = await freePort();
       const journal = join(dir, `${identity}.journal`);
+      const listenerPort = ca ? await freePort() : 0;
+      const listener = ca
+        ? [
+            ...(await listenerFlags(mkdtempSync(join(dir, `${identity}-tls-`)), ca, listenerPort)),
+            // Callbacks accepted by a replica that does not own the Kyma go to the owner's peer endpoint.
+            '--peer-address',
+            '127.0.0.1:0',
+          ]
+        : undefined;
       const child = spawn(
         process.execPath,
         [
@@ -304,6 +396,7 @@ async function main(): Promise<void> {
             metricsAddress: `127.0.0.1:${port}`,
             workers: WORKERS,
             resync: RESYNC,
+            ...(listener ? { listener } : {}),
           }),
           '--shard',
           '--shard-identity',
@@ -316,20 +409,21 @@ async function main(): Promise<void> {
         ],
         { stdio: ['ignore', openSync(join(dir, `${identity}.log`), 'a'), 'inherit'] },
       );
-      const replica: Replica = { identity, journal, child, port };
+      const replica: Replica = { identity, journal, child, port, listenerPort };
       child.once('exit', () => (replica.deadAt = process.hrtime.bigint()));
       replicas.push(replica);
       return replica;
     };
-    const kymas = async () =>
+    const listed = async <T>(kind: 'kyma' | 'moduleConfig') =>
       (
         (await api.listNamespacedCustomObject({
           group: GROUP,
-          version: KINDS.kyma.version,
-          plural: KINDS.kyma.plural,
+          version: KINDS[kind].version,
+          plural: KINDS[kind].plural,
           namespace: NAMESPACE,
-        })) as { items: Kyma[] }
+        })) as { items: T[] }
       ).items;
+    const kymas = () => listed<Kyma>('kyma');
     const ownersNow = async () =>
       new Map((await kymas()).map((k) => [k.metadata.name, k.metadata.labels?.[LABELS.shardOwner] ?? '']));
 
@@ -360,6 +454,13 @@ async function main(): Promise<void> {
     console.log(
       `initial: all ${KYMAS} Kymas Ready ${Date.now() - started} ms after ${REPLICAS} replicas started; ${load()}`,
     );
+    if (sample.length) {
+      const configs = async () => (await listed<unknown>('moduleConfig')).length;
+      for (const deadline = Date.now() + 5 * 60_000; (await configs()) < sample.length; await sleep(1_000)) {
+        if (Date.now() > deadline) throw new Error(`not every sampled Kyma has its ModuleConfig after 5 min`);
+      }
+      console.log(`  ${sample.length} Kymas with the sample module: every ModuleConfig mirrored`);
+    }
 
     // Full resync: every replica's relist enqueues each owned Kyma; done when all queues are idle again.
     const live = () => replicas.filter((r) => r.deadAt === undefined);
@@ -472,13 +573,33 @@ async function main(): Promise<void> {
       ),
     });
     const spentAtKill = await spent();
+    // The user's edits in orphaned SKRs: from a moment before the kill (the figure without a fault) on.
+    const orphanSample = sample.filter((i) => owners.get(`kyma-${i}`) === victim.identity);
+    const edits =
+      ca && orphanSample.length
+        ? startEditStream({
+            kcp,
+            namespace: NAMESPACE,
+            targets: orphanSample.map((i) => ({
+              kyma: `kyma-${i}`,
+              runtimeId: `runtime-${i}`,
+              skr: env.plane(SKRS[i % SKRS.length] as string).kubeConfig(),
+              skrNamespace: `bench-${i}`,
+            })),
+            ca,
+            listenerPorts: survivors.map((r) => r.listenerPort),
+            everyMs: seconds(EDIT_EVERY) * 1000,
+          })
+        : undefined;
+    if (edits) await sleep(2_000);
     victim.child.kill('SIGKILL');
     const killedAt = process.hrtime.bigint();
     const killedMs = Date.now();
-    const lastRenewal = await leases
+    const victimLease = await leases
       .readNamespacedLease({ name: `${SHARDING.ring}-${victim.identity}`, namespace: NAMESPACE })
-      .then((lease) => timeMs(lease.spec?.renewTime))
-      .catch(() => NaN);
+      .catch(() => undefined);
+    const lastRenewal = timeMs(victimLease?.spec?.renewTime);
+    const leaseSeconds = victimLease?.spec?.leaseDurationSeconds ?? NaN;
     const samples: string[] = [];
     let lastSample = 0;
     let allStartedMs: number | undefined;
@@ -552,6 +673,16 @@ async function main(): Promise<void> {
       }
     }
 
+    if (edits) {
+      // The stream runs on until the victim's Lease expired 30 s ago, so edits made after the takeover count too.
+      await sleep(Math.max(0, lastRenewal + (leaseSeconds + 30) * 1000 - Date.now()));
+      printEdits(await edits.stop(60_000), {
+        killedMs,
+        expiredMs: lastRenewal + leaseSeconds * 1000,
+        leaseSeconds,
+        targets: orphanSample.length,
+      });
+    }
     // Joins: how many Kymas change owner (the dead one's are already moved). The first joiner replaces the killed
     // replica (two live members become three: a third of the Kymas should move); the second is a fourth live
     // member, the issue's case (about a quarter should move).
@@ -580,8 +711,10 @@ async function main(): Promise<void> {
         }`,
       );
     };
-    await joinReplica(`bench-${REPLICAS}`);
-    await joinReplica(`bench-${REPLICAS + 1}`);
+    if (!SKIP_JOINS) {
+      await joinReplica(`bench-${REPLICAS}`);
+      await joinReplica(`bench-${REPLICAS + 1}`);
+    }
     const found = overlaps(reconcileIntervals(replicas));
     for (const r of replicas) {
       // By message: a withdrawn run's error also names the suspension ("… withdrawn: membership renewal overdue").

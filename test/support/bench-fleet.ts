@@ -16,6 +16,10 @@ export interface BenchFleet {
   runtimeId?: (i: number) => string;
   /** Modules every Kyma enables (default none). */
   modules?: { name: string }[];
+  /** Modules Kyma i enables instead of `modules` (e.g. the sample module on every tenth). */
+  modulesOf?: (i: number) => { name: string }[];
+  /** `spec.sync.moduleCatalog` of every Kyma (unset: the agent's default, a copy of the catalog in the SKR). */
+  moduleCatalog?: boolean;
 }
 
 /** Creates the namespace's Secrets and Kymas `kyma-<i>` (runtime-id `runtime-<i>`), 16 at a time. */
@@ -49,7 +53,14 @@ export async function createBenchFleet(fleet: BenchFleet): Promise<void> {
               namespace,
               labels: { [LABELS.runtimeId]: fleet.runtimeId?.(i) ?? `runtime-${i}`, ...fleet.labels },
             },
-            spec: { channel: 'regular', modules: fleet.modules ?? [], sync: { namespace: `bench-${i}` } },
+            spec: {
+              channel: 'regular',
+              modules: fleet.modulesOf?.(i) ?? fleet.modules ?? [],
+              sync: {
+                namespace: `bench-${i}`,
+                ...(fleet.moduleCatalog === undefined ? {} : { moduleCatalog: fleet.moduleCatalog }),
+              },
+            },
           },
         });
       }
@@ -66,11 +77,13 @@ export interface BenchAgentRun {
   workers: string;
   /** --resync-interval (the full pass over every Kyma the benches time). */
   resync: string;
+  /** The listener's flags (listenerFlags of agent/test/support); `--no-listener` without them. */
+  listener?: string[];
 }
 
 /**
- * The `skr-agent run` arguments every agent bench starts with: no listener (the benches enqueue by watch and
- * resync), events on a free loopback port, Ready Kymas requeued only hourly so the resync is the one full pass.
+ * The `skr-agent run` arguments every agent bench starts with: no listener unless given (the benches enqueue by
+ * watch and resync), events on a free loopback port, Ready Kymas requeued only hourly so the resync is the one full pass.
  */
 export function benchAgentRunArgs(run: BenchAgentRun): string[] {
   return [
@@ -79,7 +92,7 @@ export function benchAgentRunArgs(run: BenchAgentRun): string[] {
     run.kubeconfig,
     '--namespace',
     run.namespace,
-    '--no-listener',
+    ...(run.listener ?? ['--no-listener']),
     '--metrics-address',
     run.metricsAddress,
     '--events-address',
