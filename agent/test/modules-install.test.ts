@@ -46,6 +46,17 @@ describe('module installation from a registry (Manifests)', function () {
     const { group, kind } = kindOf(module);
     return docs(crdYaml(group, kind), ...configMaps.map((name) => configMapYaml(name, 'kyma-system')));
   };
+  /** Deletes the Kyma and reconciles until it is gone. */
+  const deleteKyma = async (name: string) => {
+    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, name));
+    await suite.reconcileUntil(
+      name,
+      async () =>
+        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, name)))) ===
+        undefined,
+      'Kyma gone',
+    );
+  };
   /** Module names are lower-case letters (the ModuleTemplate's pattern): one suffix per test. */
   const unique = (base: string) =>
     `${base}-${String.fromCharCode(97 + (suite.state.counter % 26)).repeat(3)}${process.pid
@@ -340,6 +351,12 @@ describe('module installation from a registry (Manifests)', function () {
       (await skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' })).metadata
         ?.resourceVersion,
     ).to.equal(after.metadata?.resourceVersion);
+
+    // The Kyma's deletion takes the copy with it.
+    await deleteKyma('k8');
+    const pullSecretCopy = () =>
+      getOrUndefined(() => skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' }));
+    expect(await pullSecretCopy()).to.equal(undefined);
   });
 
   it("marks the Manifests of a Kyma that is gone Error (orphaned) and leaves the module's objects in the SKR", async function () {
@@ -591,14 +608,7 @@ describe('module installation from a registry (Manifests)', function () {
       async () => (await suite.moduleStatus('k8', module))?.state === 'Ready',
       'Ready',
     );
-    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, 'k8'));
-    await suite.reconcileUntil(
-      'k8',
-      async () =>
-        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, 'k8')))) ===
-        undefined,
-      'Kyma gone',
-    );
+    await deleteKyma('k8');
     expect(await suite.manifests()).to.deep.equal([]);
     expect(await configMap(`${module}-config`)).to.equal(undefined);
     expect(await moduleCr(module, `${module}-default`)).to.equal(undefined);

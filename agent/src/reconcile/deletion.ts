@@ -1,8 +1,8 @@
 // Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
-// SyncResources, Module CRs (not those of unmanaged modules), the SKR Kyma and the module catalog copies, the SKR
-// webhook (when registration is on), then the finalizer. An SKR that stays unreachable for deletionTimeoutMs
-// after the deletion began is given up on: Event, finalizer removed anyway. Without a kubeconfig Secret there
-// is nothing to wait for: the SKR side is skipped at once, with an Event.
+// SyncResources, Module CRs (not those of unmanaged modules), the SKR Kyma, the module catalog copies and the image
+// pull Secret copy, the SKR webhook (when registration is on), then the finalizer. An SKR that stays unreachable
+// for deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway. Without a
+// kubeconfig Secret there is nothing to wait for: the SKR side is skipped at once, with an Event.
 import { KYMA_FINALIZER, LABELS, type Kyma } from '@skr-watcher/api';
 import {
   deleteCustomObjectIfExists,
@@ -13,6 +13,7 @@ import {
 import { removeModuleCatalog } from './catalog.js';
 import { eventTarget, refOf, type ReconcileContext } from './context.js';
 import { dropFinalizer } from './finalizers.js';
+import { removeImagePullSecret } from './image-pull-secret.js';
 import { removeModulesOfKyma } from './manifest-install.js';
 import { moduleConfigsOf } from './module-config.js';
 import { recordedModuleCr } from './modules.js';
@@ -143,6 +144,9 @@ async function cleanUpSkr(
   const skrKyma = skrKymaRef(kyma);
   await deleteCustomObjectIfExists(skr.custom, skrKyma);
   await removeModuleCatalog(skr, skrKyma.namespace);
+  // The copy of --skr-image-pull-secret next to it: the module workloads that named it are gone.
+  const pullSecret = ctx.modules?.skrImagePullSecret;
+  if (pullSecret) await removeImagePullSecret(skr, skrKyma.namespace, pullSecret);
   // 5. The webhook, its Secret and deployment, and the certificate in KCP.
   if (ctx.registration) await removeSkrWebhook(ctx, ctx.registration, kyma, skr);
 }

@@ -1,11 +1,13 @@
 // Upstream's --skr-image-pull-secret: a Secret of the KCP namespace (the credentials of the registry that serves the
 // modules' images) is copied into every SKR next to the SKR Kyma, where the module workloads name it in
 // `imagePullSecrets` (the transform in manifest-install.ts). The copy is written only when what it should hold
-// changed or someone changed it in the SKR, so a no-op pass reads its metadata and writes nothing.
+// changed or someone changed it in the SKR, so a no-op pass reads its metadata and writes nothing. The copy goes
+// with its Kyma (deletion.ts), as the module workloads that named it do.
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import { FIELD_MANAGER, LABELS, MANAGED_BY } from '@skr-watcher/api';
 import {
   applyObjectUnlessUnchanged,
+  deleteIfExists,
   isNotFound,
   KubeRequestError,
   type ClusterClient,
@@ -56,4 +58,24 @@ export async function syncImagePullSecret(
     reason: 'Copied',
     message: `Secret ${skrNamespace}/${name} holds the KCP's ${ctx.namespace}/${name}`,
   };
+}
+
+/**
+ * Deletes the SKR copy when its Kyma goes. Only a copy this agent wrote (our managed-by label): a Secret of that
+ * name someone else keeps in the namespace stays.
+ */
+export async function removeImagePullSecret(
+  skr: ClusterClient,
+  skrNamespace: string,
+  name: string,
+): Promise<void> {
+  let found: V1Secret;
+  try {
+    found = await skr.core.readNamespacedSecret({ name, namespace: skrNamespace });
+  } catch (error) {
+    if (isNotFound(error)) return;
+    throw new KubeRequestError(`read Secret ${skrNamespace}/${name} in ${skr.name}`, error);
+  }
+  if (found.metadata?.labels?.[LABELS.managedBy] !== MANAGED_BY) return;
+  await deleteIfExists(skr.objects, { apiVersion: 'v1', kind: 'Secret', namespace: skrNamespace, name });
 }
