@@ -32,7 +32,7 @@
 // Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
-import { mkdir, readFile, readdir, readlink, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, readlink, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,7 +44,7 @@ import { freePort, startEnvironment } from '@skr-watcher/testenv';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { realisticCatalog } from '../support/module-catalog.js';
-import { formatHeapSummary, summariseHeapSnapshot } from '../support/heap-summary.js';
+import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../support/heap-summary.js';
 import {
   cpuSeconds,
   nativeMemory,
@@ -525,21 +525,6 @@ async function registrationSetup(env: Awaited<ReturnType<typeof startEnvironment
       }
     }),
   );
-}
-
-/** The .heapsnapshot file in `dir` once its size has stopped growing (the agent writes it on its main thread). */
-async function snapshotWritten(dir: string): Promise<string> {
-  const deadline = Date.now() + 5 * 60_000;
-  let lastSize = -1;
-  while (Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 2_000));
-    const name = (await readdir(dir)).find((file) => file.endsWith('.heapsnapshot'));
-    if (!name) continue;
-    const size = (await stat(join(dir, name))).size;
-    if (size > 0 && size === lastSize) return join(dir, name);
-    lastSize = size;
-  }
-  throw new Error(`no heap snapshot in ${dir} after 5 min`);
 }
 
 main().catch((error: unknown) => {

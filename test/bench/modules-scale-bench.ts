@@ -1,14 +1,18 @@
-// Modules at scale (DESIGN 5, issue 25): 1,000 Kymas × 5 modules on one agent replica. Real planes (a KCP and two
-// SKR API servers shared by the Kymas, as in bench:agent-single), a real OCI registry, the built skr-agent with
-// --oci-registry-host and the shipped 256 MB old-space cap.
+// Modules at scale (DESIGN 5, issue 25): 1,000 Kymas × 5 modules on one agent replica, or 5,000 × 5 on three
+// (`--replicas 3`: each a `skr-agent run --shard` process, as bench:agent starts them, with its own metrics port).
+// Real planes (a KCP and two SKR API servers shared by the Kymas, as in bench:agent-single), a real OCI registry,
+// the built skr-agent with --oci-registry-host and the shipped 256 MB old-space cap.
 //
-//   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--skrs 2] [--workers 8] [--steady 60]
-//                                  [--resync 4m] [--node-flags '--max-old-space-size=256']
+//   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--replicas 1] [--skrs 2] [--workers 8]
+//                                  [--steady 60] [--resync 4m] [--lease 15s/10s/2s]
+//                                  [--node-flags '--max-old-space-size=256'] [--heap-snapshot]
 //
-// Prints: time until every Kyma is Ready with all its modules Ready (from the agent's start), the registry requests
-// by operation against the digests the modules have (bar: one pull per digest), what a no-op pass over every Kyma
-// costs (bar: 0 SKR writes, 0 registry requests; the agent's request counters over one full resync), and the agent's
-// RSS at every sample of the steady phase after it (bar ≤ 300 MB). Figures only; nothing passes or fails.
+// Prints: time until every Kyma is Ready with all its modules Ready (from the agents' start; per replica, when the
+// Kymas it owns were), the registry requests by operation against the digests the modules have (bar: one pull per
+// digest and replica), what a no-op pass over every Kyma costs (bar: 0 SKR writes, 0 registry requests; the agents'
+// request counters over one full resync, summed over replicas), and each agent's RSS at every sample of the steady
+// phase after it (bar ≤ 300 MB per replica); `--heap-snapshot`: each agent's heap at the end of the steady phase by
+// constructor (V8 writes it on SIGUSR2). Figures only; nothing passes or fails.
 //
 // The modules' raw manifests hold no objects of their own, and their CRDs are created up front in each SKR API
 // server: with 1,000 Kymas on two SKR API servers, one object of a module would be one object applied by 500
@@ -16,17 +20,18 @@
 // per Kyma has. What every Manifest does do: its descriptor and raw manifest from the process cache, the set (empty)
 // applied, its default CR created once in the Kyma's own SKR namespace (bench-<i>), readiness, its status.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { freePort, startEnvironment, startProcess, startRegistry } from '@skr-watcher/testenv';
 import { stringify } from 'yaml';
 import { createCatalog, publishModules } from '../../demo/modules.js';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
+import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../support/heap-summary.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 
 function flag(name: string, fallback: string): string {
@@ -38,10 +43,20 @@ const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url)
 const KYMAS = Number(flag('kymas', '1000'));
 const MODULES = Number(flag('modules', '5'));
 const SKRS = Array.from({ length: Number(flag('skrs', '2')) }, (_, i) => `skr${i + 1}`);
+const REPLICAS = Number(flag('replicas', '1'));
 const WORKERS = flag('workers', '8');
 const STEADY_S = Number(flag('steady', '60'));
 const RESYNC = flag('resync', '4m');
 const NODE_FLAGS = flag('node-flags', '--max-old-space-size=256').split(' ').filter(Boolean);
+/** Sharded membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; else the defaults. */
+/** The install phase gives up after this long: 30 min per 1,000 Kymas (the machine's CPU, not a replica, bounds it). */
+const INSTALL_LIMIT_MIN = 30 * Math.max(1, Math.ceil(KYMAS / 1000));
+const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
+const LEASE = flag('lease', '').split('/').filter(Boolean);
+const LEASE_FLAGS =
+  LEASE.length === 3
+    ? ['--lease-duration', LEASE[0]!, '--renew-deadline', LEASE[1]!, '--retry-period', LEASE[2]!]
+    : [];
 const NAMESPACE = 'kcp-bench';
 const BENCH_GROUP = 'bench.kyma-project.io';
 
@@ -72,6 +87,19 @@ function progressOf(before: Samples, after: Samples): string {
     `requests ${grouped('skr_agent_kube_requests_total', (s) => `${labelOf(s, 'cluster')} ${labelOf(s, 'verb')}`)}`,
     `TLS connections ${grouped('skr_agent_kube_tls_connections_total', (s) => `${labelOf(s, 'cluster')} resumed=${labelOf(s, 'resumed')}`)}`,
   ].join('; ');
+}
+
+interface BenchAgent {
+  /** --shard-identity (the Kymas' owner label), or `single` with one replica. */
+  identity: string;
+  port: number;
+  pid: number;
+  stop: (graceMs: number) => Promise<void>;
+  rss: { atMs: number; rss: number }[];
+  /** Kymas labelled with this replica's identity at the last look. */
+  owned?: number;
+  /** Since the agents started, when every Kyma it owns was Ready with all modules (unset again if one was not). */
+  readyMs?: number;
 }
 
 const rssOf = (pid: number) =>
@@ -119,7 +147,7 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const env = await startEnvironment({ planes: ['kcp', ...SKRS] });
   const registry = await startRegistry();
-  let stopAgent = async () => {};
+  let stopAgents = async (): Promise<void> => {};
   try {
     const kcp = env.plane('kcp').kubeConfig();
     await kcp.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NAMESPACE } } });
@@ -156,52 +184,72 @@ async function main(): Promise<void> {
       `setup: ${KYMAS} Kymas × ${MODULES} modules over ${SKRS.length} SKR API servers, registry ${registry.url}, ${Date.now() - t0} ms`,
     );
 
-    const metricsPort = await freePort();
-    const logFile = join(mkdtempSync(join(tmpdir(), 'modules-scale-')), 'agent.log');
-    console.log(`agent log: ${logFile}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}`);
-    // A child of testenv's: killed with this process, whatever ends it (Ctrl-C, kill, a crash).
-    const agent = startProcess(
-      process.execPath,
-      [
-        ...NODE_FLAGS,
-        BUILT,
-        ...benchAgentRunArgs({
-          kubeconfig: env.plane('kcp').kubeconfigPath,
-          namespace: NAMESPACE,
-          metricsAddress: `127.0.0.1:${metricsPort}`,
-          workers: WORKERS,
-          resync: RESYNC,
-        }),
-        '--oci-registry-host',
-        registry.url,
-        '--log-level',
-        'warn',
-      ],
-      logFile,
+    const dir = mkdtempSync(join(tmpdir(), 'modules-scale-'));
+    console.log(
+      `agents: ${REPLICAS} replica(s)${REPLICAS > 1 ? ' (--shard)' : ''}, logs in ${dir}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}`,
     );
-    stopAgent = () => agent.stop(15_000);
-    const pid = agent.pid;
-    const scrape = async (): Promise<Samples> => {
+    const agents: BenchAgent[] = [];
+    stopAgents = () => Promise.all(agents.map((a) => a.stop(15_000))).then(() => undefined);
+    for (let i = 0; i < REPLICAS; i++) {
+      const identity = REPLICAS > 1 ? `bench-${i}` : 'single';
+      const port = await freePort();
+      mkdirSync(join(dir, identity));
+      // A child of testenv's: killed with this process, whatever ends it (Ctrl-C, kill, a crash).
+      const agent = startProcess(
+        process.execPath,
+        [
+          ...NODE_FLAGS,
+          ...(HEAP_SNAPSHOT
+            ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${join(dir, identity)}`]
+            : []),
+          BUILT,
+          ...benchAgentRunArgs({
+            kubeconfig: env.plane('kcp').kubeconfigPath,
+            namespace: NAMESPACE,
+            metricsAddress: `127.0.0.1:${port}`,
+            workers: WORKERS,
+            resync: RESYNC,
+          }),
+          ...(REPLICAS > 1 ? ['--shard', '--shard-identity', identity, ...LEASE_FLAGS] : []),
+          '--oci-registry-host',
+          registry.url,
+          '--log-level',
+          'warn',
+        ],
+        join(dir, `${identity}.log`),
+      );
+      agents.push({ identity, port, pid: agent.pid, stop: agent.stop, rss: [] });
+    }
+    const scrapeOne = async (agent: BenchAgent): Promise<Samples> => {
       for (let attempt = 1; ; attempt++) {
         try {
-          return parseMetrics(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
+          return parseMetrics(await (await fetch(`http://127.0.0.1:${agent.port}/metrics`)).text());
         } catch (error) {
           if (attempt >= 50) throw error;
           await sleep(200);
         }
       }
     };
+    /** Every replica's samples, summed by series: the fleet's counters. */
+    const scrape = async (): Promise<Samples> => {
+      const summed: Samples = new Map();
+      for (const samples of await Promise.all(agents.map(scrapeOne)))
+        for (const [key, value] of samples) summed.set(key, (summed.get(key) ?? 0) + value);
+      return summed;
+    };
+    const rssNow = () => agents.map((a) => mb(rssOf(a.pid))).join(' / ');
     const started = Date.now();
-    const rss: { atMs: number; rss: number; load: string }[] = [];
     const sampler = setInterval(() => {
-      try {
-        rss.push({ atMs: Date.now() - started, rss: rssOf(pid), load: load() });
-      } catch {
-        // the agent is gone; the phases below say so
+      for (const agent of agents) {
+        try {
+          agent.rss.push({ atMs: Date.now() - started, rss: rssOf(agent.pid) });
+        } catch {
+          // the agent is gone; the phases below say so
+        }
       }
     }, 1_000);
 
-    // Phase 1: every Kyma Ready with all its modules Ready.
+    // Phase 1: every Kyma Ready with all its modules Ready; per replica, when the Kymas it owns all were.
     const api = kcp.makeApiClient(CustomObjectsApi);
     const installed = async () => {
       const list = (await api.listNamespacedCustomObject({
@@ -212,10 +260,23 @@ async function main(): Promise<void> {
       })) as { items: Kyma[] };
       let kymas = 0;
       let modules = 0;
+      const byOwner = new Map<string, { owned: number; ready: number }>();
       for (const kyma of list.items) {
         const ready = (kyma.status?.modules ?? []).filter((m) => m.state === 'Ready').length;
         modules += ready;
-        if (kyma.status?.state === 'Ready' && ready === MODULES) kymas++;
+        const done = kyma.status?.state === 'Ready' && ready === MODULES;
+        if (done) kymas++;
+        const owner = REPLICAS > 1 ? (kyma.metadata.labels?.[LABELS.shardOwner] ?? '(none)') : 'single';
+        const counts = byOwner.get(owner) ?? { owned: 0, ready: 0 };
+        counts.owned++;
+        if (done) counts.ready++;
+        byOwner.set(owner, counts);
+      }
+      for (const agent of agents) {
+        const counts = byOwner.get(agent.identity);
+        agent.owned = counts?.owned ?? 0;
+        if (counts && counts.ready === counts.owned) agent.readyMs ??= Date.now() - started;
+        else delete agent.readyMs;
       }
       return { kymas, modules };
     };
@@ -228,13 +289,13 @@ async function main(): Promise<void> {
         lastReport = Date.now();
         const now = await scrape();
         console.log(
-          `  ${Math.round((Date.now() - started) / 1000)} s: ${kymas} Kymas Ready, ${modules} modules Ready; RSS ${mb(rssOf(pid))}, load ${load()}\n` +
+          `  ${Math.round((Date.now() - started) / 1000)} s: ${kymas} Kymas Ready, ${modules} modules Ready; RSS ${rssNow()}, load ${load()}\n` +
             `    since the last line: ${progressOf(lastSamples, now)}`,
         );
         lastSamples = now;
       }
-      if (Date.now() - started > 30 * 60_000)
-        throw new Error(`only ${kymas}/${KYMAS} Kymas installed after 30 min`);
+      if (Date.now() - started > INSTALL_LIMIT_MIN * 60_000)
+        throw new Error(`only ${kymas}/${KYMAS} Kymas installed after ${INSTALL_LIMIT_MIN} min`);
       await sleep(2_000);
     }
     const installMs = Date.now() - started;
@@ -247,13 +308,17 @@ async function main(): Promise<void> {
       'operation="manifest"',
     );
     console.log(
-      `install: ${KYMAS} Kymas × ${MODULES} modules Ready ${installMs} ms after the agent started; load ${load()}`,
+      `install: ${KYMAS} Kymas × ${MODULES} modules Ready ${installMs} ms after the agents started; load ${load()}`,
     );
+    for (const agent of agents)
+      console.log(
+        `  replica ${agent.identity}: owns ${agent.owned ?? 0} Kymas, all of them Ready ${agent.readyMs ?? NaN} ms after the start`,
+      );
     console.log(
       `  registry requests: ${registryRequests.map(([series, n]) => `${series} ${n}`).join(', ') || 'none'}`,
     );
     console.log(
-      `  ${manifestsRead} manifest and ${pulls} blob requests for ${MODULES} component versions, whose digests the agent needs are ${MODULES} manifests and ${3 * MODULES} blobs (config, descriptor layer, raw manifest); bar: one pull per digest`,
+      `  ${manifestsRead} manifest and ${pulls} blob requests for ${MODULES} component versions, whose digests each replica needs are ${MODULES} manifests and ${3 * MODULES} blobs (config, descriptor layer, raw manifest); bar: one pull per digest and replica (${REPLICAS} × ${4 * MODULES})`,
     );
 
     // Phase 2: a no-op pass over every Kyma (the periodic resync), its requests by cluster, verb and resource.
@@ -304,21 +369,31 @@ async function main(): Promise<void> {
     const steadyFrom = Date.now() - started;
     await sleep(STEADY_S * 1000);
     clearInterval(sampler);
-    const steady = rss.filter((s) => s.atMs >= steadyFrom);
-    const peak = Math.max(...rss.map((s) => s.rss));
-    console.log(
-      `memory: peak RSS ${mb(peak)} over the whole run; steady phase (${STEADY_S} s after the no-op pass): max ${mb(Math.max(...steady.map((s) => s.rss)))}, min ${mb(Math.min(...steady.map((s) => s.rss)))} (bar ≤ 300 MB at every sample)`,
-    );
-    console.log(`  every steady sample (MB): ${steady.map((s) => Math.round(s.rss / 1048576)).join(' ')}`);
-    console.log(
-      `  over the run (t s: MB, every 20th): ${rss
-        .filter((_, i) => i % 20 === 0)
-        .map((s) => `${Math.round(s.atMs / 1000)}: ${Math.round(s.rss / 1048576)}`)
-        .join(', ')}`,
-    );
+    for (const agent of agents) {
+      const steady = agent.rss.filter((s) => s.atMs >= steadyFrom);
+      const peak = Math.max(...agent.rss.map((s) => s.rss));
+      console.log(
+        `memory, replica ${agent.identity} (${agent.owned ?? 0} Kymas): peak RSS ${mb(peak)} over the whole run; steady phase (${STEADY_S} s after the no-op pass): max ${mb(Math.max(...steady.map((s) => s.rss)))}, min ${mb(Math.min(...steady.map((s) => s.rss)))} (bar ≤ 300 MB at every sample)`,
+      );
+      console.log(`  every steady sample (MB): ${steady.map((s) => Math.round(s.rss / 1048576)).join(' ')}`);
+      console.log(
+        `  over the run (t s: MB, every 20th): ${agent.rss
+          .filter((_, i) => i % 20 === 0)
+          .map((s) => `${Math.round(s.atMs / 1000)}: ${Math.round(s.rss / 1048576)}`)
+          .join(', ')}`,
+      );
+    }
+    if (HEAP_SNAPSHOT) {
+      for (const agent of agents) {
+        process.kill(agent.pid, 'SIGUSR2');
+        const file = await snapshotWritten(join(dir, agent.identity));
+        console.log(`replica ${agent.identity}: ${formatHeapSummary(await summariseHeapSnapshot(file), 30)}`);
+        console.log(`  (snapshot: ${file})`);
+      }
+    }
     console.log(`end: ${uptime()}`);
   } finally {
-    await stopAgent();
+    await stopAgents();
     await registry.stop();
     await env.stop();
   }

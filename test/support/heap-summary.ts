@@ -2,7 +2,8 @@
 // JSON.parse of the whole file: a snapshot of a few hundred MB of heap is larger than V8's longest string.
 //
 //   node --import tsx test/support/heap-summary.ts FILE.heapsnapshot [--top 25]
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export interface HeapGroup {
@@ -100,6 +101,21 @@ export function formatHeapSummary(summary: HeapSummary, top = 25): string {
       .slice(0, top)
       .map((g) => `  ${mb(g.selfBytes).padStart(7)} MB ${String(g.count).padStart(9)}  ${g.group}`),
   ].join('\n');
+}
+
+/** The .heapsnapshot file in `dir` once its size has stopped growing (the agent writes it on its main thread). */
+export async function snapshotWritten(dir: string): Promise<string> {
+  const deadline = Date.now() + 5 * 60_000;
+  let lastSize = -1;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const name = (await readdir(dir)).find((file) => file.endsWith('.heapsnapshot'));
+    if (!name) continue;
+    const size = (await stat(join(dir, name))).size;
+    if (size > 0 && size === lastSize) return join(dir, name);
+    lastSize = size;
+  }
+  throw new Error(`no heap snapshot in ${dir} after 5 min`);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
