@@ -58,6 +58,14 @@ export interface Assignment {
   guard<T>(kymaKey: string, work: () => Promise<T>, paced: boolean, phase?: RunPhase): Promise<T | undefined>;
   /** The replica named on the Kyma, if any. */
   ownerOf(kymaKey: string): string | undefined;
+  /** The replica the ring picks for the Kyma (its next owner once the named one is gone), if any. */
+  targetOf(kymaKey: string): string | undefined;
+  /**
+   * A callback waits for this Kyma (issue 26): when its owner is gone (or it has none) and the ring picks this
+   * replica, claims it at once, ahead of the takeover's queue of claims. Resolves true once our view names us the
+   * owner (at once when it already does), false when it is not ours to take or the claim did not land in time.
+   */
+  claimForCallback(kymaKey: string): Promise<boolean>;
   /**
    * The buckets whose dependents this replica must see: the ring's buckets for it and those of the Kymas it still
    * owns (a Kyma being handed over is reconciled until the label moves). While a member places by runtime-id: the
@@ -92,6 +100,8 @@ export interface Assignment {
 }
 
 const RUNTIME_ID_INDEX = 'runtime-id';
+/** How long a callback waits for our view to show the claim it wrote: within the forward's timeout (2 s). */
+const CALLBACK_CLAIM_WAIT_MS = 1_500;
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 type Placed = { metadata: { name: string; namespace?: string; labels?: Record<string, string> } };
@@ -229,6 +239,12 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   const relabel = limiter(SHARDING.relabelConcurrency);
   let stopped = false;
   let passTimer: NodeJS.Timeout | undefined;
+  /** Callbacks waiting for our view to name us the owner of a Kyma they claimed (claimForCallback). */
+  const claimWaiters = new Map<string, (() => void)[]>();
+  const ownedNow = (key: string) => {
+    for (const resolve of claimWaiters.get(key) ?? []) resolve();
+    claimWaiters.delete(key);
+  };
 
   const labelOf = (kyma: KymaOwnership | undefined) =>
     kyma?.metadata.labels?.[LABELS.shardOwner] || undefined;
@@ -353,7 +369,10 @@ export function createAssignment(options: AssignmentOptions): Assignment {
 
   kymas.addHandler({
     onAdd: (kyma) => {
-      if (labelOf(kyma) === me) options.onAcquired(objectKey(kyma));
+      if (labelOf(kyma) === me) {
+        options.onAcquired(objectKey(kyma));
+        ownedNow(objectKey(kyma));
+      }
       if (labelOf(kyma) === me || !byBucket) scopeChanged();
       schedulePass();
     },
@@ -362,7 +381,10 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       if (labelOf(kyma) !== me) {
         releasing.delete(key);
         withdraw(key, 'its owner label names another replica');
-      } else if (labelOf(previous) !== me) options.onAcquired(key);
+      } else if (labelOf(previous) !== me) {
+        options.onAcquired(key);
+        ownedNow(key);
+      }
       // Other changes (our status writes) need no pass; the sweep retries writes that met a conflict.
       if (labelOf(previous) !== labelOf(kyma)) {
         if (labelOf(previous) === me || labelOf(kyma) === me) scopeChanged();
@@ -414,6 +436,47 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       }
     },
     ownerOf: (kymaKey) => labelOf(kymas.get(kymaKey)),
+    targetOf(kymaKey) {
+      const kyma = kymas.get(kymaKey);
+      return kyma ? ring.ownerOf(placeOf(kyma)) : undefined;
+    },
+    async claimForCallback(kymaKey) {
+      const kyma = kymas.get(kymaKey);
+      if (!kyma || stopped || !membership.isActive()) return false;
+      const from = labelOf(kyma);
+      if (from === me) return owns(kymaKey);
+      // The pass's own rule (assign): ours by the ring, and the named owner gone, so no one else may write it.
+      if (ring.ownerOf(placeOf(kyma)) !== me || (from !== undefined && !membership.isGone(from)))
+        return false;
+      let seenNow = () => {};
+      const seen = new Promise<void>((resolve) => (seenNow = resolve));
+      claimWaiters.set(kymaKey, [...(claimWaiters.get(kymaKey) ?? []), seenNow]);
+      const queued = writing.has(kymaKey);
+      writing.add(kymaKey);
+      try {
+        // The resourceVersion read is the precondition, as for the pass's claim: a claim queued by the pass for the
+        // same version then meets a conflict, harmless.
+        await writeOwner(kyma, me);
+        logger?.info({ kyma: kymaKey, from, forCallback: true }, 'Kyma claimed');
+        const since = from === undefined ? undefined : goneSeenAt.get(from);
+        if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
+      } catch (error) {
+        // A conflict: the pass's claim (or the Kyma's own change) came first; our view tells who owns it now.
+        logger?.debug({ err: error, kyma: kymaKey }, 'claim for a callback not written');
+      } finally {
+        if (!queued) writing.delete(kymaKey);
+      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        seen,
+        new Promise((resolve) => (timer = setTimeout(resolve, CALLBACK_CLAIM_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
+      const left = (claimWaiters.get(kymaKey) ?? []).filter((waiter) => waiter !== seenNow);
+      if (left.length) claimWaiters.set(kymaKey, left);
+      else claimWaiters.delete(kymaKey);
+      return owns(kymaKey);
+    },
     neededBuckets() {
       const needed = new Set<number>(byBucket ? bucketsOfRing() : []);
       for (const kyma of kymas.list()) {

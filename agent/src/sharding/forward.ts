@@ -30,7 +30,8 @@ export interface PeerServerOptions {
   host?: string;
   port: number;
   tls: TlsMaterial;
-  deliver: (event: AcceptedEvent) => Delivery;
+  /** May wait (briefly: within the forwarder's timeout) to claim a Kyma whose owner is gone. */
+  deliver: (event: AcceptedEvent) => Delivery | Promise<Delivery>;
   logger?: Logger;
   registry?: Registry;
   /** Open connections at most (default `CONNECTION_LIMITS.peer`): only replicas call, a few each. */
@@ -140,7 +141,7 @@ export async function startPeerServer(options: PeerServerOptions): Promise<PeerS
       ...(fingerprint ? { fingerprint } : {}),
       receivedAt: new Date(receivedAt),
     };
-    const outcome = options.deliver(event);
+    const outcome = await options.deliver(event);
     reply(outcome === 'accepted' ? 202 : 409, outcome);
   };
   const server: Server = createServer(

@@ -101,10 +101,12 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       host: config.peer.address.host,
       port: config.peer.address.port,
       tls: options.tls,
-      deliver: (event) => {
+      deliver: async (event) => {
         const key = `${event.kyma.namespace}/${event.kyma.name}`;
-        // Right after a handover our view may lag: the acquire reconcile covers what this event would have.
-        if (!route || late.assignment?.ownerOf(key) !== me) return 'not-owner';
+        // Right after a handover our view may lag: the acquire reconcile covers what this event would have. A Kyma
+        // whose owner is gone and that the ring gives us is claimed now, so the callback need not wait its turn.
+        const ours = late.assignment?.ownerOf(key) === me || (await late.assignment?.claimForCallback(key));
+        if (!route || !ours) return 'not-owner';
         route(key, event);
         return 'accepted';
       },
@@ -172,14 +174,23 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     stopStarting: () => owned.stopStarting(),
     resolveKyma: (runtimeId) => owned.resolveKyma(runtimeId),
     route(kymaKey, event) {
-      const owner = owned.ownerOf(kymaKey);
+      let owner = owned.ownerOf(kymaKey);
       if (owner === me) return route?.(kymaKey, event);
-      const address = owner && membership.members().find((m) => m.identity === owner)?.peerAddress;
-      if (!owner || !event) {
-        // No owner yet: the claim (its first reconcile reads everything) covers this change.
-        log.debug({ kyma: kymaKey }, 'callback for a Kyma without an owner yet; not forwarded');
-        return;
+      if (!event) return;
+      // The old owner gone (or none yet), the new one is known: the ring's pick. It claims the Kyma for this callback
+      // at once (issue 26) instead of the webhook being answered 503 until the takeover's claims reach it.
+      if (owner === undefined || membership.isGone(owner)) {
+        owner = owned.targetOf(kymaKey);
+        if (owner === me) {
+          return owned.claimForCallback(kymaKey).then((claimed) => {
+            if (!claimed) throw new Error(`Kyma ${kymaKey} could not be claimed for a callback yet`);
+            route?.(kymaKey, event);
+          });
+        }
+        if (!owner)
+          return Promise.reject(new Error(`Kyma ${kymaKey} has no owner and no replica to take it`));
       }
+      const address = membership.members().find((m) => m.identity === owner)?.peerAddress;
       // The listener answers only once the owner took it, so a webhook sends a lost event again (issue 26).
       if (!address || !forwarder) {
         return Promise.reject(new Error(`the owner ${owner} has no peer address this replica can reach`));
