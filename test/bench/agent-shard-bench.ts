@@ -19,7 +19,7 @@
 // round-robin, and sends each edit's callback as the webhook does (the v2 body with the fingerprint, signed with that
 // SKR's client certificate, to a survivor's listener, sent again after Retry-After while answered non-2xx); it prints
 // per edit the time from the kill, edit→ModuleConfig latency and sends, and the worst against lease duration + 5 s.
-// Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans ≤ 30 s,
+// Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans re-reconciled ≤ 90 s and an orphan's edit in its ModuleConfig ≤ lease + 5 s (issue 26),
 // join moves ≤ 35 % (the issue's case is the fourth replica), zero overlaps.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
@@ -331,6 +331,18 @@ function printEdits(
   console.log(`  ${worst(after, 'edits after the kill (the bar)')}`);
   console.log(`  ${worst(gap, '  of them made while the victim’s Lease still ran')}`);
   console.log(`  ${worst(afterExpiry, '  of them made after the Lease expired')}`);
+  // Where an edit's time went: until a listener took its callback, and from then until its ModuleConfig showed it.
+  const split = (set: EditOutcome[]) => {
+    const taken = set.filter((o) => o.acceptedAtMs !== undefined && o.reachedAtMs !== undefined);
+    const spans = (span: (o: EditOutcome) => number) => {
+      const sorted = taken.map(span).sort((a, b) => a - b);
+      return `p50 ${sorted[Math.floor(sorted.length / 2)] ?? NaN} ms, max ${sorted[sorted.length - 1] ?? NaN} ms`;
+    };
+    return `edit → callback taken ${spans((o) => (o.acceptedAtMs as number) - o.editedAtMs)}; callback taken → ModuleConfig ${spans(
+      (o) => (o.reachedAtMs as number) - (o.acceptedAtMs as number),
+    )}`;
+  };
+  console.log(`  edits after the kill: ${split(after)}`);
   const refused = after.filter((o) => o.sends > 1).length;
   console.log(
     `  callbacks answered non-2xx at first: ${refused} of ${after.length} edits after the kill; edits that failed: ${
