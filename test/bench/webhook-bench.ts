@@ -24,7 +24,12 @@ import { createServer as createHttpsServer, Agent, request } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
+import {
+  PerformanceObserver,
+  constants as perf,
+  createHistogram,
+  monitorEventLoopDelay,
+} from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import express, { type ErrorRequestHandler } from 'express';
 import { TLS_SERVER_CIPHERS, allowedResponse, parseAdmissionReview } from '@skr-watcher/api';
@@ -132,8 +137,31 @@ async function startExpressWebhook(dir: string, kcpAddr: string): Promise<number
   return (server.address() as AddressInfo).port;
 }
 
+/**
+ * CPU of this process's main thread (its thread id is the pid), from /proc in clock ticks (10 ms): beside the
+ * process's CPU it splits a webhook's cost between the admission thread and the dispatch thread.
+ */
+function mainThreadCpuMicros(): number {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return NaN;
+  }
+}
+
+const GC_KINDS: Record<number, string> = {
+  [perf.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [perf.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [perf.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [perf.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
+
 /** Callbacks the KCP stand-in answered (its role only). */
 let callbacks = 0;
+/** The webhook's dispatch counters (its role only). */
+let dispatchStats: (() => Promise<unknown>) | undefined;
 
 async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: string): Promise<void> {
   // The KCP stand-in serves the listener's certificate: the webhook refuses an SKR leaf as its KCP server.
@@ -159,6 +187,7 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
       logger: createLogger('skr-webhook', 'info'),
     });
     port = webhook.webhookPort;
+    dispatchStats = async () => ({ depth: await webhook.queueDepth(), ...webhook.dispatchStats });
   } else {
     const server = createHttpsServer(
       role === 'kcp' ? { cert, key, ca, requestCert: true, rejectUnauthorized: true } : { cert, key },
@@ -190,6 +219,16 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
   // Event-loop delay inside the server: stalls show here even when the client's view is noisy.
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
+  // Garbage collection pauses of the main thread, by kind: a major GC stops answers for milliseconds.
+  const gcPauses = new Map<string, number[]>();
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = GC_KINDS[(entry.detail as { kind?: number } | undefined)?.kind ?? 0] ?? 'other';
+      const pauses = gcPauses.get(kind) ?? [];
+      pauses.push(entry.duration);
+      gcPauses.set(kind, pauses);
+    }
+  }).observe({ entryTypes: ['gc'] });
   // CPU the process spent between two ticks of a 1 ms timer: the longest stretch of its own work
   // without the loop coming round, which (unlike the wall-clock delay) other tenants cannot inflate.
   // Opt-in (BENCH_CPU_BURSTS=1): a thousand cpuUsage() calls a second cost about 1% CPU themselves.
@@ -204,6 +243,17 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
     burstTicker.unref();
   }
   process.on('message', (message) => {
+    if (message === 'gc') {
+      const summary: Record<string, { count: number; totalMs: number; maxMs: number }> = {};
+      for (const [kind, pauses] of gcPauses)
+        summary[kind] = {
+          count: pauses.length,
+          totalMs: Math.round(pauses.reduce((a, b) => a + b, 0)),
+          maxMs: Math.round(Math.max(...pauses) * 10) / 10,
+        };
+      gcPauses.clear();
+      process.send?.(summary);
+    }
     if (message === 'loop-reset') {
       loopDelay.reset();
       bursts.reset();
@@ -217,9 +267,11 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
       } satisfies LoopDelay);
     }
     if (message === 'callbacks') process.send?.({ callbacks });
+    if (message === 'dispatch')
+      void (dispatchStats?.() ?? Promise.resolve({})).then((stats) => process.send?.(stats));
     if (message === 'cpu') {
       const usage = process.cpuUsage();
-      process.send?.({ cpuMicros: usage.user + usage.system });
+      process.send?.({ cpuMicros: usage.user + usage.system, mainThreadCpuMicros: mainThreadCpuMicros() });
     }
     if (message === 'rss') {
       const usage = process.resourceUsage();
@@ -296,8 +348,15 @@ interface Usage {
 }
 
 function cpuMicros(server: Server): Promise<number> {
+  return cpuSplit(server).then((cpu) => cpu.cpuMicros);
+}
+
+/** Process CPU and its main thread's share. */
+function cpuSplit(server: Server): Promise<{ cpuMicros: number; mainThreadCpuMicros: number }> {
   return new Promise((resolve) => {
-    server.child.once('message', (message) => resolve((message as { cpuMicros: number }).cpuMicros));
+    server.child.once('message', (message) =>
+      resolve(message as { cpuMicros: number; mainThreadCpuMicros: number }),
+    );
     server.child.send('cpu');
   });
 }
@@ -514,8 +573,31 @@ interface SteadyRow {
   server: number;
   open: Summary;
   cpuMicrosPerRequest: number;
+  /** Of which the main thread (the admission thread of a webhook). */
+  mainThreadCpuMicrosPerRequest: number;
   kcpCpuMicrosPerRequest: number;
+  /** The load generator's own CPU (this process). */
+  loadCpuMicrosPerRequest: number;
   callbacksPerSecond: number;
+  /** The webhook's dispatch counters after its run (cumulative since it started); undefined for the floor. */
+  dispatch?: Record<string, unknown>;
+  /** Main-thread GC pauses during the measured run, by kind. */
+  gc: Record<string, unknown>;
+}
+
+/** Main-thread GC pauses since the last call, by kind. */
+function gcOf(server: Server): Promise<Record<string, unknown>> {
+  return new Promise((resolve) => {
+    server.child.once('message', (message) => resolve(message as Record<string, unknown>));
+    server.child.send('gc');
+  });
+}
+
+function dispatchOf(server: Server): Promise<Record<string, unknown>> {
+  return new Promise((resolve) => {
+    server.child.once('message', (message) => resolve(message as Record<string, unknown>));
+    server.child.send('dispatch');
+  });
 }
 
 function callbacksOf(kcp: Server): Promise<number> {
@@ -547,20 +629,30 @@ async function measureSteady(run: {
       const server = run.started[i] as Server;
       const agent = run.agents[i] as Agent;
       await openLoop(agent, server.port, run.caPem, run.rate, 1);
+      await gcOf(server);
+      const loadCpu = process.cpuUsage();
       const before = {
-        cpu: await cpuMicros(server),
+        cpu: await cpuSplit(server),
         kcp: await cpuMicros(run.kcp),
         sent: await callbacksOf(run.kcp),
       };
       const result = await openLoop(agent, server.port, run.caPem, run.rate, run.seconds);
+      const loadCpuUsed = process.cpuUsage(loadCpu);
       const completed = Math.max(1, result.completed);
       rows.push({
         mix,
         server: i,
         open: summarise(result),
-        cpuMicrosPerRequest: ((await cpuMicros(server)) - before.cpu) / completed,
+        ...(await cpuSplit(server).then((after) => ({
+          cpuMicrosPerRequest: (after.cpuMicros - before.cpu.cpuMicros) / completed,
+          mainThreadCpuMicrosPerRequest:
+            (after.mainThreadCpuMicros - before.cpu.mainThreadCpuMicros) / completed,
+        }))),
         kcpCpuMicrosPerRequest: ((await cpuMicros(run.kcp)) - before.kcp) / completed,
+        loadCpuMicrosPerRequest: (loadCpuUsed.user + loadCpuUsed.system) / completed,
         callbacksPerSecond: ((await callbacksOf(run.kcp)) - before.sent) / result.seconds,
+        dispatch: await dispatchOf(server),
+        gc: await gcOf(server),
       });
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
@@ -582,8 +674,11 @@ function printSteady(rows: SteadyRow[], labels: string[]): void {
       const ratio = floor && r !== floor ? `  ratio ${(r.open.p99 / floor.open.p99).toFixed(2)}` : '';
       console.log(
         `${row(`  ${labels[r.server] ?? r.server}`, r.open)}${ratio}\n` +
-          `      server CPU ${r.cpuMicrosPerRequest.toFixed(0)} µs/review, KCP stand-in ${r.kcpCpuMicrosPerRequest.toFixed(0)} µs/review, ${r.callbacksPerSecond.toFixed(0)} callbacks/s`,
+          `      server CPU ${r.cpuMicrosPerRequest.toFixed(0)} µs/review (main thread ${r.mainThreadCpuMicrosPerRequest.toFixed(0)}), KCP stand-in ${r.kcpCpuMicrosPerRequest.toFixed(0)} µs/review, load generator ${r.loadCpuMicrosPerRequest.toFixed(0)} µs/review, ${r.callbacksPerSecond.toFixed(0)} callbacks/s`,
       );
+      if (r.dispatch && Object.keys(r.dispatch).length > 0)
+        console.log(`      dispatch counters so far: ${JSON.stringify(r.dispatch)}`);
+      console.log(`      main-thread GC pauses: ${JSON.stringify(r.gc)}`);
     }
   }
 }
