@@ -223,7 +223,7 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
   const gcPauses = new Map<string, number[]>();
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
-      const kind = GC_KINDS[(entry.detail as { kind?: number } | undefined)?.kind ?? 0] ?? 'other';
+      const kind = GC_KINDS[(entry as { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'other';
       const pauses = gcPauses.get(kind) ?? [];
       pauses.push(entry.duration);
       gcPauses.set(kind, pauses);
