@@ -5,7 +5,7 @@
 //
 //   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--replicas 1] [--skrs 2] [--workers 8]
 //                                  [--steady 60] [--resync 4m] [--lease 15s/10s/2s]
-//                                  [--node-flags '--max-old-space-size=256'] [--heap-snapshot]
+//                                  [--node-flags '--max-old-space-size=256 --max-semi-space-size=4'] [--heap-snapshot]
 //
 // Prints: time until every Kyma is Ready with all its modules Ready (from the agents' start; per replica, when the
 // Kymas it owns were), the registry requests by operation against the digests the modules have (bar: one pull per
@@ -47,7 +47,10 @@ const REPLICAS = Number(flag('replicas', '1'));
 const WORKERS = flag('workers', '8');
 const STEADY_S = Number(flag('steady', '60'));
 const RESYNC = flag('resync', '4m');
-const NODE_FLAGS = flag('node-flags', '--max-old-space-size=256').split(' ').filter(Boolean);
+/** As manifests/kcp runs the agent (NODE_OPTIONS). */
+const NODE_FLAGS = flag('node-flags', '--max-old-space-size=256 --max-semi-space-size=4')
+  .split(' ')
+  .filter(Boolean);
 /** Sharded membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; else the defaults. */
 /** The install phase gives up after this long: 30 min per 1,000 Kymas (the machine's CPU, not a replica, bounds it). */
 const INSTALL_LIMIT_MIN = 30 * Math.max(1, Math.ceil(KYMAS / 1000));
