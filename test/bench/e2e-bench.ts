@@ -43,6 +43,7 @@ import {
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
 import { seedKyma } from '../support/kcp-seed.js';
+import { intoOwnCpuGroup, removeCpuGroups } from '../support/cpu-cgroup.js';
 import { costLines, snapshot, type Costed } from './process-costs.js';
 
 const { values } = parseArgs({
@@ -58,6 +59,7 @@ const { values } = parseArgs({
     'noop-edits': { type: 'string', default: '100' },
     'agent-cpu-prof': { type: 'string' },
     'edit-connections': { type: 'string', default: 'kept' },
+    'webhook-cgroup': { type: 'string', default: 'own' },
   },
 });
 const HUNG = Number(values.hung);
@@ -78,6 +80,15 @@ const SETTLE_MS = 30_000;
 const EDIT_CONNECTIONS = values['edit-connections'];
 if (EDIT_CONNECTIONS !== 'kept' && EDIT_CONNECTIONS !== 'new')
   throw new Error(`--edit-connections must be kept or new, not ${EDIT_CONNECTIONS}`);
+/**
+ * `own` (default): each SKR webhook runs in a CPU cgroup of its own, as its Pod's container does on a node, so its
+ * SCHED_IDLE dispatch thread gives way only to the webhook's own admission thread (decision 015); `shared`: it stays
+ * in this machine's one group, where that thread ranks below every other process (the bench's figures before
+ * session 15).
+ */
+const WEBHOOK_CGROUP = values['webhook-cgroup'];
+if (WEBHOOK_CGROUP !== 'own' && WEBHOOK_CGROUP !== 'shared')
+  throw new Error(`--webhook-cgroup must be own or shared, not ${WEBHOOK_CGROUP}`);
 const load = () =>
   loadavg()
     .map((l) => l.toFixed(1))
@@ -906,7 +917,17 @@ async function main(): Promise<void> {
   });
   const live = connectLiveEvents(system.eventsUrl, (event) => callbacks.push(event));
   let hung: HostileSkr | undefined;
+  const cgroups: string[] = [];
   try {
+    if (WEBHOOK_CGROUP === 'own') {
+      for (const skr of system.skrs) {
+        const placed = await intoOwnCpuGroup(skr.webhook.pid ?? -1, `${skr.name}-webhook`);
+        if ('path' in placed) cgroups.push(placed.path);
+        console.log(
+          `${skr.name} webhook: ${'path' in placed ? `in a CPU cgroup of its own (${placed.path}), as in a Pod` : `left in the shared CPU group: ${placed.reason}`}`,
+        );
+      }
+    } else console.log('webhooks in the shared CPU group (--webhook-cgroup shared)');
     await live.opened;
     if (HUNG > 0) {
       hung = await startHostileSkr(neverAnswers);
@@ -1059,6 +1080,7 @@ async function main(): Promise<void> {
     await closeEditClients();
     await hung?.close();
     await system.stop();
+    await removeCpuGroups(cgroups);
     await rm(parent, { recursive: true, force: true });
   }
 }
