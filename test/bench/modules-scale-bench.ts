@@ -254,13 +254,35 @@ async function main(): Promise<void> {
 
     // Phase 1: every Kyma Ready with all its modules Ready; per replica, when the Kymas it owns all were.
     const api = kcp.makeApiClient(CustomObjectsApi);
+    // In pages, each tried a few times: one list of 5,000 Kymas with their status, read every 2 s while the agents
+    // install, was cut by the loaded KCP API server (an HTTP/2 stream reset), which ended the run.
+    const listKymas = async (): Promise<Kyma[]> => {
+      const items: Kyma[] = [];
+      let next: string | undefined;
+      do {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const page = (await api.listNamespacedCustomObject({
+              group: GROUP,
+              version: KINDS.kyma.version,
+              plural: KINDS.kyma.plural,
+              namespace: NAMESPACE,
+              limit: 500,
+              _continue: next,
+            })) as { items: Kyma[]; metadata?: { _continue?: string; continue?: string } };
+            items.push(...page.items);
+            next = page.metadata?.continue || page.metadata?._continue || undefined;
+            break;
+          } catch (error) {
+            if (attempt >= 5) throw error;
+            await sleep(2_000);
+          }
+        }
+      } while (next);
+      return items;
+    };
     const installed = async () => {
-      const list = (await api.listNamespacedCustomObject({
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace: NAMESPACE,
-      })) as { items: Kyma[] };
+      const list = { items: await listKymas() };
       let kymas = 0;
       let modules = 0;
       const byOwner = new Map<string, { owned: number; ready: number }>();
