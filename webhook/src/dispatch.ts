@@ -576,11 +576,14 @@ export class Dispatcher {
 
   private scheduleRetry(entry: Entry, reason: string, retryAfterMs: number | undefined): void {
     const now = this.clock.now();
-    // KCP's Retry-After (a busy or handing-over listener) is a floor: sooner would only be refused again.
-    const delay = Math.max(
-      retryAfterMs ?? 0,
-      backoffDelay(entry.attempts, this.options.backoffInitialMs, this.options.backoffMaxMs, this.random),
-    );
+    // KCP's Retry-After says when sending again is worth it (a callback budget refilled, a dead owner's Lease run
+    // out): that is the delay, not a floor under a backoff grown past it. Bounded by the backoff's own range, so a
+    // KCP can neither make an entry spin nor park it for longer than the backoff would; the max age still applies.
+    const { backoffInitialMs, backoffMaxMs } = this.options;
+    const delay =
+      retryAfterMs === undefined
+        ? backoffDelay(entry.attempts, backoffInitialMs, backoffMaxMs, this.random)
+        : Math.min(Math.max(retryAfterMs, backoffInitialMs), backoffMaxMs);
     if (now + delay - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
       this.remove(entry);
       this.drop(entry, 'max_age', entry, { why: reason });

@@ -251,8 +251,8 @@ describe('Dispatcher', () => {
     expect(dispatcher.resyncsPending).to.equal(0);
   });
 
-  it("honours KCP's Retry-After as the floor of the next attempt, and a 503 with it does not open the breaker", async () => {
-    const { clock, kcp, dispatcher } = setup({ workers: 1, backoffInitialMs: 100 });
+  it("honours KCP's Retry-After as the delay of the next attempt, and a 503 with it does not open the breaker", async () => {
+    const { clock, kcp, dispatcher } = setup({ workers: 1, backoffInitialMs: 100, backoffMaxMs: 10_000 });
     const busy: DeliveryOutcome = { result: 'retry', reason: 'HTTP 503', status: 503, retryAfterMs: 3_000 };
     dispatcher.enqueue('m', event('a'));
     await settle();
