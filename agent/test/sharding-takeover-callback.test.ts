@@ -175,6 +175,8 @@ describe('a callback for an orphaned Kyma is served as soon as its new owner is 
     // A webhook sends again after Retry-After (1 s); sent more often here (within the listener's budget of 20 per
     // second and runtime-id), so that the order of the claims shows what the callback changed.
     const answers: number[] = [];
+    /** Retry-After of each 503: while the dead owner's Lease runs, the seconds until it expires (issue 26). */
+    const retryAfters: number[] = [];
     try {
       await waitUntil(
         `${survivor.identity} takes the probe’s callback`,
@@ -183,6 +185,7 @@ describe('a callback for an orphaned Kyma is served as soon as its new owner is 
           answers.push(answer.status);
           if (answer.status === 200) return true;
           expect(answer.status, answer.text).to.be.oneOf([503, 429]);
+          if (answer.status === 503) retryAfters.push(Number(answer.headers['retry-after']));
           return false;
         },
         120_000,
@@ -203,8 +206,14 @@ describe('a callback for an orphaned Kyma is served as soon as its new owner is 
     const claims = claimsOf(survivor).slice(claimedBefore);
     const position = claims.indexOf(`${namespace}/${PROBE}`);
     console.log(
-      `      ${orphans.length} orphans; the probe claimed ${position + 1}. after ${answers.length} sends (${answers.filter((s) => s === 503).length} answered 503)`,
+      `      ${orphans.length} orphans; the probe claimed ${position + 1}. after ${answers.length} sends (${answers.filter((s) => s === 503).length} answered 503; Retry-After ${[...new Set(retryAfters)].join(', ')} s)`,
     );
+    // The owner's Lease (6 s) was renewed at most 0.5 s before the kill: the first 503s say to come back seconds
+    // later, when it has run out, not every second; never later than a lease duration and the margin.
+    expect(retryAfters, 'Retry-After of the 503s').to.satisfy((values: number[]) =>
+      values.some((value) => value >= 2),
+    );
+    expect(Math.max(...retryAfters), 'Retry-After of the 503s').to.be.at.most(7);
     // Listed last, the takeover alone would claim it among its last; claimed for its callback, among the first.
     expect(position, `claims in order: ${claims.join(', ')}`).to.be.within(0, Math.floor(orphans.length / 3));
   });

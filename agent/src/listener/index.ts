@@ -21,13 +21,14 @@
 // CN-less client certificate (direct), or untrusted proxy / missing or malformed XFCC (gateway); 403
 // runtime-id without a Kyma, or a v1 owner naming another Kyma; 404 unknown path; 405 not POST; 413 body
 // over 16 KiB (checked while streaming); 415 not application/json; 429 + Retry-After: the runtime-id is over its
-// callback budget; 503 + Retry-After: the Kyma's owner did not take it; 500 only if resolveKyma/enqueue throw.
+// callback budget; 503 + Retry-After: the Kyma's owner did not take it (when to send again: a NotTakenYetError's
+// seconds, else 1); 500 only if resolveKyma/enqueue throw.
 // Identity = subject CN of the verified client certificate = the `kyma-project.io/runtime-id` label.
 // Metrics: skr_listener_requests_total{code}, skr_listener_request_duration_seconds{code},
 // skr_listener_events_accepted_total{contract}, skr_listener_enqueued_total, skr_listener_open_connections,
 // skr_listener_tls_updates_total.
 export type { AcceptedEvent, Listener, ListenerMode, ListenerOptions, TlsMaterial } from './contract.js';
-export { startListener } from './server.js';
+export { NotTakenYetError, startListener } from './server.js';
 export { ReconcileWakes } from './reconcile-wakes.js';
 export { parseXfcc, commonNamesOf, runtimeIdFromXfcc, type XfccElement } from './xfcc.js';
 export { trustedProxies, type TrustedProxies } from './trusted-proxies.js';

@@ -46,6 +46,21 @@ const DISCARD_CAP_BYTES = 1024 * 1024;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])$/;
 const XFCC_HEADER = 'x-forwarded-client-cert';
 
+/**
+ * What an `enqueue` rejects with when it knows when the event is worth sending again (sharding: the Kyma's owner
+ * cannot be reached and its Lease runs for that long yet); any other rejection is answered Retry-After: 1.
+ */
+export class NotTakenYetError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'NotTakenYetError';
+  }
+}
+
 /** Reasons in the style of Kubernetes `Status.reason`, so answers read familiar to operators. */
 const REASONS: Record<number, string> = {
   200: 'Accepted',
@@ -461,7 +476,11 @@ export async function startListener(options: ListenerOptions): Promise<Listener>
         reply({
           code: LISTENER_STATUS.unavailable,
           message: `the event did not reach the replica that owns the Kyma: ${error instanceof Error ? error.message : String(error)}; send it again`,
-          headers: { 'retry-after': '1' },
+          headers: {
+            'retry-after': String(
+              error instanceof NotTakenYetError ? Math.max(1, Math.ceil(error.retryAfterSeconds)) : 1,
+            ),
+          },
         });
         return;
       }

@@ -53,6 +53,20 @@ export interface Forwarder {
   close(): void;
 }
 
+/**
+ * A forward that reached no process at the peer's address (refused, unreachable, or not connected within the timeout):
+ * the owner may be dead, unlike a peer that answered, or took a connection and then did not answer in time.
+ */
+export class PeerUnreachableError extends Error {
+  constructor(address: string, cause: unknown) {
+    super(`peer ${address} could not be reached`, { cause });
+    this.name = 'PeerUnreachableError';
+  }
+}
+
+/** Connection errors that say no process took the connection at that address. */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ETIMEDOUT']);
+
 /** The subject CN of a PEM certificate (the first one of a chain). */
 export function commonNameOf(certPem: string): string {
   const subject = new X509Certificate(certPem).subject;
@@ -254,12 +268,21 @@ export function createForwarder(options: {
             });
           },
         );
+        let connected = false;
+        req.on('socket', (socket) => {
+          if (!socket.connecting) connected = true;
+          else socket.once('connect', () => (connected = true));
+        });
         req.on('timeout', () =>
           req.destroy(new Error(`peer ${address} did not answer within ${SHARDING.forwardTimeoutMs} ms`)),
         );
-        req.on('error', (cause) => {
+        req.on('error', (cause: NodeJS.ErrnoException) => {
           metrics?.sent.inc({ outcome: 'failed' });
-          reject(new Error(`forward to peer ${address}`, { cause }));
+          reject(
+            !connected || UNREACHABLE_CODES.has(cause.code ?? '')
+              ? new PeerUnreachableError(address, cause)
+              : new Error(`forward to peer ${address}`, { cause }),
+          );
         });
         req.end(body);
       });

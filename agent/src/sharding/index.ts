@@ -6,9 +6,15 @@ import { LABELS } from '@skr-watcher/api';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import type { AgentConfig, ShardingConfig } from '../config.js';
 import type { DependentScope } from '../dependents.js';
-import type { AcceptedEvent, TlsMaterial } from '../listener/index.js';
+import { NotTakenYetError, type AcceptedEvent, type TlsMaterial } from '../listener/index.js';
 import { createAssignment, type Assignment } from './assignment.js';
-import { createForwarder, startPeerServer, type Forwarder, type PeerServer } from './forward.js';
+import {
+  PeerUnreachableError,
+  createForwarder,
+  startPeerServer,
+  type Forwarder,
+  type PeerServer,
+} from './forward.js';
 import { createMembership } from './membership.js';
 
 export { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
@@ -32,10 +38,17 @@ export {
   createForwarder,
   startPeerServer,
   commonNameOf,
+  PeerUnreachableError,
   type Delivery,
   type Forwarder,
   type PeerServer,
 } from './forward.js';
+
+/**
+ * A callback whose owner cannot be reached is worth sending again this long after the owner's Lease expires on our
+ * clock: our look at the ring goes then, fences it, and the Kyma's new owner can claim it for the callback.
+ */
+const RETRY_AFTER_LEASE_EXPIRY_MS = 500;
 
 /** Where this replica's own callbacks go (the work queue). */
 type OwnerRoute = (kymaKey: string, event?: AcceptedEvent) => void;
@@ -195,9 +208,18 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       if (!address || !forwarder) {
         return Promise.reject(new Error(`the owner ${owner} has no peer address this replica can reach`));
       }
+      const named = owner;
       return forwarder.forward(address, event).catch((error: unknown) => {
-        log.warn({ err: error, kyma: kymaKey, owner }, 'forwarding a callback to its owner failed');
-        throw error;
+        log.warn({ err: error, kyma: kymaKey, owner: named }, 'forwarding a callback to its owner failed');
+        // Nobody at the owner's address (killed, say): sending again is worth it once its Lease has run out, not
+        // every second before (a webhook whose backoff grew meanwhile would wait past that moment; issue 26).
+        const expiresInMs = error instanceof PeerUnreachableError ? membership.expiresInMs(named) : undefined;
+        if (expiresInMs === undefined) throw error;
+        throw new NotTakenYetError(
+          `the owner ${named} of Kyma ${kymaKey} cannot be reached; its Lease expires in ${expiresInMs} ms`,
+          (expiresInMs + RETRY_AFTER_LEASE_EXPIRY_MS) / 1000,
+          { cause: error },
+        );
       });
     },
     updateTls(tls) {

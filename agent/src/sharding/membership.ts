@@ -83,6 +83,11 @@ export interface Membership {
    * lease duration since we first asked.
    */
   isGone(identity: string): boolean;
+  /**
+   * How long until `identity`'s Lease expires on our clock (no renewal seen for its duration): 0 once it has or was
+   * released, undefined for an identity we hold no Lease of.
+   */
+  expiresInMs(identity: string): number | undefined;
   /** Stops renewing and marks the Lease released, so peers take over at their next look. */
   release(): Promise<void>;
 }
@@ -562,6 +567,11 @@ export function createMembership(options: MembershipOptions): Membership {
         return false;
       }
       return clock.now() - since >= leaseDurationMs;
+    },
+    expiresInMs(who) {
+      const record = observed.get(who);
+      if (!record) return undefined;
+      return record.released ? 0 : Math.max(0, record.observedAt + record.durationMs - clock.now());
     },
     async release() {
       if (stopped) return;
