@@ -27,6 +27,11 @@ import { shardMetrics } from './metrics.js';
 /** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
 interface KymaOwnership {
   metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+  /**
+   * bucketOf(name), hashed once as the Kyma is cached: every assignment pass (one per batch of label changes during a
+   * takeover, and the sweep every second) places every Kyma, and an MD5 per Kyma per pass was most of a pass's cost.
+   */
+  bucket: number;
 }
 
 export interface AssignmentOptions {
@@ -191,6 +196,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
           resourceVersion: kyma.metadata.resourceVersion,
           labels: kept,
         },
+        bucket: bucketOf(kyma.metadata.name),
       };
     },
     logger,
@@ -204,7 +210,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   let ring: HashRing = createHashRing([me]);
   /** False while a live member does not place by bucket (a rolling update from an older version). */
   let byBucket = true;
-  const placeOf = (kyma: Placed) => (byBucket ? shardKeyOf(kyma) : runtimeIdShardKeyOf(kyma));
+  const placeOf = (kyma: KymaOwnership) => (byBucket ? bucketKey(kyma.bucket) : runtimeIdShardKeyOf(kyma));
   const scopeListeners: (() => void)[] = [];
   const scopeChanged = () => scopeListeners.forEach((listener) => listener());
   let ringBuckets: { ring: HashRing; buckets: number[] } | undefined;
@@ -481,7 +487,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       const needed = new Set<number>(byBucket ? bucketsOfRing() : []);
       for (const kyma of kymas.list()) {
         if (labelOf(kyma) === me || (!byBucket && ring.ownerOf(placeOf(kyma)) === me)) {
-          needed.add(bucketOf(kyma.metadata.name));
+          needed.add(kyma.bucket);
         }
       }
       return needed;

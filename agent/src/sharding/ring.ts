@@ -14,9 +14,12 @@ export function bucketOf(kymaName: string, buckets: number = SHARDING.buckets): 
   return hash32(kymaName) % buckets;
 }
 
+/** Ring keys of the buckets, made once: a pass asks for one per Kyma. */
+const BUCKET_KEYS = Array.from({ length: SHARDING.buckets }, (_, bucket) => `b${bucket}`);
+
 /** The ring key of a bucket. */
 export function bucketKey(bucket: number): string {
-  return `b${bucket}`;
+  return BUCKET_KEYS[bucket] ?? `b${bucket}`;
 }
 
 export interface HashRing {
