@@ -36,6 +36,7 @@ import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { seedSampleCatalog } from '../support/kcp-seed.js';
 import { startEditStream, type EditOutcome } from '../support/orphan-edits.js';
 import { cpuSeconds } from '../support/process-memory.js';
+import { costLines, snapshot, type Costed } from './process-costs.js';
 import {
   overlaps,
   reconcileIntervals,
@@ -585,11 +586,22 @@ async function main(): Promise<void> {
       ),
     });
     const spentAtKill = await spent();
+    // Each process apart, and the requests each API server served whoever sent them (the bench's own included).
+    const costed: Costed[] = [
+      ...['kcp', ...SKRS].map((plane) => ({
+        name: plane,
+        pid: () => env.plane(plane).pid(),
+        kubeConfig: env.plane(plane).kubeConfig(),
+      })),
+      ...etcdPids.map((pid, i) => ({ name: `etcd${etcdPids.length > 1 ? i + 1 : ''}`, pid: () => pid })),
+      ...survivors.map((r) => ({ name: r.identity, pid: () => r.child.pid ?? 0 })),
+    ];
+    const costsAtKill = await snapshot(costed);
     // The user's edits in orphaned SKRs: from a moment before the kill (the figure without a fault) on.
     const orphanSample = sample.filter((i) => owners.get(`kyma-${i}`) === victim.identity);
     const edits =
       ca && orphanSample.length
-        ? startEditStream({
+        ? await startEditStream({
             kcp,
             namespace: NAMESPACE,
             targets: orphanSample.map((i) => ({
@@ -634,6 +646,7 @@ async function main(): Promise<void> {
       }
       if (firsts.ended.every((run) => run !== undefined)) {
         const spentAtEnd = await spent();
+        const costsAtEnd = await snapshot(costed);
         console.log(
           `kill -9 ${victim.identity}: all ${orphans.length} of its Kymas reconciled to the end by survivors ${Date.now() - killedMs} ms later`,
         );
@@ -676,6 +689,7 @@ async function main(): Promise<void> {
             )
             .join('; ')})`,
         );
+        for (const line of costLines(costsAtKill, costsAtEnd, n, 10, 'orphan')) console.log(`  ${line}`);
         console.log(
           `  TLS connections per orphan: ${delta(spentAtEnd.connections, spentAtKill.connections)
             .map(([labels, d]) => `${labels.replace(/[{}"]/g, '')} ${(d / n).toFixed(2)}`)

@@ -80,7 +80,13 @@ const label = (key: string, name: string) => new RegExp(`[{,]${name}="([^"]*)"`)
  * Lines saying what `edits` edits cost between the two snapshots: CPU ms per edit of each process, and per API
  * server the requests per edit by verb and resource (watches count when they start; the top `rows` per server).
  */
-export function costLines(before: CostSnapshot, after: CostSnapshot, edits: number, rows = 12): string[] {
+export function costLines(
+  before: CostSnapshot,
+  after: CostSnapshot,
+  edits: number,
+  rows = 12,
+  unit = 'edit',
+): string[] {
   const per = (n: number) => (n / edits).toFixed(2);
   const lines: string[] = [];
   const cpu = [...after.cpuMs]
@@ -88,7 +94,7 @@ export function costLines(before: CostSnapshot, after: CostSnapshot, edits: numb
     .sort((a, b) => b[1] - a[1]);
   const total = cpu.reduce((sum, [, ms]) => sum + ms, 0);
   lines.push(
-    `CPU ms per edit (total ${per(total)}): ${cpu.map(([name, ms]) => `${name} ${per(ms)}`).join(', ')}`,
+    `CPU ms per ${unit} (total ${per(total)}): ${cpu.map(([name, ms]) => `${name} ${per(ms)}`).join(', ')}`,
   );
   for (const [server, samples] of after.requests) {
     const earlier = before.requests.get(server) ?? new Map<string, number>();
@@ -103,7 +109,7 @@ export function costLines(before: CostSnapshot, after: CostSnapshot, edits: numb
     const sorted = [...byRequest].sort((a, b) => b[1] - a[1]);
     const sum = sorted.reduce((s, [, n]) => s + n, 0);
     lines.push(
-      `${server} API server requests per edit (total ${per(sum)}): ${sorted
+      `${server} API server requests per ${unit} (total ${per(sum)}): ${sorted
         .slice(0, rows)
         .map(([what, n]) => `${what} ${per(n)}`)
         .join(', ')}`,

@@ -5,7 +5,7 @@
 import type { Agent as HttpsAgent } from 'node:https';
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, watchEventFor, type ModuleConfig } from '@skr-watcher/api';
-import { mergePatchCustomObject } from '@skr-watcher/kube';
+import { ResilientInformer, customResourceSource, mergePatchCustomObject } from '@skr-watcher/kube';
 import { issueTestLeaf, type TestCa } from '../../agent/test/support/listener-certs.js';
 import { sendCallback, tlsAgent } from '../../agent/test/support/listener-client.js';
 
@@ -63,8 +63,8 @@ const sequenceOf = (config: ModuleConfig | undefined): number => {
   return match ? Number(match[1]) : -1;
 };
 
-export function startEditStream(options: EditStreamOptions): EditStream {
-  const kcpApi = options.kcp.makeApiClient(CustomObjectsApi);
+/** Resolves once the ModuleConfigs are watched; the edits start then. */
+export async function startEditStream(options: EditStreamOptions): Promise<EditStream> {
   const clients = new Map<string, { api: CustomObjectsApi; agent: HttpsAgent }>();
   for (const target of options.targets) {
     const leaf = issueTestLeaf(options.ca, {
@@ -79,7 +79,6 @@ export function startEditStream(options: EditStreamOptions): EditStream {
   const outcomes: (EditOutcome & { sequence: number })[] = [];
   const pending = new Set<Promise<void>>();
   let sequence = 0;
-  let stopped = false;
   let nextPort = 0;
   const port = () => options.listenerPorts[nextPort++ % options.listenerPorts.length] as number;
 
@@ -132,33 +131,35 @@ export function startEditStream(options: EditStreamOptions): EditStream {
     }
   };
 
-  let giveUpAt = Infinity;
-  // The ModuleConfigs, listed every 100 ms: an edit has reached KCP once its Kyma's shows it or a later edit.
-  const watch = (async () => {
-    while (!stopped || outcomes.some((o) => o.reachedAtMs === undefined && !o.error)) {
-      const list = (await kcpApi
-        .listNamespacedCustomObject({
-          group: GROUP,
-          version: KINDS.moduleConfig.version,
-          plural: KINDS.moduleConfig.plural,
-          namespace: options.namespace,
-        })
-        .catch(() => ({ items: [] }))) as { items: ModuleConfig[] };
-      const now = Date.now();
-      const shown = new Map<string, number>();
-      for (const config of list.items) {
-        const kyma = config.metadata.labels?.[LABELS.kymaName];
-        if (kyma) shown.set(kyma, Math.max(shown.get(kyma) ?? -1, sequenceOf(config)));
+  // The ModuleConfigs, watched: an edit has reached KCP once its Kyma's shows it or a later edit. (Until session 16 a
+  // list of all of them every 100 ms: at 5,000 Kymas that list was a load of its own on the KCP API server during the
+  // very takeover it measured; a watch costs the API server one event per write and times each to the millisecond.)
+  const shown = new Map<string, number>();
+  const seen = (config: ModuleConfig) => {
+    const kyma = config.metadata.labels?.[LABELS.kymaName];
+    if (!kyma) return;
+    const sequence = sequenceOf(config);
+    if (sequence <= (shown.get(kyma) ?? -1)) return;
+    shown.set(kyma, sequence);
+    const now = Date.now();
+    for (const outcome of outcomes) {
+      if (outcome.kyma === kyma && outcome.reachedAtMs === undefined && sequence >= outcome.sequence) {
+        outcome.reachedAtMs = now;
       }
-      for (const outcome of outcomes) {
-        if (outcome.reachedAtMs === undefined && (shown.get(outcome.kyma) ?? -1) >= outcome.sequence) {
-          outcome.reachedAtMs = now;
-        }
-      }
-      if (stopped && Date.now() > giveUpAt) break;
-      await sleep(100);
     }
-  })();
+  };
+  const moduleConfigs = new ResilientInformer<ModuleConfig>({
+    kubeConfig: options.kcp,
+    source: customResourceSource<ModuleConfig>(options.kcp, {
+      group: GROUP,
+      version: KINDS.moduleConfig.version,
+      plural: KINDS.moduleConfig.plural,
+      namespace: options.namespace,
+    }),
+  });
+  moduleConfigs.addHandler({ onAdd: seen, onUpdate: (_before, config) => seen(config) });
+  moduleConfigs.start();
+  await moduleConfigs.waitForSync();
 
   let turn = 0;
   const ticker = setInterval(() => {
@@ -171,10 +172,11 @@ export function startEditStream(options: EditStreamOptions): EditStream {
   return {
     async stop(waitMs) {
       clearInterval(ticker);
-      stopped = true;
-      giveUpAt = Date.now() + waitMs;
+      const giveUpAt = Date.now() + waitMs;
       await Promise.race([Promise.all(pending), sleep(waitMs)]);
-      await watch;
+      while (Date.now() < giveUpAt && outcomes.some((o) => o.reachedAtMs === undefined && !o.error))
+        await sleep(100);
+      await moduleConfigs.stop();
       for (const { agent } of clients.values()) agent.destroy();
       return outcomes.map(({ sequence: _sequence, ...outcome }) => outcome);
     },
