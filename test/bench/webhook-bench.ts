@@ -1,6 +1,6 @@
 // Webhook benchmark (DESIGN 5): the webhook against a bare Node TLS responder, the floor.
-//   npx tsx --conditions=source test/bench/webhook-bench.ts [--rate 1000] [--seconds 10] [--connections 200]
-//   [--servers floor,up,down] [--baseline <dir>/webhook/src/index.ts]: adds another build, KCP up and down, to
+//   npx tsx --conditions=source test/bench/webhook-bench.ts [--rate 1000] [--seconds 5] [--rounds 3]
+//   [--mix many,one] [--connections 200] [--servers floor,up,down] [--baseline <dir>/webhook/src/index.ts]: adds another build, KCP up and down, to
 //   the same run; <dir> must sit inside this tree so its imports resolve, e.g.
 //   git archive HEAD~3 webhook/src | tar -x -C webhook/.bench-base  →  --baseline webhook/.bench-base/webhook/src/index.ts
 //   --express: adds the same admission review served through an express 5 app (express.json with the webhook's
@@ -18,7 +18,7 @@
 // Open loop: requests are scheduled at a fixed rate and latency counts from the scheduled time, so
 // queueing in the server (or the client) counts. Saturation: closed loop on N kept-alive connections.
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg, setPriority } from 'node:os';
 import { createServer as createHttpsServer, Agent, request } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -151,6 +151,69 @@ function mainThreadCpuMicros(): number {
   }
 }
 
+/** Linux's number for SCHED_IDLE in /proc/<pid>/task/<tid>/stat (field 41, the scheduling policy). */
+const SCHED_IDLE_POLICY = 5;
+
+/**
+ * CPU of this process by thread, in ns (from schedstat): the main thread (the admission thread of a webhook); the
+ * dispatch thread (the one the webhook made SCHED_IDLE or nicer than the process); all others (V8's platform
+ * threads, which also run the dispatch thread's GC and compiler tasks at normal priority, and libuv's pool). Beside
+ * them, how long the main thread was runnable but waited for a core, and how often it was preempted.
+ */
+export interface ThreadCpu {
+  mainRunNs: number;
+  mainWaitNs: number;
+  mainPreempted: number;
+  dispatchRunNs: number;
+  dispatchWaitNs: number;
+  otherRunNs: number;
+}
+
+function threadCpu(): ThreadCpu {
+  const cpu: ThreadCpu = {
+    mainRunNs: 0,
+    mainWaitNs: 0,
+    mainPreempted: 0,
+    dispatchRunNs: 0,
+    dispatchWaitNs: 0,
+    otherRunNs: 0,
+  };
+  const threads: { tid: number; nice: number; policy: number; runNs: number; waitNs: number }[] = [];
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const [runNs, waitNs] = readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+      threads.push({
+        tid: Number(tid),
+        nice: Number(fields[16]),
+        policy: Number(fields[38]),
+        runNs: runNs ?? 0,
+        waitNs: waitNs ?? 0,
+      });
+    } catch {
+      // The thread ended between listing and reading.
+    }
+  }
+  const main = threads.find((thread) => thread.tid === process.pid);
+  for (const thread of threads) {
+    if (thread === main) {
+      cpu.mainRunNs += thread.runNs;
+      cpu.mainWaitNs += thread.waitNs;
+    } else if (thread.policy === SCHED_IDLE_POLICY || (main && thread.nice > main.nice)) {
+      cpu.dispatchRunNs += thread.runNs;
+      cpu.dispatchWaitNs += thread.waitNs;
+    } else cpu.otherRunNs += thread.runNs;
+  }
+  try {
+    const status = readFileSync(`/proc/self/task/${process.pid}/status`, 'utf8');
+    cpu.mainPreempted = Number(/nonvoluntary_ctxt_switches:\s*(\d+)/.exec(status)?.[1] ?? NaN);
+  } catch {
+    cpu.mainPreempted = NaN;
+  }
+  return cpu;
+}
+
 const GC_KINDS: Record<number, string> = {
   [perf.NODE_PERFORMANCE_GC_MINOR]: 'minor',
   [perf.NODE_PERFORMANCE_GC_MAJOR]: 'major',
@@ -266,6 +329,7 @@ async function runRole(role: Role, dir: string, kcpAddr: string, webhookModule: 
         burstMaxMs: bursts.count > 0 ? bursts.max / 1000 : NaN,
       } satisfies LoopDelay);
     }
+    if (message === 'threads') process.send?.(threadCpu());
     if (message === 'callbacks') process.send?.({ callbacks });
     if (message === 'dispatch')
       void (dispatchStats?.() ?? Promise.resolve({})).then((stats) => process.send?.(stats));
@@ -325,6 +389,13 @@ async function startChild(
     if (chrt.status !== 0) throw new Error(`chrt --idle on the KCP stand-in: ${chrt.stderr}`);
   }
   return { name, child, port };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
 }
 
 interface LoopDelay {
@@ -567,22 +638,43 @@ function row(label: string, s: Summary, rssBytes?: number): string {
   return `${label.padEnd(34)} p50 ${ms(s.p50)}  p99 ${ms(s.p99)}  max ${ms(s.max)}  ${s.rps.toFixed(0).padStart(6)} req/s  failed ${String(s.failed).padStart(4)} ${rss}`;
 }
 
+/** One measured window: one server, one mix, one round. */
 interface SteadyRow {
   mix: Mix;
-  /** Index of the server in the started list. */
+  round: number;
+  /** Index of the server in the list of servers. */
   server: number;
   open: Summary;
   cpuMicrosPerRequest: number;
   /** Of which the main thread (the admission thread of a webhook). */
   mainThreadCpuMicrosPerRequest: number;
+  /** Of which the dispatch thread (SCHED_IDLE or nicer than the process), and all other threads. */
+  dispatchThreadCpuMicrosPerRequest: number;
+  otherThreadsCpuMicrosPerRequest: number;
+  /** Time the main thread was runnable but waited for a core, per review; and how often it was preempted. */
+  mainThreadRunQueueMicrosPerRequest: number;
+  mainThreadPreemptions: number;
+  /** The server's own event-loop delay in this window (a stall of its main thread shows here). */
+  loopDelay: LoopDelay;
   kcpCpuMicrosPerRequest: number;
   /** The load generator's own CPU (this process). */
   loadCpuMicrosPerRequest: number;
   callbacksPerSecond: number;
-  /** The webhook's dispatch counters after its run (cumulative since it started); undefined for the floor. */
+  /** The webhook's dispatch counters in this window, and its queue depth at the window's end; undefined for the floor. */
   dispatch?: Record<string, unknown>;
-  /** Main-thread GC pauses during the measured run, by kind. */
+  /** Main-thread GC pauses during the measured window, by kind. */
   gc: Record<string, unknown>;
+}
+
+/** Over the rounds of one server and mix: each round's p99, their median, and the p99 of all reviews together. */
+interface SteadySummary {
+  mix: Mix;
+  server: number;
+  roundP99s: number[];
+  medianP99: number;
+  pooled: Summary;
+  /** Median over rounds of (this server's p99 / the floor's p99 in the same round); NaN for the floor. */
+  medianRoundRatio: number;
 }
 
 /** Main-thread GC pauses since the last call, by kind. */
@@ -600,6 +692,13 @@ function dispatchOf(server: Server): Promise<Record<string, unknown>> {
   });
 }
 
+function threadsOf(server: Server): Promise<ThreadCpu> {
+  return new Promise((resolve) => {
+    server.child.once('message', (message) => resolve(message as ThreadCpu));
+    server.child.send('threads');
+  });
+}
+
 function callbacksOf(kcp: Server): Promise<number> {
   return new Promise((resolve) => {
     kcp.child.once('message', (message) => resolve((message as { callbacks: number }).callbacks));
@@ -607,80 +706,181 @@ function callbacksOf(kcp: Server): Promise<number> {
   });
 }
 
+/** Counters of the webhook's dispatcher (cumulative). */
+const DISPATCH_COUNTERS = ['enqueued', 'coalesced', 'delivered'] as const;
+
+/** A webhook whose KCP answers: until its queue is empty (at most `limitMs`), so none of its callbacks run later. */
+async function drained(server: Server, limitMs: number): Promise<void> {
+  const deadline = performance.now() + limitMs;
+  while (performance.now() < deadline) {
+    const { depth } = (await dispatchOf(server)) as { depth?: number };
+    if (!depth) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /**
- * Each server alone under sustained load, as its API server would load it: for every mix, every server in random
- * order gets a 1 s warm-up on that mix and then `seconds` of open-loop load, and its callbacks drain for 1 s before
- * the next one starts. Unlike short interleaved slices, a server's dispatch thread cannot work off its callbacks
- * while another server is measured: what its callbacks cost lands in its own figures.
+ * Each server alone under sustained load, as its API server would load it. Per mix, every server is a fresh process
+ * (so no mix inherits another's queue, and every server of a mix starts from the same state), warmed up for 2 s;
+ * then `rounds` rounds, each visiting every server in a new random order: 1 s of warm-up on the same load, then
+ * `seconds` of open loop measured, then (KCP up) until its queue is empty, so its callbacks never run while another
+ * server is measured. Several windows per server and mix: one burst from another tenant moves one round, not the
+ * median.
  */
 async function measureSteady(run: {
-  started: Server[];
-  agents: Agent[];
+  start: () => Promise<{ started: Server[]; agents: Agent[] }>;
+  stop: (servers: Server[]) => Promise<void>;
+  /** Which servers send callbacks to the live KCP stand-in (their queue drains after a window). */
+  drains: boolean[];
+  /** Index of the floor among the servers, -1 without one. */
+  floor: number;
   kcp: Server;
   mixes: Mix[];
   caPem: string;
   rate: number;
   seconds: number;
-}): Promise<SteadyRow[]> {
+  rounds: number;
+  /** false: one set of servers for all mixes (how sessions 13-15 measured: a later mix inherits a queue). */
+  freshPerMix: boolean;
+}): Promise<{ rows: SteadyRow[]; summaries: SteadySummary[]; last: { started: Server[]; agents: Agent[] } }> {
   const rows: SteadyRow[] = [];
-  for (const mix of run.mixes) {
+  const summaries: SteadySummary[] = [];
+  let last: { started: Server[]; agents: Agent[] } = { started: [], agents: [] };
+  for (const [m, mix] of run.mixes.entries()) {
     PARTS = MIXES[mix];
-    for (const i of [...run.started.keys()].sort(() => Math.random() - 0.5)) {
-      const server = run.started[i] as Server;
-      const agent = run.agents[i] as Agent;
-      await openLoop(agent, server.port, run.caPem, run.rate, 1);
-      await gcOf(server);
-      const loadCpu = process.cpuUsage();
-      const before = {
-        cpu: await cpuSplit(server),
-        kcp: await cpuMicros(run.kcp),
-        sent: await callbacksOf(run.kcp),
-      };
-      const result = await openLoop(agent, server.port, run.caPem, run.rate, run.seconds);
-      const loadCpuUsed = process.cpuUsage(loadCpu);
-      const completed = Math.max(1, result.completed);
-      rows.push({
+    const { started, agents } = run.freshPerMix || m === 0 ? await run.start() : last;
+    last = { started, agents };
+    const latencies = started.map((): number[] => []);
+    const totals = started.map((): RunResult => ({ latenciesMs: [], completed: 0, failed: 0, seconds: 0 }));
+    for (let round = 1; round <= run.rounds; round++) {
+      for (const i of [...started.keys()].sort(() => Math.random() - 0.5)) {
+        const server = started[i] as Server;
+        const agent = agents[i] as Agent;
+        await openLoop(agent, server.port, run.caPem, run.rate, 1);
+        await gcOf(server);
+        const dispatchBefore = await dispatchOf(server);
+        server.child.send('loop-reset');
+        const loadCpu = process.cpuUsage();
+        const before = {
+          cpu: await cpuSplit(server),
+          threads: await threadsOf(server),
+          kcp: await cpuMicros(run.kcp),
+          sent: await callbacksOf(run.kcp),
+        };
+        const result = await openLoop(agent, server.port, run.caPem, run.rate, run.seconds);
+        const loadCpuUsed = process.cpuUsage(loadCpu);
+        const completed = Math.max(1, result.completed);
+        const after = { cpu: await cpuSplit(server), threads: await threadsOf(server) };
+        const perReview = (ns: number) => ns / 1000 / completed;
+        const dispatchAfter = await dispatchOf(server);
+        const dispatch: Record<string, unknown> = {};
+        if ('depth' in dispatchAfter) {
+          for (const counter of DISPATCH_COUNTERS)
+            dispatch[counter] = Number(dispatchAfter[counter]) - Number(dispatchBefore[counter]);
+          dispatch['depth'] = dispatchAfter['depth'];
+        }
+        rows.push({
+          mix,
+          round,
+          server: i,
+          open: summarise(result),
+          cpuMicrosPerRequest: (after.cpu.cpuMicros - before.cpu.cpuMicros) / completed,
+          mainThreadCpuMicrosPerRequest: perReview(after.threads.mainRunNs - before.threads.mainRunNs),
+          dispatchThreadCpuMicrosPerRequest: perReview(
+            after.threads.dispatchRunNs - before.threads.dispatchRunNs,
+          ),
+          otherThreadsCpuMicrosPerRequest: perReview(after.threads.otherRunNs - before.threads.otherRunNs),
+          mainThreadRunQueueMicrosPerRequest: perReview(after.threads.mainWaitNs - before.threads.mainWaitNs),
+          mainThreadPreemptions: after.threads.mainPreempted - before.threads.mainPreempted,
+          loopDelay: await loopDelay(server),
+          kcpCpuMicrosPerRequest: ((await cpuMicros(run.kcp)) - before.kcp) / completed,
+          loadCpuMicrosPerRequest: (loadCpuUsed.user + loadCpuUsed.system) / completed,
+          callbacksPerSecond: ((await callbacksOf(run.kcp)) - before.sent) / result.seconds,
+          ...(Object.keys(dispatch).length > 0 ? { dispatch } : {}),
+          gc: await gcOf(server),
+        });
+        for (const latency of result.latenciesMs) (latencies[i] as number[]).push(latency);
+        const total = totals[i] as RunResult;
+        total.completed += result.completed;
+        total.failed += result.failed;
+        total.seconds += result.seconds;
+        if (run.drains[i]) await drained(server, 5000);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+    }
+    const ofMix = rows.filter((r) => r.mix === mix);
+    const floorRounds = ofMix.filter((r) => r.server === run.floor);
+    for (const i of started.keys()) {
+      const roundP99s = ofMix.filter((r) => r.server === i).map((r) => r.open.p99);
+      const ratios = ofMix
+        .filter((r) => r.server === i)
+        .map((r) => r.open.p99 / (floorRounds.find((f) => f.round === r.round)?.open.p99 ?? NaN))
+        .filter(Number.isFinite);
+      const total = totals[i] as RunResult;
+      summaries.push({
         mix,
         server: i,
-        open: summarise(result),
-        ...(await cpuSplit(server).then((after) => ({
-          cpuMicrosPerRequest: (after.cpuMicros - before.cpu.cpuMicros) / completed,
-          mainThreadCpuMicrosPerRequest:
-            (after.mainThreadCpuMicros - before.cpu.mainThreadCpuMicros) / completed,
-        }))),
-        kcpCpuMicrosPerRequest: ((await cpuMicros(run.kcp)) - before.kcp) / completed,
-        loadCpuMicrosPerRequest: (loadCpuUsed.user + loadCpuUsed.system) / completed,
-        callbacksPerSecond: ((await callbacksOf(run.kcp)) - before.sent) / result.seconds,
-        dispatch: await dispatchOf(server),
-        gc: await gcOf(server),
+        roundP99s,
+        medianP99: median(roundP99s),
+        pooled: summarise({ ...total, latenciesMs: latencies[i] as number[] }),
+        medianRoundRatio: i === run.floor ? NaN : median(ratios),
       });
-      await new Promise((resolve) => setTimeout(resolve, 1000));
     }
+    if (run.freshPerMix && m < run.mixes.length - 1) await run.stop(started);
   }
   PARTS = MIXES.many;
-  return rows;
+  return { rows, summaries, last };
 }
 
-function printSteady(rows: SteadyRow[], labels: string[]): void {
-  const floorIndex = labels.findIndex((label) => label.startsWith('floor'));
+function median(values: number[]): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
+}
+
+const micros = (value: number) => `${Number.isFinite(value) ? value.toFixed(0) : 'n/a'} µs`;
+
+function printSteady(
+  rows: SteadyRow[],
+  summaries: SteadySummary[],
+  labels: string[],
+  floorIndex: number,
+  rounds: number,
+): void {
   for (const mix of new Set(rows.map((r) => r.mix))) {
-    const ofMix = rows.filter((r) => r.mix === mix).sort((a, b) => a.server - b.server);
-    const floor = ofMix.find((r) => r.server === floorIndex);
+    const ofMix = summaries.filter((s) => s.mix === mix).sort((a, b) => a.server - b.server);
+    const floor = ofMix.find((s) => s.server === floorIndex);
     console.log('');
     console.log(
-      `steady open loop, mix "${mix}" (p99 ratio to the floor, bar <= 1.5; CPU per review; callbacks/s):`,
+      `steady open loop, mix "${mix}" (fresh servers for this mix; ${rounds} rounds; p99 of each round, their median, the p99 of all rounds' reviews; ratio to the floor's, bar <= 1.5):`,
     );
-    for (const r of ofMix) {
-      const ratio = floor && r !== floor ? `  ratio ${(r.open.p99 / floor.open.p99).toFixed(2)}` : '';
+    for (const s of ofMix) {
+      const label = labels[s.server] ?? String(s.server);
+      const ratio =
+        floor && s !== floor
+          ? `  ratio ${(s.medianP99 / floor.medianP99).toFixed(2)} (pooled ${(s.pooled.p99 / floor.pooled.p99).toFixed(2)}, median of round ratios ${s.medianRoundRatio.toFixed(2)})`
+          : '';
       console.log(
-        `${row(`  ${labels[r.server] ?? r.server}`, r.open)}${ratio}\n` +
-          `      server CPU ${r.cpuMicrosPerRequest.toFixed(0)} µs/review (main thread ${r.mainThreadCpuMicrosPerRequest.toFixed(0)}), KCP stand-in ${r.kcpCpuMicrosPerRequest.toFixed(0)} µs/review, load generator ${r.loadCpuMicrosPerRequest.toFixed(0)} µs/review, ${r.callbacksPerSecond.toFixed(0)} callbacks/s`,
+        `  ${label.padEnd(32)} p99 by round ${s.roundP99s.map((p) => p.toFixed(2)).join(' / ')} ms  median ${ms(s.medianP99).trim()}  pooled ${ms(s.pooled.p99).trim()} (p50 ${ms(s.pooled.p50).trim()}, max ${ms(s.pooled.max).trim()}, failed ${s.pooled.failed})${ratio}`,
       );
-      if (r.dispatch && Object.keys(r.dispatch).length > 0)
-        console.log(`      dispatch counters so far: ${JSON.stringify(r.dispatch)}`);
-      console.log(`      main-thread GC pauses: ${JSON.stringify(r.gc)}`);
+      for (const r of rows.filter((row) => row.mix === mix && row.server === s.server)) {
+        console.log(
+          `      round ${r.round}: p99 ${ms(r.open.p99).trim()}, server loop delay max ${ms(r.loopDelay.maxMs).trim()}${Number.isFinite(r.loopDelay.burstMaxMs) ? ` (CPU burst max ${ms(r.loopDelay.burstMaxMs).trim()})` : ''}; CPU per review ${micros(r.cpuMicrosPerRequest)}: main thread ${micros(r.mainThreadCpuMicrosPerRequest)}, dispatch thread ${micros(r.dispatchThreadCpuMicrosPerRequest)}, other threads ${micros(r.otherThreadsCpuMicrosPerRequest)}; main thread waited for a core ${micros(r.mainThreadRunQueueMicrosPerRequest)}/review, preempted ${r.mainThreadPreemptions}×; KCP stand-in ${micros(r.kcpCpuMicrosPerRequest)}, load generator ${micros(r.loadCpuMicrosPerRequest)}; ${r.callbacksPerSecond.toFixed(0)} callbacks/s${r.dispatch ? `; dispatch ${JSON.stringify(r.dispatch)}` : ''}; GC ${JSON.stringify(r.gc)}`,
+        );
+      }
     }
   }
+  console.log('');
+  console.log('p99 ratio to the floor, median of rounds (bar: <= 1.5):');
+  for (const mix of new Set(rows.map((r) => r.mix)))
+    for (const s of summaries.filter((x) => x.mix === mix && x.server !== floorIndex)) {
+      const floor = summaries.find((x) => x.mix === mix && x.server === floorIndex);
+      if (!floor) continue;
+      console.log(
+        `  mix ${mix.padEnd(5)} ${(labels[s.server] ?? String(s.server)).padEnd(32)} ${(s.medianP99 / floor.medianP99).toFixed(2)}  (${ms(s.medianP99).trim()} against ${ms(floor.medianP99).trim()})`,
+      );
+    }
 }
 
 async function main(): Promise<void> {
@@ -691,7 +891,11 @@ async function main(): Promise<void> {
       kcp: { type: 'string' },
       module: { type: 'string' },
       rate: { type: 'string', default: '1000' },
-      seconds: { type: 'string', default: '10' },
+      seconds: { type: 'string', default: '5' },
+      /** Steady method: measured windows per server and mix, each server's in a new random order. */
+      rounds: { type: 'string', default: '3' },
+      /** Steady method: `fresh` server processes for every mix, or `shared` by all mixes (the method before). */
+      'servers-per-mix': { type: 'string', default: 'fresh' },
       connections: { type: 'string', default: '200' },
       'saturation-seconds': { type: 'string', default: '5' },
       /**
@@ -722,6 +926,7 @@ async function main(): Promise<void> {
   kcpNice = values['kcp-nice'] === 'idle' ? 'idle' : Number(values['kcp-nice']);
   const rate = Number(values.rate);
   const seconds = Number(values.seconds);
+  const rounds = Number(values.rounds);
   const connections = Number(values.connections);
   const saturationSeconds = Number(values['saturation-seconds']);
   const sliceSeconds = Number(values['slice-ms']) / 1000;
@@ -783,31 +988,53 @@ async function main(): Promise<void> {
         : []),
     ].filter((server) => wanted.has(server.key));
     const method = steady
-      ? `each server alone for ${seconds} s per mix (${mixes.join(', ')}), back to back in random order`
+      ? `per mix (${mixes.join(', ')}) ${values['servers-per-mix'] === 'shared' ? 'the same server processes (shared by the mixes)' : 'fresh server processes'}, then ${rounds} rounds of each server alone for 1 s warm-up + ${seconds} s measured, in a new random order each round, a KCP-up webhook's queue drained after its window`
       : `interleaved ${sliceSeconds * 1000} ms slices in random order`;
     console.log(
-      `open loop ${rate} req/s (${method}, ${openConnections} kept-alive connections, after 2 s warm-up each), saturation ${connections} connections for ${saturationSeconds} s; ` +
+      `open loop ${rate} req/s (${method}; ${openConnections} kept-alive connections, 2 s warm-up after each start), saturation ${connections} connections for ${saturationSeconds} s; ` +
         `node ${process.version}, ${(PARTS[0]?.[0].length ?? 0) + (PARTS[0]?.[1].length ?? 0) + 10}-byte UPDATE reviews, every one relevant`,
     );
     console.log(
       `load average at start (1/5/15 min, 2 cores here): ${loadAverage()}; KCP stand-in ${kcpNice === 'idle' ? 'SCHED_IDLE' : `at nice ${kcpNice}`}`,
     );
-    const started: Server[] = [];
-    const agents: Agent[] = [];
-    for (const spec of servers) {
-      const server = await startChild(
-        spec.label,
-        spec.role,
-        volume.dir,
-        spec.kcpAddr,
-        'module' in spec ? spec.module : '',
-      );
-      children.push(server);
-      started.push(server);
-      const agent = new Agent({ keepAlive: true, maxSockets: openConnections });
-      agents.push(agent);
-      await openLoop(agent, server.port, caPem, rate, 2);
-    }
+    const startServers = async (): Promise<{ started: Server[]; agents: Agent[] }> => {
+      const started: Server[] = [];
+      const agents: Agent[] = [];
+      for (const spec of servers) {
+        const server = await startChild(
+          spec.label,
+          spec.role,
+          volume.dir,
+          spec.kcpAddr,
+          'module' in spec ? spec.module : '',
+        );
+        children.push(server);
+        started.push(server);
+        const agent = new Agent({ keepAlive: true, maxSockets: openConnections });
+        agents.push(agent);
+        await openLoop(agent, server.port, caPem, rate, 2);
+      }
+      return { started, agents };
+    };
+    const floorIndex = servers.findIndex((spec) => spec.role === 'floor');
+    const measured = steady
+      ? await measureSteady({
+          start: startServers,
+          stop: async (stopped) => {
+            for (const server of stopped) await stopChild(server.child);
+          },
+          drains: servers.map((spec) => spec.role !== 'floor' && spec.kcpAddr !== deadKcp),
+          floor: floorIndex,
+          kcp,
+          mixes,
+          caPem,
+          rate,
+          seconds,
+          rounds,
+          freshPerMix: values['servers-per-mix'] !== 'shared',
+        })
+      : undefined;
+    const { started, agents } = measured?.last ?? (await startServers());
     // Interleaved short slices: the load other tenants put on this shared machine hits every
     // server alike, which keeps the ratio meaningful even when absolute figures are noisy.
     const open = started.map((): RunResult => ({ latenciesMs: [], completed: 0, failed: 0, seconds: 0 }));
@@ -816,9 +1043,6 @@ async function main(): Promise<void> {
     /** Per round, each server's slice p99; the median of their ratios shrugs off a burst in one slice. */
     const roundP99s: number[][] = [];
     for (const server of started) server.child.send('loop-reset');
-    const steadyRows = steady
-      ? await measureSteady({ started, agents, kcp, mixes, caPem, rate, seconds })
-      : [];
     for (let slice = 0; steady ? false : slice < slices; slice++) {
       const p99s: number[] = [];
       roundP99s.push(p99s);
@@ -871,8 +1095,11 @@ async function main(): Promise<void> {
     }
     if (steady)
       printSteady(
-        steadyRows,
+        measured?.rows ?? [],
+        measured?.summaries ?? [],
         results.map((result) => result.label),
+        floorIndex,
+        rounds,
       );
     else {
       console.log('');
@@ -883,10 +1110,11 @@ async function main(): Promise<void> {
         console.log(`  ${result.label.padEnd(32)} ${result.cpuMicrosPerRequest.toFixed(0)} µs`);
     }
     console.log('');
-    console.log(
-      'server event loop over the open-loop slices (idle time between its slices included): delay, and with BENCH_CPU_BURSTS=1 the CPU spent between two ticks of a 1 ms timer (own stalls, which other tenants cannot inflate):',
-    );
-    for (const result of results)
+    if (!steady)
+      console.log(
+        'server event loop over the open-loop slices (idle time between its slices included): delay, and with BENCH_CPU_BURSTS=1 the CPU spent between two ticks of a 1 ms timer (own stalls, which other tenants cannot inflate):',
+      );
+    for (const result of steady ? [] : results)
       console.log(
         `  ${result.label.padEnd(32)} delay p99 ${ms(result.loopDelay.p99Ms)} max ${ms(result.loopDelay.maxMs)}  CPU burst p99.9 ${ms(result.loopDelay.burstP999Ms)} max ${ms(result.loopDelay.burstMaxMs)}`,
       );
@@ -896,14 +1124,14 @@ async function main(): Promise<void> {
       console.log('open loop p99 ratio to the floor (bar: <= 1.5):');
       for (const result of results.filter((r) => r !== floor))
         console.log(`  ${result.label.padEnd(32)} ${(result.open.p99 / floor.open.p99).toFixed(2)}`);
-      const floorIndex = results.indexOf(floor);
+      const floorAt = results.indexOf(floor);
       console.log(
         'median over rounds of the slice p99 ratio to the floor (robust to bursts from other tenants):',
       );
       for (const [i, result] of results.entries()) {
-        if (i === floorIndex) continue;
+        if (i === floorAt) continue;
         const ratios = roundP99s
-          .map((round) => (round[i] ?? NaN) / (round[floorIndex] ?? NaN))
+          .map((round) => (round[i] ?? NaN) / (round[floorAt] ?? NaN))
           .filter(Number.isFinite)
           .sort((a, b) => a - b);
         console.log(`  ${result.label.padEnd(32)} ${percentile(ratios, 50).toFixed(2)}`);
@@ -913,15 +1141,19 @@ async function main(): Promise<void> {
     console.log(`load average at end (1/5/15 min): ${loadAverage()}`);
     console.log(
       'summary (JSON):',
-      JSON.stringify({ rate, seconds, connections, load: loadavg(), results, steady: steadyRows }),
+      JSON.stringify({
+        rate,
+        seconds,
+        rounds,
+        connections,
+        load: loadavg(),
+        results,
+        steady: measured?.rows ?? [],
+        steadySummary: measured?.summaries ?? [],
+      }),
     );
   } finally {
-    for (const { child } of children) {
-      if (child.exitCode !== null) continue;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    for (const { child } of children) await stopChild(child);
     await volume.remove();
   }
 }
