@@ -7,6 +7,8 @@ import type { TlsMaterial } from './tls-reload.js';
 
 /** What the dispatch thread starts with (its `workerData`). */
 export interface DispatchThreadData {
+  /** The ring the admission thread writes relevant changes into (change-ring.ts); JSON of `QueuedChange` each. */
+  ring: SharedArrayBuffer;
   address: KcpAddress;
   material: TlsMaterial;
   workers: number;
@@ -25,11 +27,17 @@ export interface DispatchThreadData {
   logLevel: string;
 }
 
-/** One relevant change: manager, event, admission uid. */
-export type QueuedChange = [manager: string, event: WatchEventV2, uid: string | undefined];
+/** One relevant change: manager, event, admission uid (null once it went through JSON). */
+export type QueuedChange = [manager: string, event: WatchEventV2, uid: string | undefined | null];
+
+/** How often an awake dispatch thread reads the ring: a change waits at most this long before it is queued. */
+export const CHANGE_POLL_MS = 5;
+/** An awake thread that found the ring empty this long goes to sleep; the next change wakes it with a message. */
+export const CHANGE_SLEEP_AFTER_MS = 1000;
 
 export type ToDispatch =
-  | { type: 'changes'; changes: QueuedChange[] }
+  /** The ring has changes and the thread had gone to sleep. */
+  | { type: 'wake' }
   | { type: 'tls'; material: TlsMaterial }
   | { type: 'depth'; id: number }
   /** Ask KCP to reconcile this SKR in full (on the resync manager's path). */

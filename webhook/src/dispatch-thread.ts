@@ -1,6 +1,7 @@
-// The admission thread's end of the dispatch thread (decision 015): relevant changes are validated here and
-// posted over in batches, one message per turn of the event loop; counts and log lines come back and land in
-// this process's registry and logger, so `/metrics` and the logs look as they did with one thread.
+// The admission thread's end of the dispatch thread (decision 015): relevant changes go over through a ring in
+// shared memory (change-ring.ts, decision 022), which the thread reads on its own timer; counts and log lines come
+// back as messages and land in this process's registry and logger, so `/metrics` and the logs look as they did with
+// one thread.
 import { Worker } from 'node:worker_threads';
 import type { WatchEventV2 } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
@@ -19,6 +20,7 @@ import type {
   QueuedChange,
   ToDispatch,
 } from './dispatch-protocol.js';
+import { ChangeRing } from './change-ring.js';
 import { LogThrottle } from './log-throttle.js';
 import type { TlsMaterial } from './tls-reload.js';
 
@@ -34,21 +36,14 @@ const WORKER_URL = new URL(
  */
 const DISPATCH_THREAD_HEAP = { maxYoungGenerationSizeMb: 4, maxOldGenerationSizeMb: 64 };
 
-/**
- * How long a relevant change may wait in the admission thread before its batch goes over. Every message wakes the
- * dispatch thread and costs both threads a serialisation, an event dispatch and a wake-up: at 1,000 reviews/s one
- * message per turn of the loop meant one per review. A few milliseconds gather several into one message; the
- * callback leaves that much later, which no user's edit notices.
- */
-export const BATCH_HOLD_MS = 5;
-/** A batch this large goes over at once, whatever its age (a burst need not wait, nor pile up). */
-export const BATCH_MAX_CHANGES = 256;
+/** While the ring is full (the dispatch thread starved of CPU), how often the changes held here are offered again. */
+const RING_RETRY_MS = 5;
 
 /** Keys pino writes on every line; the admission thread's logger adds its own. */
 const LINE_KEYS = new Set(['level', 'time', 'msg', 'component', 'pid', 'hostname']);
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
 
-export interface DispatchThreadOptions extends Omit<DispatchThreadData, 'logLevel'> {
+export interface DispatchThreadOptions extends Omit<DispatchThreadData, 'logLevel' | 'ring'> {
   logger: Logger;
   observer: DispatchObserver;
 }
@@ -56,10 +51,17 @@ export interface DispatchThreadOptions extends Omit<DispatchThreadData, 'logLeve
 export class DispatchThread {
   readonly stats: DispatchStats = emptyDispatchStats();
   private worker: Worker;
-  private batch: QueuedChange[] = [];
-  private flushTimer: NodeJS.Timeout | undefined;
-  /** Messages with changes posted to the thread so far (one per batch). */
-  batchesPosted = 0;
+  /** Set by spawn(): each thread has a ring of its own. */
+  private ring!: ChangeRing;
+  /** Changes that did not fit in the ring yet, oldest first; bounded by the queue size. */
+  private held: Uint8Array[] = [];
+  private retryTimer: NodeJS.Timeout | undefined;
+  /** Messages posted to the thread so far; changes travel without any (a sleeping thread gets one wake-up). */
+  messagesPosted = 0;
+  /** Callers of depth() and drain() waiting for the held changes to be in the ring. */
+  private readonly heldWaiters: (() => void)[] = [];
+  /** A resync was asked for since the hold last overflowed. */
+  private resyncAsked = false;
   private closed = false;
   private terminated = false;
   private nextQueryId = 1;
@@ -84,18 +86,30 @@ export class DispatchThread {
   }
 
   /**
-   * Queues a relevant change for the dispatch thread. Called on the admission path after the answer is written:
-   * it only appends to a batch; the batch goes over `BATCH_HOLD_MS` after its first change (at once once it holds
-   * `BATCH_MAX_CHANGES`), and the thread validates what needs a new queue entry.
+   * Queues a relevant change for the dispatch thread. Called on the admission path after the answer is written: it
+   * only writes the change into the ring (no lock, no message while the thread is awake); the thread takes it within
+   * `CHANGE_POLL_MS` and validates what needs a new queue entry.
    */
   enqueue(manager: string, event: WatchEventV2, uid: string | undefined): void {
     if (this.closed) {
       this.dropHere('shutdown', manager, event, uid);
       return;
     }
-    this.batch.push([manager, event, uid]);
-    if (this.batch.length >= BATCH_MAX_CHANGES) this.flush();
-    else this.flushTimer ??= setTimeout(() => this.flush(), BATCH_HOLD_MS);
+    const change: QueuedChange = [manager, event, uid];
+    const record = Buffer.from(JSON.stringify(change));
+    if (this.held.length === 0 && this.ring.write(record)) {
+      this.wakeThread();
+      return;
+    }
+    if (this.held.length >= this.options.maxQueue) {
+      this.dropHere('queue_full', manager, event, uid);
+      // KCP never hears of this change: the thread asks it to look at everything (once per full hold).
+      if (!this.resyncAsked) this.resync('events were dropped');
+      this.resyncAsked = true;
+      return;
+    }
+    this.held.push(record);
+    this.retryTimer ??= setTimeout(() => this.offerHeld(), RING_RETRY_MS);
   }
 
   /** Asks KCP to reconcile this SKR in full (its own configuration went or changed, issue 26 item 5). */
@@ -109,9 +123,10 @@ export class DispatchThread {
   }
 
   /** Objects with an undelivered event, as the thread counts them once it has taken every change sent so far. */
-  depth(): Promise<number> {
-    if (this.terminated) return Promise.resolve(0);
-    this.flush();
+  async depth(): Promise<number> {
+    if (this.terminated) return 0;
+    await this.heldTaken();
+    if (this.terminated) return 0;
     const id = this.nextQueryId++;
     return new Promise((resolve) => {
       this.depthQueries.set(id, resolve);
@@ -121,8 +136,14 @@ export class DispatchThread {
 
   /** Stops taking changes, lets the thread deliver for up to `timeoutMs`, then ends it. */
   async drain(timeoutMs: number): Promise<void> {
-    this.flush();
     this.closed = true;
+    await this.heldTaken(timeoutMs);
+    for (const record of this.held) {
+      const [manager, event, uid] = JSON.parse(Buffer.from(record).toString('utf8')) as QueuedChange;
+      this.dropHere('shutdown', manager, event, uid ?? undefined);
+    }
+    this.held = [];
+    clearTimeout(this.retryTimer);
     const done = new Promise<void>((resolve) => (this.drained = resolve));
     this.send({ type: 'drain', timeoutMs });
     // The thread bounds the drain itself; this bound only covers a thread that stopped answering.
@@ -137,22 +158,46 @@ export class DispatchThread {
     this.depthQueries.clear();
   }
 
-  private flush(): void {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    if (this.batch.length === 0) return;
-    const changes = this.batch;
-    this.batch = [];
-    this.batchesPosted++;
-    this.send({ type: 'changes', changes });
+  /** A thread that went to sleep on an empty ring is told there is something (once, whoever wrote first). */
+  private wakeThread(): void {
+    if (this.ring.wake()) this.send({ type: 'wake' });
+  }
+
+  /** Moves held changes into the ring as far as they fit; keeps trying while some are left. */
+  private offerHeld(): void {
+    this.retryTimer = undefined;
+    let taken = 0;
+    while (taken < this.held.length && this.ring.write(this.held[taken] as Uint8Array)) taken++;
+    if (taken > 0) {
+      this.held = this.held.slice(taken);
+      this.wakeThread();
+    }
+    if (this.held.length > 0) this.retryTimer = setTimeout(() => this.offerHeld(), RING_RETRY_MS);
+    else {
+      this.resyncAsked = false;
+      for (const resolve of this.heldWaiters.splice(0)) resolve();
+    }
+  }
+
+  /** Resolves once every held change is in the ring (or after `timeoutMs`). */
+  private heldTaken(timeoutMs = Infinity): Promise<void> {
+    if (this.held.length === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.heldWaiters.push(resolve);
+      if (Number.isFinite(timeoutMs)) setTimeout(resolve, timeoutMs).unref();
+    });
   }
 
   private send(message: ToDispatch): void {
+    this.messagesPosted++;
     this.worker.postMessage(message);
   }
 
   private spawn(): Worker {
+    // A new thread gets a new ring: what the old one had not read went with its queue.
+    this.ring = new ChangeRing();
     const data: DispatchThreadData = {
+      ring: this.ring.buffer,
       address: this.options.address,
       material: this.material,
       workers: this.options.workers,
@@ -265,8 +310,13 @@ export class DispatchThread {
     this.options.logger[level](fields, msg);
   }
 
-  /** Changes that come after shutdown began: counted and logged here, as the thread would. */
-  private dropHere(reason: 'shutdown', manager: string, event: WatchEventV2, uid: string | undefined): void {
+  /** Changes that come after shutdown began, or find the ring and the hold full: counted and logged here. */
+  private dropHere(
+    reason: 'shutdown' | 'queue_full',
+    manager: string,
+    event: WatchEventV2,
+    uid: string | undefined,
+  ): void {
     this.stats.dropped[reason]++;
     this.options.observer.dropped(reason, 1);
     this.dropLog.warn(reason, { ...identity(manager, event), uid, reason }, DROP_MESSAGES[reason]);

@@ -8,11 +8,25 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { parseWatchEvent } from '@skr-watcher/api';
 import { createLogger } from '@skr-watcher/telemetry';
 import { Dispatcher, emptyDispatchStats, type DispatchObserver } from './dispatch.js';
-import type { DispatchReport, DispatchThreadData, FromDispatch, ToDispatch } from './dispatch-protocol.js';
+import { ChangeRing } from './change-ring.js';
+import {
+  CHANGE_POLL_MS,
+  CHANGE_SLEEP_AFTER_MS,
+  type DispatchReport,
+  type DispatchThreadData,
+  type FromDispatch,
+  type QueuedChange,
+  type ToDispatch,
+} from './dispatch-protocol.js';
 import { KcpClient } from './kcp-client.js';
 
-/** Counts reach the admission thread's metrics at most this late; one message per interval under load. */
-const REPORT_INTERVAL_MS = 100;
+/**
+ * Counts reach the admission thread's metrics at most this late unless asked for (a scrape, `queueDepth()` and
+ * shutdown ask, and get them exact). Each report is a message, and a message to the admission thread is queued under
+ * a mutex the admission thread takes to read it: held by this SCHED_IDLE thread, which a woken normal thread may take
+ * the core from inside it (decision 022, session 16). One a second rather than ten.
+ */
+const REPORT_INTERVAL_MS = 1000;
 /**
  * How much nicer the dispatch thread is than the process: CFS then weighs it about a tenth of the admission thread
  * under contention. Relative, so that a webhook started at another nice value keeps its threads in proportion: an
@@ -156,10 +170,40 @@ function idleScheduling(threadId: number): void {
   );
 }
 
+const ring = new ChangeRing(data.ring);
+const decoder = new TextDecoder();
+let pollTimer: NodeJS.Timeout | undefined;
+let emptySince = performance.now();
+
+/** Queues every change in the ring; true if there was any. */
+function takeChanges(): boolean {
+  const records = ring.readAll();
+  for (const record of records) {
+    const [manager, event, uid] = JSON.parse(decoder.decode(record)) as QueuedChange;
+    dispatcher.enqueue(manager, event, uid ?? undefined);
+  }
+  return records.length > 0;
+}
+
+/** Reads the ring every CHANGE_POLL_MS while changes come; sleeps once it stayed empty (a message wakes it). */
+function poll(): void {
+  if (takeChanges()) emptySince = performance.now();
+  else if (performance.now() - emptySince >= CHANGE_SLEEP_AFTER_MS && ring.sleep()) {
+    clearInterval(pollTimer);
+    pollTimer = undefined;
+  }
+}
+
+function awake(): void {
+  emptySince = performance.now();
+  pollTimer ??= setInterval(poll, CHANGE_POLL_MS);
+  poll();
+}
+
 port.on('message', (message: ToDispatch) => {
   switch (message.type) {
-    case 'changes':
-      for (const [manager, event, uid] of message.changes) dispatcher.enqueue(manager, event, uid);
+    case 'wake':
+      awake();
       break;
     case 'tls':
       kcp.updateTls(message.material);
@@ -168,10 +212,14 @@ port.on('message', (message: ToDispatch) => {
       dispatcher.resync(data.resyncManager, message.why);
       break;
     case 'depth':
+      takeChanges();
       sendReport();
       post({ type: 'depth', id: message.id, depth: dispatcher.depth });
       break;
     case 'drain':
+      takeChanges();
+      clearInterval(pollTimer);
+      pollTimer = undefined;
       void dispatcher.drain(message.timeoutMs).then(() => {
         kcp.close();
         sendReport();
@@ -181,4 +229,5 @@ port.on('message', (message: ToDispatch) => {
       break;
   }
 });
+awake();
 post({ type: 'ready' });

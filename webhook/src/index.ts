@@ -40,7 +40,7 @@ export interface RunningWebhook {
   readonly webhookPort: number;
   readonly metricsPort: number;
   /**
-   * Counters of the dispatcher, for tests and the demo. The dispatch thread reports them every 100 ms; they are
+   * Counters of the dispatcher, for tests and the demo. The dispatch thread reports them every second; they are
    * exact after `queueDepth()` or `close()` resolves.
    */
   readonly dispatchStats: DispatchStats;

@@ -21,7 +21,7 @@ export interface WebhookMetrics {
   admission: AdmissionMetrics;
   dispatch: DispatchObserver;
   /**
-   * Called before a scrape reads the dispatch metrics: the dispatch thread reports on its own every 100 ms, and
+   * Called before a scrape reads the dispatch metrics: the dispatch thread reports on its own every second, and
    * this brings its latest counts over first, so `/metrics` is exact.
    */
   refreshDispatchBeforeScrape(refresh: () => Promise<unknown>): void;
