@@ -226,6 +226,16 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   const releasing = new Set<string>();
   /** Relabels in flight, so a pass does not write the same Kyma twice. */
   const writing = new Set<string>();
+  /**
+   * Owner labels this replica wrote, by key: the resourceVersion the write was conditional on. Until our cache shows
+   * a later version, a write conditional on that one again can only meet a conflict (on a loaded KCP the watch event
+   * of a claim can come seconds after it, and passes run meanwhile): no pass writes it.
+   */
+  const wrote = new Map<string, string | undefined>();
+  const awaitingOwnWrite = (kyma: KymaOwnership) => {
+    const key = objectKey(kyma);
+    return wrote.has(key) && wrote.get(key) === kyma.metadata.resourceVersion;
+  };
   /** Reconciles (and targeted mirrors) in flight, per key. */
   const inFlight = new Map<string, Set<Run>>();
   const settledRuns = (key: string) => Promise.all([...(inFlight.get(key) ?? [])].map((run) => run.settled));
@@ -306,6 +316,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       },
       mergePatch,
     );
+    wrote.set(key, kyma.metadata.resourceVersion);
     logger?.debug({ kyma: key, from: labelOf(kyma), to: owner }, 'Kyma owner written');
   };
 
@@ -335,7 +346,15 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     const key = objectKey(kyma);
     writing.add(key);
     const from = labelOf(kyma);
-    void relabel(() => writeOwner(kyma, me))
+    void relabel(async () => {
+      // Queued behind other claims: written meanwhile (for a callback) or changed since the pass decided, the next
+      // pass decides again rather than this write meeting a conflict.
+      const current = kymas.get(key);
+      if (current?.metadata.resourceVersion !== kyma.metadata.resourceVersion || awaitingOwnWrite(kyma)) {
+        throw new Error('changed or written since the pass decided');
+      }
+      await writeOwner(kyma, me);
+    })
       .then(() => {
         logger?.info({ kyma: key, from }, 'Kyma claimed');
         const since = from === undefined ? undefined : goneSeenAt.get(from);
@@ -354,7 +373,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     if (stopped || !membership.isActive()) return;
     for (const kyma of kymas.list()) {
       const key = objectKey(kyma);
-      if (writing.has(key)) continue;
+      if (writing.has(key) || awaitingOwnWrite(kyma)) continue;
       const owner = labelOf(kyma);
       const target = ring.ownerOf(placeOf(kyma));
       if (owner === me) {
@@ -384,6 +403,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     },
     onUpdate: (previous, kyma) => {
       const key = objectKey(kyma);
+      if (previous.metadata.resourceVersion !== kyma.metadata.resourceVersion) wrote.delete(key);
       if (labelOf(kyma) !== me) {
         releasing.delete(key);
         withdraw(key, 'its owner label names another replica');
@@ -399,6 +419,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     },
     onDelete: (kyma) => {
       releasing.delete(objectKey(kyma));
+      wrote.delete(objectKey(kyma));
       if (labelOf(kyma) === me || !byBucket) scopeChanged();
     },
   });
@@ -460,12 +481,14 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       const queued = writing.has(kymaKey);
       writing.add(kymaKey);
       try {
-        // The resourceVersion read is the precondition, as for the pass's claim: a claim queued by the pass for the
-        // same version then meets a conflict, harmless.
-        await writeOwner(kyma, me);
-        logger?.info({ kyma: kymaKey, from, forCallback: true }, 'Kyma claimed');
-        const since = from === undefined ? undefined : goneSeenAt.get(from);
-        if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
+        // The resourceVersion read is the precondition, as for the pass's claim: a claim the pass queued for the same
+        // version then sees it written and writes nothing. Claimed already (our view lags): only wait for the view.
+        if (!awaitingOwnWrite(kyma)) {
+          await writeOwner(kyma, me);
+          logger?.info({ kyma: kymaKey, from, forCallback: true }, 'Kyma claimed');
+          const since = from === undefined ? undefined : goneSeenAt.get(from);
+          if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
+        }
       } catch (error) {
         // A conflict: the pass's claim (or the Kyma's own change) came first; our view tells who owns it now.
         logger?.debug({ err: error, kyma: kymaKey }, 'claim for a callback not written');
