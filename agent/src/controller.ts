@@ -32,7 +32,7 @@ import {
 import { webhookTlsSecretName } from '@skr-watcher/pki';
 import { Counter, registeredMetric, type Logger, type Registry } from '@skr-watcher/telemetry';
 import { createDependentCache, type DependentScope } from './dependents.js';
-import { isOwnMirror, type WatchCaches } from './reconcile/index.js';
+import { cachedManifest, cachedModuleConfig, isOwnMirror, type WatchCaches } from './reconcile/index.js';
 
 /** The reconciler as the controller drives it (agent/src/reconcile). */
 export interface KymaReconciler {
@@ -138,6 +138,7 @@ export function createController(options: ControllerOptions): Controller {
   const custom = <T extends CachedObject>(
     kind: { plural: string; version: string },
     labelSelector?: string,
+    transform?: (object: T) => T,
   ) =>
     new ResilientInformer<T>({
       ...informerDefaults,
@@ -148,6 +149,7 @@ export function createController(options: ControllerOptions): Controller {
         namespace,
         labelSelector,
       }),
+      ...(transform ? { transform } : {}),
     });
 
   const registry = options.registry;
@@ -310,7 +312,8 @@ export function createController(options: ControllerOptions): Controller {
   const moduleConfigs = createDependentCache<ModuleConfig>({
     ...dependentDefaults,
     kind: KINDS.moduleConfig,
-    watch: (labelSelector) => custom<ModuleConfig>(KINDS.moduleConfig, labelSelector),
+    // Kept as the reconciler parses them (decision 021, "Session 16"): one copy each, not the object and its parse.
+    watch: (labelSelector) => custom<ModuleConfig>(KINDS.moduleConfig, labelSelector, cachedModuleConfig),
     // By label, as the reconciler's list selected them.
     kymaOf: (config) => config.metadata?.labels?.[LABELS.kymaName],
     handlers: {
@@ -370,7 +373,7 @@ export function createController(options: ControllerOptions): Controller {
     ? createDependentCache<Manifest>({
         ...dependentDefaults,
         kind: KINDS.manifest,
-        watch: (labelSelector) => custom<Manifest>(KINDS.manifest, labelSelector),
+        watch: (labelSelector) => custom<Manifest>(KINDS.manifest, labelSelector, cachedManifest),
         kymaOf: (manifest) => manifest.metadata?.labels?.[LABELS.kymaName],
         handlers: {
           onUpdate: (previous, manifest) => {

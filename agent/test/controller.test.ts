@@ -2,9 +2,12 @@
 // writes do not loop, runtime-ids resolve through the watch cache, and requeues follow the reconciler's answer.
 import { expect } from 'chai';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
+import { GROUP, KINDS, LABELS, parseManifest, parseModuleConfig } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createController, type Controller } from '../src/controller.js';
+import type { ReconcileContext } from '../src/reconcile/context.js';
+import { manifestsOf } from '../src/reconcile/manifest-kyma.js';
+import { moduleConfigsOf } from '../src/reconcile/module-config.js';
 import { waitUntil } from '../../test/support/eventually.js';
 
 describe('controller triggers on a real KCP', function () {
@@ -32,6 +35,25 @@ describe('controller triggers on a real KCP', function () {
         kind: 'Kyma',
         metadata: { name, namespace, labels },
         spec: { channel: 'regular', modules: modules.map((name) => ({ name })) },
+      },
+    });
+  const createModuleConfig = (name: string, labels: Record<string, string>, kyma: string, module: string) =>
+    api.createNamespacedCustomObject({
+      ...kind('moduleConfig'),
+      body: {
+        apiVersion: `${GROUP}/${KINDS.moduleConfig.version}`,
+        kind: 'ModuleConfig',
+        metadata: { name, namespace, labels },
+        spec: {
+          kyma,
+          module,
+          resource: {
+            apiVersion: `${GROUP}/v1alpha1`,
+            kind: 'Sample',
+            metadata: { name: module },
+            spec: { a: 1 },
+          },
+        },
       },
     });
   /** Runs `change` and returns the keys reconciled because of it (after the queue settles). */
@@ -84,6 +106,7 @@ describe('controller triggers on a real KCP', function () {
       kcp,
       namespace,
       workers: 2,
+      manifests: true,
       reconciler: {
         reconcile: async (key) => {
           reconciled.push(key);
@@ -315,22 +338,7 @@ describe('controller triggers on a real KCP', function () {
   });
 
   it('maps a ModuleConfig edited or deleted by hand to its Kyma', async () => {
-    const body = {
-      apiVersion: `${GROUP}/${KINDS.moduleConfig.version}`,
-      kind: 'ModuleConfig',
-      metadata: { name: 'alpha-sample', namespace, labels: { [LABELS.kymaName]: 'alpha' } },
-      spec: {
-        kyma: 'alpha',
-        module: 'sample',
-        resource: {
-          apiVersion: `${GROUP}/v1alpha1`,
-          kind: 'Sample',
-          metadata: { name: 'sample' },
-          spec: { replicas: 1 },
-        },
-      },
-    };
-    await api.createNamespacedCustomObject({ ...kind('moduleConfig'), body });
+    await createModuleConfig('alpha-sample', { [LABELS.kymaName]: 'alpha' }, 'alpha', 'sample');
     const edited = await keysAfter(
       () =>
         api.patchNamespacedCustomObject({
@@ -346,6 +354,89 @@ describe('controller triggers on a real KCP', function () {
       [`${namespace}/alpha`],
     );
     expect(deleted).to.deep.equal([`${namespace}/alpha`]);
+  });
+
+  it('caches each Manifest and ModuleConfig as the reconciler reads it: one copy, with every field a pass reads', async () => {
+    const labels = { [LABELS.kymaName]: 'beta', [LABELS.moduleName]: 'other' };
+    await api.createNamespacedCustomObject({
+      ...kind('manifest'),
+      body: {
+        apiVersion: `${GROUP}/${KINDS.manifest.version}`,
+        kind: 'Manifest',
+        metadata: { name: 'beta-other', namespace, labels, finalizers: ['test/kept'] },
+        spec: {
+          remote: false,
+          version: '1.2.3',
+          install: {
+            name: 'raw-manifest',
+            source: { repo: 'registry.test', name: 'kyma/other', ref: '1.2.3' },
+          },
+          resource: {
+            apiVersion: `${GROUP}/v1alpha1`,
+            kind: 'Other',
+            metadata: { name: 'default' },
+            spec: { a: 1 },
+          },
+          localizedImages: ['registry.test/other:1.2.3'],
+        },
+      },
+    });
+    await api.patchNamespacedCustomObjectStatus({
+      ...kind('manifest'),
+      name: 'beta-other',
+      body: [
+        {
+          op: 'add',
+          path: '/status',
+          value: {
+            state: 'Ready',
+            lastOperation: { operation: 'installed', lastUpdateTime: '2026-01-01T00:00:00Z' },
+            conditions: [
+              {
+                type: 'Installation',
+                status: 'True',
+                reason: 'Ready',
+                message: 'installed',
+                lastTransitionTime: '2026-01-01T00:00:00Z',
+              },
+            ],
+            synced: [
+              { group: 'apps', version: 'v1', kind: 'Deployment', namespace: 'kyma-system', name: 'other' },
+            ],
+          },
+        },
+      ],
+    });
+    await createModuleConfig('beta-other', labels, 'beta', 'other');
+    const stored = {
+      manifest: parseManifest(
+        await api.getNamespacedCustomObject({ ...kind('manifest'), name: 'beta-other' }),
+        'Manifest',
+      ),
+      moduleConfig: parseModuleConfig(
+        await api.getNamespacedCustomObject({ ...kind('moduleConfig'), name: 'beta-other' }),
+        'ModuleConfig',
+      ),
+    };
+    const cached = () => ({
+      manifest: controller.caches.manifests!('beta')?.[0] as Record<string, unknown> | undefined,
+      moduleConfig: controller.caches.moduleConfigs('beta')?.[0] as Record<string, unknown> | undefined,
+    });
+    await waitUntil(
+      'both caches hold the stored versions',
+      () =>
+        stored.manifest.metadata.resourceVersion ===
+          (cached().manifest?.['metadata'] as { resourceVersion?: string } | undefined)?.resourceVersion &&
+        stored.moduleConfig.metadata.resourceVersion ===
+          (cached().moduleConfig?.['metadata'] as { resourceVersion?: string } | undefined)?.resourceVersion,
+    );
+    // Exactly the reconciler's parse of what the API server stores: nothing a pass reads is trimmed away.
+    expect(cached().manifest).to.deep.equal(stored.manifest);
+    expect(cached().moduleConfig).to.deep.equal(stored.moduleConfig);
+    // And the very objects the passes read, not a parsed copy beside each cached object.
+    const ctx = { namespace, caches: controller.caches } as unknown as ReconcileContext;
+    expect((await manifestsOf(ctx, 'beta')).get('beta-other')).to.equal(cached().manifest);
+    expect((await moduleConfigsOf(ctx, 'beta')).get('other')).to.equal(cached().moduleConfig);
   });
 
   it('coalesces a burst of listener events for one Kyma into few reconciles', async () => {

@@ -99,7 +99,8 @@ import {
 
 export type { ModuleDescription, ModuleInstallation, RegistrationSettings, WatchCaches } from './context.js';
 export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
-export { isOwnMirror, moduleConfigName } from './module-config.js';
+export { cachedModuleConfig, isOwnMirror, moduleConfigName } from './module-config.js';
+export { cachedManifest } from './manifest-kyma.js';
 export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './mirror-lanes.js';
 export type { SyncResourceApplyOutcome } from './sync-resource.js';
 export { CONDITIONS } from './status.js';

@@ -20,7 +20,7 @@ import {
   type ManifestResource,
   type ModuleState,
 } from '@skr-watcher/api';
-import { applyCustomObject, deleteCustomObjectIfExists, parsedOnce } from '@skr-watcher/kube';
+import { applyCustomObject, deleteCustomObjectIfExists, parsedInPlace, parsedOnce } from '@skr-watcher/kube';
 import {
   apiVersionOf,
   listKcp,
@@ -31,6 +31,11 @@ import {
 } from './context.js';
 import type { ResolvedModule } from './resolution.js';
 
+const LISTED = 'Manifest';
+const parseListed = (object: unknown) => parseManifest(object, 'Manifest');
+/** The controller's Manifest cache keeps each Manifest as `manifestsOf` reads it: one copy, validated once. */
+export const cachedManifest = parsedInPlace(LISTED, parseListed);
+
 /** The Manifests of one Kyma by name, from a watch cache (a stale answer costs a rewrite at most). */
 export async function manifestsOf(ctx: ReconcileContext, kyma: string): Promise<Map<string, Manifest>> {
   const items =
@@ -38,7 +43,7 @@ export async function manifestsOf(ctx: ReconcileContext, kyma: string): Promise<
     listItems(await listKcp(ctx, 'manifest', `${LABELS.kymaName}=${kyma}`), `Manifest list ${ctx.namespace}`);
   const byName = new Map<string, Manifest>();
   for (const item of items) {
-    const manifest = parsedOnce(item, 'Manifest', (object) => parseManifest(object, 'Manifest'));
+    const manifest = parsedOnce(item, LISTED, parseListed);
     byName.set(manifest.metadata.name, manifest);
   }
   return byName;

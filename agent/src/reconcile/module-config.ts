@@ -20,6 +20,7 @@ import {
   applyCustomStatus,
   deleteCustomObjectIfExists,
   getCustomObject,
+  parsedInPlace,
   parsedOnce,
 } from '@skr-watcher/kube';
 import { bucketOf } from '../sharding/ring.js';
@@ -36,6 +37,14 @@ export function moduleConfigName(kyma: string, module: string): string {
   const readable = `${kyma}-${module}`.slice(0, MAX_NAME - hash.length - 1).replace(/[-.]+$/, '');
   return `${readable}-${hash}`;
 }
+
+const LISTED = 'ModuleConfig';
+const parseListed = (object: unknown) => parseModuleConfig(object, 'ModuleConfig');
+/**
+ * The controller's ModuleConfig cache keeps each ModuleConfig as `moduleConfigsOf` reads it: one copy, validated
+ * once. Its update handler hashes the parsed spec (`isOwnMirror`), which is the spec the agent wrote.
+ */
+export const cachedModuleConfig = parsedInPlace(LISTED, parseListed);
 
 /**
  * The ModuleConfigs of one Kyma, by module name, from the API server's watch cache (`resourceVersion=0`): a
@@ -56,7 +65,7 @@ export async function moduleConfigsOf(
     listItems(await listKcp(ctx, 'moduleConfig', `${LABELS.kymaName}=${kyma}`, read), 'ModuleConfig list');
   const byModule = new Map<string, ModuleConfig>();
   for (const item of items) {
-    const config = parsedOnce(item, 'ModuleConfig', (object) => parseModuleConfig(object, 'ModuleConfig'));
+    const config = parsedOnce(item, LISTED, parseListed);
     if (config.spec.kyma === kyma) byModule.set(config.spec.module, config);
   }
   return byModule;

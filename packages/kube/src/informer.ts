@@ -376,12 +376,17 @@ export class ResilientInformer<T extends CachedObject> {
       this.logger?.warn('object without metadata.name from the API server; skipped');
       return undefined;
     }
-    delete (metadata as { managedFields?: unknown }).managedFields;
-    const annotations = (metadata as { annotations?: Record<string, string> }).annotations;
+    // Copies without them, not `delete`: V8 turns an object a field was deleted from into a hash table, which for
+    // a Manifest's metadata holds ~0.8 kB more than the fields (decision 021, "Session 16").
+    const { managedFields: _managedFields, ...withoutManagedFields } = metadata as Record<string, unknown>;
+    let kept = withoutManagedFields;
+    const annotations = kept['annotations'] as Record<string, string> | undefined;
     if (annotations && LAST_APPLIED in annotations) {
-      delete annotations[LAST_APPLIED];
-      if (Object.keys(annotations).length === 0) delete (metadata as { annotations?: unknown }).annotations;
+      const { [LAST_APPLIED]: _lastApplied, ...others } = annotations;
+      const { annotations: _annotations, ...rest } = kept;
+      kept = Object.keys(others).length > 0 ? { ...rest, annotations: others } : rest;
     }
+    (raw as { metadata: unknown }).metadata = kept;
     return this.transform(raw as T);
   }
 
