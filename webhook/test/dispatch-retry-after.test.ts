@@ -2,7 +2,7 @@
 // agent's listener does while a Kyma's owner cannot take a callback (issue 26, replica loss): the next attempt goes
 // when Retry-After says, however many attempts came before, and a Retry-After past the backoff's maximum is bounded
 // by it. Time is the dispatcher's injected clock; the sockets are real.
-import { createServer, type Server } from 'node:https';
+import type { Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { WatchEventV2 } from '@skr-watcher/api';
@@ -12,6 +12,7 @@ import { KcpClient } from '../src/kcp-client.js';
 import { ManualClock, settle } from '../../test/support/manual-clock.js';
 import { waitUntil } from '../../test/support/eventually.js';
 import { testPki } from './support/certs.js';
+import { startMtlsServer } from './support/mtls-server.js';
 
 const EVENT: WatchEventV2 = {
   watched: { Namespace: 'kyma-system', Name: 'sample' },
@@ -30,28 +31,15 @@ describe('Dispatcher honours a listener’s Retry-After (real mTLS server)', fun
 
   before(async () => {
     const serving = pki.listener();
-    server = createServer(
-      {
-        cert: serving.certPem,
-        key: serving.keyPem,
-        ca: pki.ca.certPem,
-        requestCert: true,
-        rejectUnauthorized: true,
-      },
-      (req, res) => {
-        req.resume();
-        req.on('end', () => {
-          const { status, retryAfter } = answer(++requests);
-          res
-            .writeHead(status, {
-              'content-type': 'application/json',
-              ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }),
-            })
-            .end(JSON.stringify({ code: status }));
-        });
-      },
-    );
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    server = await startMtlsServer(serving, pki.ca.certPem, (_req, res) => {
+      const { status, retryAfter } = answer(++requests);
+      res
+        .writeHead(status, {
+          'content-type': 'application/json',
+          ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }),
+        })
+        .end(JSON.stringify({ code: status }));
+    });
   });
   beforeEach(() => (requests = 0));
   after(async () => {

@@ -6,6 +6,7 @@ import { KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpClient, parseKcpAddress, retryAfterOf } from '../src/kcp-client.js';
 import { issueLeaf } from '@skr-watcher/pki';
 import { testPki, type CertificateAndKey } from './support/certs.js';
+import { startMtlsServer } from './support/mtls-server.js';
 
 const EVENT: WatchEventV2 = {
   watched: { Namespace: 'kyma-system', Name: 'default' },
@@ -50,24 +51,11 @@ describe('KcpClient', function () {
 
   before(async () => {
     const serving = pki.listener();
-    server = createServer(
-      {
-        cert: serving.certPem,
-        key: serving.keyPem,
-        ca: pki.ca.certPem,
-        requestCert: true,
-        rejectUnauthorized: true,
-      },
-      (req, res) => {
-        req.resume();
-        req.on('end', () => {
-          const status = answer(req.url ?? '');
-          if (status !== undefined) res.writeHead(status, answerHeaders).end(`answer ${status}`);
-          // undefined: never answer
-        });
-      },
-    );
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    server = await startMtlsServer(serving, pki.ca.certPem, (req, res) => {
+      const status = answer(req.url ?? '');
+      if (status !== undefined) res.writeHead(status, answerHeaders).end(`answer ${status}`);
+      // undefined: never answer
+    });
     client = new KcpClient({
       address: { host: '127.0.0.1', port: (server.address() as AddressInfo).port },
       material: { cert: leaf.certPem, key: leaf.keyPem, ca: pki.ca.certPem },
