@@ -2,8 +2,9 @@
 // over gets a new client, and its first pass checks the SKR's CRDs. The check decides on labels, the digest
 // annotation and the resourceVersion; it reads metadata only, so a CRD's schema and managedFields (tens of kB each)
 // are neither encoded by the API server nor parsed by the agent, and it finds the CRDs this project installed with
-// one list from the watch cache, reading by name only those the list lacks. Real API server; the client's response
-// bound shows what was read, the request counters what was sent.
+// one list from the watch cache, reading by name only those the list lacks. A replace that meets another pass's
+// (HTTP 409) reads the CRD again and compares once more. Real API server; the client's response bound shows what was
+// read, the request counters what was sent.
 import { expect } from 'chai';
 import {
   ApiextensionsV1Api,
@@ -12,7 +13,12 @@ import {
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
 import { LABELS, MANAGED_BY } from '@skr-watcher/api';
-import { createClusterClient, isResponseTooLarge, kubeRequestMetrics } from '@skr-watcher/kube';
+import {
+  createClusterClient,
+  isResponseTooLarge,
+  kubeRequestMetrics,
+  type ClusterClient,
+} from '@skr-watcher/kube';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { CRD_DIGEST_ANNOTATION, SKR_CRDS, ensureSkrCrds } from '../src/reconcile/crds.js';
@@ -85,21 +91,82 @@ describe('SKR CRD check (metadata only)', function () {
     expect(await requestsOf(registry)).to.deep.equal([['list', 'customresourcedefinitions', 1]]);
   });
 
-  it('still replaces a CRD of ours whose digest differs', async () => {
+  /** The Kyma CRD as an older agent left it, the watch cache (what a check lists) showing that. */
+  async function olderKymaCrd(): Promise<{ crds: ApiextensionsV1Api; name: string }> {
     const crds = env.plane('skr').kubeConfig().makeApiClient(ApiextensionsV1Api);
     const name = SKR_CRDS[0].name;
     const older = await crds.readCustomResourceDefinition({ name });
     older.metadata!.annotations = { ...older.metadata?.annotations, [CRD_DIGEST_ANNOTATION]: 'older' };
     await crds.replaceCustomResourceDefinition({ name, body: older });
     await untilListed(crds, (listed) => listed.get(name)?.annotations?.[CRD_DIGEST_ANNOTATION] === 'older');
+    return { crds, name };
+  }
+  const currentDigest = async (crds: ApiextensionsV1Api, name: string) =>
+    (await crds.readCustomResourceDefinition({ name })).metadata?.annotations?.[CRD_DIGEST_ANNOTATION];
+
+  /** A new SKR client whose first CRD replace lets `meanwhile` change the CRD just before it is sent. */
+  async function clientRacedBy(meanwhile: () => Promise<void>): Promise<ClusterClient> {
+    const skr = await createClusterClient(env.plane('skr').kubeConfig(), { name: 'skr' });
+    const api = skr.apiextensions;
+    const replace = api.replaceCustomResourceDefinition.bind(api);
+    let raced = false;
+    api.replaceCustomResourceDefinition = (async (...args: Parameters<typeof replace>) => {
+      if (!raced) {
+        raced = true;
+        await meanwhile();
+      }
+      return replace(...args);
+    }) as typeof replace;
+    return skr;
+  }
+
+  it('still replaces a CRD of ours whose digest differs', async () => {
+    const { crds, name } = await olderKymaCrd();
     const skr = await createClusterClient(env.plane('skr').kubeConfig(), { name: 'skr' });
     try {
       expect(await ensureSkrCrds(skr)).to.deep.equal({ installed: [], updated: [name] });
     } finally {
       await skr.close();
     }
-    const now = await crds.readCustomResourceDefinition({ name });
-    expect(now.metadata?.annotations?.[CRD_DIGEST_ANNOTATION]).to.match(/^[0-9a-f]{16}$/);
+    expect(await currentDigest(crds, name)).to.match(/^[0-9a-f]{16}$/);
+  });
+
+  // Kymas that share one SKR API server (bench:modules-scale puts 2,500 on each of two) check the same CRDs at once:
+  // a replace conditional on the version one pass read meets another's (HTTP 409). Five Kymas went to Error that way
+  // in the start-up burst of a 5,000-Kyma run; now the pass reads the CRD again and compares once more.
+  it('finds the CRD current after another pass of the same SKR replaced it first, and does not fail', async () => {
+    const { crds, name } = await olderKymaCrd();
+    const skr = await clientRacedBy(async () => {
+      // Another Kyma's pass: it replaces the CRD from the same listed version first.
+      const other = await createClusterClient(env.plane('skr').kubeConfig(), { name: 'skr (other pass)' });
+      try {
+        expect(await ensureSkrCrds(other)).to.deep.equal({ installed: [], updated: [name] });
+      } finally {
+        await other.close();
+      }
+    });
+    try {
+      expect(await ensureSkrCrds(skr)).to.deep.equal({ installed: [], updated: [] });
+    } finally {
+      await skr.close();
+    }
+    expect(await currentDigest(crds, name)).to.match(/^[0-9a-f]{16}$/);
+  });
+
+  it('replaces it from the version read again when a change meanwhile left it old', async () => {
+    const { crds, name } = await olderKymaCrd();
+    const skr = await clientRacedBy(async () => {
+      await crds.patchCustomResourceDefinition(
+        { name, body: { metadata: { labels: { 'test.skr-watcher.io/touched': 'yes' } } } },
+        mergePatch,
+      );
+    });
+    try {
+      expect(await ensureSkrCrds(skr)).to.deep.equal({ installed: [], updated: [name] });
+    } finally {
+      await skr.close();
+    }
+    expect(await currentDigest(crds, name)).to.match(/^[0-9a-f]{16}$/);
   });
 
   it("leaves someone else's CRD alone and installs a missing one, reading by name only what the list lacks", async () => {

@@ -68,37 +68,60 @@ export async function ensureSkrCrds(skr: ClusterClient, crdDir: string = DEFAULT
   if (verified.has(skr)) return check;
   const ours = await crdsInstalledByUs(skr);
   for (const { name, file } of SKR_CRDS) {
-    const present: CrdMetadata | undefined =
-      ours.get(name) ??
-      (
-        await getOrUndefined(`read CRD ${name} in ${skr.name}`, () =>
-          skr.apiextensions.readCustomResourceDefinition({ name }, metadataOnly),
-        )
-      )?.metadata;
-    if (present && present.labels?.[LABELS.managedBy] !== MANAGED_BY) continue;
-    const path = join(crdDir, file);
-    if (present?.annotations?.[CRD_DIGEST_ANNOTATION] === (await crdManifest(path)).digest) continue;
-    const wanted = await crdBody(path, name);
-    if (present) {
-      // A replace, not an apply: the older copy may carry fields this version dropped. Changed meanwhile (or the
-      // watch cache lagged): the conflict fails this pass and the next one compares again.
-      wanted.metadata = { ...wanted.metadata, resourceVersion: present.resourceVersion };
-      await withContext(`update CRD ${name} in ${skr.name}`, () =>
-        skr.apiextensions.replaceCustomResourceDefinition({ name, body: wanted }),
-      );
-    } else {
-      try {
-        await skr.apiextensions.createCustomResourceDefinition({ body: wanted });
-      } catch (error) {
-        // Another pass (or agent) installed it first.
-        if (!isConflict(error)) throw new Error(`install CRD ${name} in ${skr.name}`, { cause: error });
-      }
-    }
+    const present = ours.get(name) ?? (await readCrdMetadata(skr, name));
+    const outcome = await bringUpToDate(skr, name, join(crdDir, file), present);
+    if (outcome === 'unchanged') continue;
     await waitEstablished(skr, name);
-    (present ? check.updated : check.installed).push(name);
+    check[outcome].push(name);
   }
   verified.add(skr);
   return check;
+}
+
+/** A CRD's metadata, read by name from etcd; undefined when the SKR has none of that name. */
+async function readCrdMetadata(skr: ClusterClient, name: string): Promise<CrdMetadata | undefined> {
+  const crd = await getOrUndefined(`read CRD ${name} in ${skr.name}`, () =>
+    skr.apiextensions.readCustomResourceDefinition({ name }, metadataOnly),
+  );
+  return crd?.metadata;
+}
+
+/**
+ * Installs the CRD of `path` when the SKR lacks it, replaces one of ours whose digest differs; leaves someone else's
+ * and a current one alone (`unchanged`). Many Kymas share one SKR API server, so other passes check the same CRD at the
+ * same moment: a replace that meets a conflict (another pass replaced it first, or the watch cache's copy was behind)
+ * reads the CRD from etcd and compares once more, instead of failing the pass; a second conflict fails it.
+ */
+async function bringUpToDate(
+  skr: ClusterClient,
+  name: string,
+  path: string,
+  present: CrdMetadata | undefined,
+  compared = 1,
+): Promise<'unchanged' | keyof CrdCheck> {
+  if (present && present.labels?.[LABELS.managedBy] !== MANAGED_BY) return 'unchanged';
+  if (present?.annotations?.[CRD_DIGEST_ANNOTATION] === (await crdManifest(path)).digest) return 'unchanged';
+  const wanted = await crdBody(path, name);
+  if (!present) {
+    try {
+      await skr.apiextensions.createCustomResourceDefinition({ body: wanted });
+    } catch (error) {
+      // Another pass (or agent) installed it first.
+      if (!isConflict(error)) throw new Error(`install CRD ${name} in ${skr.name}`, { cause: error });
+    }
+    return 'installed';
+  }
+  // A replace, not an apply: the older copy may carry fields this version dropped.
+  wanted.metadata = { ...wanted.metadata, resourceVersion: present.resourceVersion };
+  try {
+    await withContext(`update CRD ${name} in ${skr.name}`, () =>
+      skr.apiextensions.replaceCustomResourceDefinition({ name, body: wanted }),
+    );
+    return 'updated';
+  } catch (error) {
+    if (compared > 1 || !isConflict(error)) throw error;
+  }
+  return bringUpToDate(skr, name, path, await readCrdMetadata(skr, name), compared + 1);
 }
 
 /**

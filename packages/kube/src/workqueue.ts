@@ -281,6 +281,14 @@ export class WorkQueue {
   /** Proven keys in `queue`, so picking needs no scan while there are none. */
   private provenQueued = 0;
   /**
+   * Proven keys taken in a row while a key that is not proven waited in the queue. After `workers` of them the next
+   * free worker takes the oldest key that is not proven (within the suspect cap): proven keys go first, but never
+   * forever. A busy replica's resyncs and Ready requeues keep proven keys queued at all times (1,750 Kymas on one
+   * replica of a 5,000-Kyma fleet), and the retry of a Kyma whose pass failed in the start-up burst waited behind
+   * them for 46 minutes, its Kyma in state Error all along.
+   */
+  private provenInARow = 0;
+  /**
    * Keys added with addUrgent whose run has not started yet: a free worker takes them before everything else
    * (proven keys included). A Kyma this replica just took over from a dead one is reconciled by nobody until
    * its first run here; routine work (a resync's thousand keys) must not queue ahead of it.
@@ -449,19 +457,24 @@ export class WorkQueue {
   }
 
   /**
-   * Index of the next queued key a free worker may take: urgent keys first, then proven keys (each in order),
-   * then the others in order, where suspect keys leave the last worker to the rest.
+   * Index of the next queued key a free worker may take: urgent keys first, then proven keys (each in order) but
+   * the oldest other key after `workers` proven ones in a row, then the others in order, where suspect keys leave
+   * the last worker to the rest.
    */
   private nextRunnable(): number {
     const urgent = this.nextUrgent();
     if (urgent >= 0) return urgent;
     const suspectMayRun = this.suspectMayRun();
+    const mayRun = (key: string) => suspectMayRun || !this.suspect.has(key);
     if (this.provenQueued > 0) {
       const proven = this.queue.findIndex((key) => this.proven.has(key));
-      if (proven >= 0) return proven;
+      if (proven >= 0) {
+        if (this.provenInARow < this.workers) return proven;
+        const turn = this.queue.findIndex((key) => !this.proven.has(key) && mayRun(key));
+        return turn >= 0 ? turn : proven;
+      }
     }
-    if (suspectMayRun) return this.queue.length > 0 ? 0 : -1;
-    return this.queue.findIndex((key) => !this.suspect.has(key));
+    return this.queue.findIndex(mayRun);
   }
 
   private suspectMayRun(): boolean {
@@ -489,8 +502,12 @@ export class WorkQueue {
       const index = this.nextRunnable();
       if (index < 0) return;
       const key = this.queue.splice(index, 1)[0] as string;
-      if (this.proven.has(key)) this.provenQueued -= 1;
-      if (this.urgent.delete(key)) this.urgentQueued -= 1;
+      const urgent = this.urgent.delete(key);
+      if (urgent) this.urgentQueued -= 1;
+      if (this.proven.has(key)) {
+        this.provenQueued -= 1;
+        if (!urgent && this.queue.length > this.provenQueued) this.provenInARow += 1;
+      } else if (!urgent) this.provenInARow = 0;
       this.dirty.delete(key);
       this.processing.add(key);
       this.setDepth();
