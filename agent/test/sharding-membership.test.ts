@@ -196,6 +196,45 @@ describe('shard membership when the KCP answers late', function () {
     );
   });
 
+  it('a recheck for a callback sees a Lease a peer fenced at once, where its view still had it live', async () => {
+    ring += 1;
+    const gate = new GatedKubeConfig();
+    gate.loadFromFile(env.plane('kcp').kubeconfigPath);
+    gates.push(gate);
+    const member = (identity: string, kubeConfig = env.plane('kcp').kubeConfig(), clock?: ManualClock) => {
+      const membership = createMembership({
+        kubeConfig,
+        namespace,
+        ring: `ring-${ring}`,
+        identity: `${identity}-${ring}`,
+        leaseDurationMs: 2_000,
+        renewDeadlineMs: 1_000,
+        retryPeriodMs: 300,
+        ...(clock ? { clock } : {}),
+        onChange: () => {},
+        onLost: () => {},
+      });
+      started.push(membership);
+      return membership;
+    };
+    const slow = member('slow', gate);
+    const fencer = member('fencer');
+    // On a clock the test never moves, the slow peer's Lease never expires and no timed look comes: the view of a
+    // replica whose clock saw the last renewal later than the fencer's did.
+    const clock = new ManualClock();
+    const lagging = member('lagging', env.plane('kcp').kubeConfig(), clock);
+    for (const membership of [slow, fencer, lagging]) await membership.start();
+    await waitUntil('the fencer sees the slow peer', async () => fencer.members().length === 3, 20_000, 50);
+    gate.hold(renewal);
+    await waitUntil('the fencer fences the slow peer', async () => fencer.isGone(slow.identity), 20_000, 20);
+    expect(lagging.isGone(slow.identity), 'the lagging view still has it live').to.equal(false);
+    expect(lagging.members().map((m) => m.identity)).to.include(slow.identity);
+    expect(await lagging.recheck(slow.identity), 'gone after a recheck').to.equal(true);
+    expect(lagging.members().map((m) => m.identity)).not.to.include(slow.identity);
+    // A live peer stays live: a recheck does not take a Lease away.
+    expect(await lagging.recheck(fencer.identity)).to.equal(false);
+  });
+
   it('is lost when its work is still running at the point where peers may take over', async () => {
     const { gate, slow, lost } = await pair({ idle: () => false });
     gate.hold(renewal);

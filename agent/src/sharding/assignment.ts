@@ -300,7 +300,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   /** One PATCH of the owner label, conditional on the resourceVersion this replica decided on. */
   const writeOwner = async (kyma: KymaOwnership, owner: string) => {
     const key = objectKey(kyma);
-    await api.patchNamespacedCustomObject(
+    const written: unknown = await api.patchNamespacedCustomObject(
       {
         group: GROUP,
         version: KINDS.kyma.version,
@@ -318,6 +318,9 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     );
     wrote.set(key, kyma.metadata.resourceVersion);
     logger?.debug({ kyma: key, from: labelOf(kyma), to: owner }, 'Kyma owner written');
+    // Our view takes the label now, not when its watch event comes: seconds later on a KCP busy with a takeover's
+    // claims, and a callback waiting for the claim (claimForCallback) would be answered 503 meanwhile.
+    kymas.observeWritten(written);
   };
 
   const handOver = (kyma: KymaOwnership, to: string) => {

@@ -116,10 +116,18 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       tls: options.tls,
       deliver: async (event) => {
         const key = `${event.kyma.namespace}/${event.kyma.name}`;
+        const assignment = late.assignment;
+        if (!route || !assignment) return 'not-owner';
         // Right after a handover our view may lag: the acquire reconcile covers what this event would have. A Kyma
         // whose owner is gone and that the ring gives us is claimed now, so the callback need not wait its turn.
-        const ours = late.assignment?.ownerOf(key) === me || (await late.assignment?.claimForCallback(key));
-        if (!route || !ours) return 'not-owner';
+        let ours = assignment.ownerOf(key) === me || (await assignment.claimForCallback(key));
+        // The peer sent it here because the named owner is gone in its view; ours may lag by up to a retry period
+        // (the peer fenced the Lease first). Look now instead of answering no until our next look.
+        const named = assignment.ownerOf(key);
+        if (!ours && named !== undefined && named !== me && (await membership.recheck(named))) {
+          ours = await assignment.claimForCallback(key);
+        }
+        if (!ours) return 'not-owner';
         route(key, event);
         return 'accepted';
       },
@@ -169,6 +177,54 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     'joined the shard ring',
   );
 
+  /** The listener's enqueue; `rechecked`: the owner was found unreachable once and our view of it refreshed. */
+  const routeTo = (
+    kymaKey: string,
+    event: AcceptedEvent | undefined,
+    rechecked: boolean,
+  ): void | Promise<void> => {
+    let owner = owned.ownerOf(kymaKey);
+    if (owner === me) return route?.(kymaKey, event);
+    if (!event) return;
+    // The old owner gone (or none yet), the new one is known: the ring's pick. It claims the Kyma for this callback
+    // at once (issue 26) instead of the webhook being answered 503 until the takeover's claims reach it.
+    if (owner === undefined || membership.isGone(owner)) {
+      owner = owned.targetOf(kymaKey);
+      if (owner === me) {
+        return owned.claimForCallback(kymaKey).then((claimed) => {
+          if (!claimed) throw new Error(`Kyma ${kymaKey} could not be claimed for a callback yet`);
+          route?.(kymaKey, event);
+        });
+      }
+      if (!owner) return Promise.reject(new Error(`Kyma ${kymaKey} has no owner and no replica to take it`));
+    }
+    const address = membership.members().find((m) => m.identity === owner)?.peerAddress;
+    // The listener answers only once the owner took it, so a webhook sends a lost event again (issue 26).
+    if (!address || !forwarder) {
+      return Promise.reject(new Error(`the owner ${owner} has no peer address this replica can reach`));
+    }
+    const named = owner;
+    return forwarder.forward(address, event).catch(async (error: unknown) => {
+      if (!(error instanceof PeerUnreachableError)) {
+        log.warn({ err: error, kyma: kymaKey, owner: named }, 'forwarding a callback to its owner failed');
+        throw error;
+      }
+      // Nobody at the owner's address (killed, say). Its Lease may have run out on our clock, or a peer may have
+      // fenced it already: once our view says it is gone, the callback goes to the ring's pick now.
+      if (!rechecked && (await membership.recheck(named))) return routeTo(kymaKey, event, true);
+      log.warn({ err: error, kyma: kymaKey, owner: named }, 'forwarding a callback to its owner failed');
+      // Sending again is worth it once its Lease has run out, not every second before (a webhook whose backoff
+      // grew meanwhile would wait past that moment; issue 26).
+      const expiresInMs = membership.expiresInMs(named);
+      if (expiresInMs === undefined) throw error;
+      throw new NotTakenYetError(
+        `the owner ${named} of Kyma ${kymaKey} cannot be reached; its Lease expires in ${expiresInMs} ms`,
+        (expiresInMs + RETRY_AFTER_LEASE_EXPIRY_MS) / 1000,
+        { cause: error },
+      );
+    });
+  };
+
   return {
     identity: me,
     kymaLabelSelector: `${LABELS.shardOwner}=${me}`,
@@ -186,42 +242,7 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     },
     stopStarting: () => owned.stopStarting(),
     resolveKyma: (runtimeId) => owned.resolveKyma(runtimeId),
-    route(kymaKey, event) {
-      let owner = owned.ownerOf(kymaKey);
-      if (owner === me) return route?.(kymaKey, event);
-      if (!event) return;
-      // The old owner gone (or none yet), the new one is known: the ring's pick. It claims the Kyma for this callback
-      // at once (issue 26) instead of the webhook being answered 503 until the takeover's claims reach it.
-      if (owner === undefined || membership.isGone(owner)) {
-        owner = owned.targetOf(kymaKey);
-        if (owner === me) {
-          return owned.claimForCallback(kymaKey).then((claimed) => {
-            if (!claimed) throw new Error(`Kyma ${kymaKey} could not be claimed for a callback yet`);
-            route?.(kymaKey, event);
-          });
-        }
-        if (!owner)
-          return Promise.reject(new Error(`Kyma ${kymaKey} has no owner and no replica to take it`));
-      }
-      const address = membership.members().find((m) => m.identity === owner)?.peerAddress;
-      // The listener answers only once the owner took it, so a webhook sends a lost event again (issue 26).
-      if (!address || !forwarder) {
-        return Promise.reject(new Error(`the owner ${owner} has no peer address this replica can reach`));
-      }
-      const named = owner;
-      return forwarder.forward(address, event).catch((error: unknown) => {
-        log.warn({ err: error, kyma: kymaKey, owner: named }, 'forwarding a callback to its owner failed');
-        // Nobody at the owner's address (killed, say): sending again is worth it once its Lease has run out, not
-        // every second before (a webhook whose backoff grew meanwhile would wait past that moment; issue 26).
-        const expiresInMs = error instanceof PeerUnreachableError ? membership.expiresInMs(named) : undefined;
-        if (expiresInMs === undefined) throw error;
-        throw new NotTakenYetError(
-          `the owner ${named} of Kyma ${kymaKey} cannot be reached; its Lease expires in ${expiresInMs} ms`,
-          (expiresInMs + RETRY_AFTER_LEASE_EXPIRY_MS) / 1000,
-          { cause: error },
-        );
-      });
-    },
+    route: (kymaKey, event) => routeTo(kymaKey, event, false),
     updateTls(tls) {
       peerServer?.updateTls(tls);
       forwarder?.updateTls(tls);

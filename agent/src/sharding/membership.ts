@@ -88,6 +88,13 @@ export interface Membership {
    * released, undefined for an identity we hold no Lease of.
    */
   expiresInMs(identity: string): number | undefined;
+  /**
+   * For a callback that cannot wait for our next look at the ring: looks now when `identity` is not gone in our
+   * view, so a Lease that expired on our clock is fenced now and one a peer fenced first is seen now (peers' clocks
+   * see an expiry up to a retry period apart). Coalesced (a look in flight is awaited, none starts within
+   * RECHECK_SPACING_MS of the last), so a burst of callbacks costs one list of the ring. Resolves isGone(identity).
+   */
+  recheck(identity: string): Promise<boolean>;
   /** Stops renewing and marks the Lease released, so peers take over at their next look. */
   release(): Promise<void>;
 }
@@ -109,6 +116,8 @@ const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 export const PLACEMENT = 'buckets';
 /** A look timed for a peer's expiry fires this much after it, so that a timer a millisecond early still finds it expired. */
 const EXPIRY_SLACK_MS = 10;
+/** A recheck starts no look within this long of the last one's start: that look's answer is recent enough. */
+const RECHECK_SPACING_MS = 250;
 
 /** A label value (≤ 63) that is also a DNS label, so it can name the Lease: lower-case letters, digits, '-'. */
 const IDENTITY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -529,19 +538,36 @@ export function createMembership(options: MembershipOptions): Membership {
     }
     return first + EXPIRY_SLACK_MS;
   };
+  let lastLookAt = -Infinity;
+  /** One look at the ring, the next scheduled after it. */
+  const look = (): Promise<void> => {
+    lastLookAt = clock.now();
+    observing = lookAtRing()
+      .catch((error: unknown) => logger?.warn({ err: error }, 'listing the shard ring failed'))
+      .finally(() => {
+        observing = undefined;
+        scheduleLook();
+      });
+    return observing;
+  };
   const scheduleLook = () => {
     if (stopped) return;
     observeTimer = clock.setTimeout(
-      () => {
-        observing = lookAtRing()
-          .catch((error: unknown) => logger?.warn({ err: error }, 'listing the shard ring failed'))
-          .finally(() => {
-            observing = undefined;
-            scheduleLook();
-          });
-      },
+      look,
       Math.max(0, Math.min(jittered(retryPeriodMs, 0.1), untilFirstExpiry())),
     );
+  };
+  const isGone = (who: string): boolean => {
+    if (who === identity) return lost;
+    const record = observed.get(who);
+    // Expired is not enough: only a released or fenced Lease means its replica can no longer renew.
+    if (record) return record.released;
+    const since = missingSince.get(who);
+    if (since === undefined) {
+      missingSince.set(who, clock.now());
+      return false;
+    }
+    return clock.now() - since >= leaseDurationMs;
   };
 
   return {
@@ -556,17 +582,15 @@ export function createMembership(options: MembershipOptions): Membership {
     members: currentMembers,
     renewalInFlight: () => renewSentAt !== undefined,
     isActive: () => !suspended && !lost && !stopped,
-    isGone(who) {
-      if (who === identity) return lost;
-      const record = observed.get(who);
-      // Expired is not enough: only a released or fenced Lease means its replica can no longer renew.
-      if (record) return record.released;
-      const since = missingSince.get(who);
-      if (since === undefined) {
-        missingSince.set(who, clock.now());
-        return false;
+    isGone,
+    async recheck(who) {
+      if (stopped || who === identity || isGone(who)) return isGone(who);
+      if (observing) await observing;
+      else if (clock.now() - lastLookAt >= RECHECK_SPACING_MS) {
+        clock.clearTimeout(observeTimer);
+        await look();
       }
-      return clock.now() - since >= leaseDurationMs;
+      return isGone(who);
     },
     expiresInMs(who) {
       const record = observed.get(who);

@@ -1,6 +1,7 @@
 // A list+watch cache that keeps running: restarts with backoff after errors and closed watches,
 // relists on 410 Gone, restarts a watch that goes silent, and relists periodically.
-// resourceVersions are opaque strings: they are passed back to the server and compared only for equality.
+// resourceVersions are passed back to the server as opaque strings; only observeWritten orders them (as etcd
+// revisions, which they are on every API server this runs against), and it takes nothing it cannot order.
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -89,6 +90,12 @@ class WatchFailure extends Error {
 }
 
 /** `namespace/name`, or `name` for cluster-scoped objects: the key of the cache and of work queues. */
+/** An object's resourceVersion as the etcd revision it is; undefined when it is not a number. */
+function revisionOf(object: CachedObject): bigint | undefined {
+  const version = object.metadata?.resourceVersion;
+  return typeof version === 'string' && /^[0-9]{1,20}$/.test(version) ? BigInt(version) : undefined;
+}
+
 export function objectKey(object: CachedObject): string {
   const name = object.metadata?.name ?? '';
   const namespace = object.metadata?.namespace;
@@ -177,6 +184,12 @@ export class ResilientInformer<T extends CachedObject> {
   /** index name → index value → object keys */
   private readonly indices = new Map<string, Map<string, Set<string>>>();
   private readonly handlers: InformerHandlers<T>[] = [];
+  /**
+   * Objects taken from this process's own writes (observeWritten) ahead of their watch event, by key: the
+   * resourceVersion written. Older copies from the watch or a relist are not cached over them; the entry goes once
+   * the server's copy has caught up.
+   */
+  private readonly aheadOfWatch = new Map<string, bigint>();
   private resourceVersion = '';
   private lastListAt = 0;
   private synced = false;
@@ -216,6 +229,26 @@ export class ResilientInformer<T extends CachedObject> {
 
   get(key: string): T | undefined {
     return this.cache.get(key);
+  }
+
+  /**
+   * Takes an object this process just wrote (the API server's answer to its patch, update or create) into the cache
+   * now, with the handlers called, instead of when its watch event arrives: on a loaded API server that event can
+   * come seconds later, and a caller that must act on its own write (a claimed Kyma) need not wait for it. Taken only
+   * when it is newer than the cached copy; resourceVersions are compared as the etcd revisions they are, and one that
+   * is not a number is not taken. The watch's own resourceVersion does not move, so no event is skipped.
+   */
+  observeWritten(raw: unknown): boolean {
+    if (this.stopped) return false;
+    const object = this.accept(raw);
+    if (!object) return false;
+    const key = objectKey(object);
+    const written = revisionOf(object);
+    const cached = this.cache.get(key);
+    if (written === undefined || (cached && !(written > (revisionOf(cached) ?? written)))) return false;
+    this.aheadOfWatch.set(key, written);
+    this.upsert(key, object);
+    return true;
   }
 
   list(): T[] {
@@ -347,7 +380,7 @@ export class ResilientInformer<T extends CachedObject> {
     for (const [key, previous] of [...this.cache]) {
       if (!listed.has(key)) this.remove(key, previous);
     }
-    for (const [key, object] of listed) this.upsert(key, object);
+    for (const [key, object] of listed) this.upsertFromServer(key, object);
     this.resourceVersion = resourceVersion;
     this.lastListAt = this.clock.now();
     this.consecutiveFailures = 0;
@@ -427,7 +460,7 @@ export class ResilientInformer<T extends CachedObject> {
           case 'MODIFIED': {
             const accepted = this.accept(object);
             if (!accepted) return;
-            this.upsert(objectKey(accepted), accepted);
+            this.upsertFromServer(objectKey(accepted), accepted);
             this.noteResourceVersion(accepted);
             this.consecutiveFailures = 0;
             return;
@@ -508,7 +541,19 @@ export class ResilientInformer<T extends CachedObject> {
     }
   }
 
+  /** A copy from the watch or a list: not cached over a newer one this process wrote (observeWritten). */
+  private upsertFromServer(key: string, object: T): void {
+    const ahead = this.aheadOfWatch.get(key);
+    if (ahead !== undefined) {
+      const revision = revisionOf(object);
+      if (revision !== undefined && revision < ahead) return;
+      this.aheadOfWatch.delete(key);
+    }
+    this.upsert(key, object);
+  }
+
   private remove(key: string, object: T): void {
+    this.aheadOfWatch.delete(key);
     const previous = this.cache.get(key);
     this.cache.delete(key);
     for (const [name, index] of this.indices) {

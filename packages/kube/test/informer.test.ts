@@ -368,6 +368,78 @@ describe('ResilientInformer on a real API server', function () {
     await informer.stop();
   });
 
+  it('takes an object this process wrote ahead of its watch event, once, and no older copy over it', async () => {
+    await create('ahead');
+    await create('ahead-marker');
+    const informer = new ResilientInformer<PartialObjectMetadata>({
+      kubeConfig,
+      source: metadataOnly(kubeConfig, customResourceSource(kubeConfig, { ...KYMA, namespace })),
+    });
+    const owners: string[] = [];
+    informer.addHandler({
+      onUpdate: (previous, object) => {
+        const owner = object.metadata?.labels?.[LABELS.shardOwner];
+        if (object.metadata?.name === 'ahead' && owner !== previous.metadata?.labels?.[LABELS.shardOwner]) {
+          owners.push(owner ?? '');
+        }
+      },
+    });
+    informer.start();
+    await informer.waitForSync();
+    const key = `${namespace}/ahead`;
+    const ownerNow = () => informer.get(key)?.metadata?.labels?.[LABELS.shardOwner];
+    const label = (name: string, owner: string) =>
+      api.patchNamespacedCustomObject({
+        ...KYMA,
+        namespace,
+        name,
+        body: [{ op: 'add', path: '/metadata/labels', value: { [LABELS.shardOwner]: owner } }],
+      }) as Promise<PartialObjectMetadata>;
+    /** Every watch event written before it has arrived once the marker's has (one watch, in etcd order). */
+    const drainWatch = async (mark: string) => {
+      await label('ahead-marker', mark);
+      await waitUntil(
+        'the marker arrives',
+        () => informer.get(`${namespace}/ahead-marker`)?.metadata?.labels?.[LABELS.shardOwner] === mark,
+      );
+    };
+    const unwritten = structuredClone(informer.get(key)) as PartialObjectMetadata;
+
+    // A real write: taken at once (or found already taken, when its watch event won the race), reported once.
+    informer.observeWritten(await label('ahead', 'replica-a'));
+    expect(ownerNow()).to.equal('replica-a');
+    await drainWatch('m1');
+    expect(owners).to.deep.equal(['replica-a']);
+
+    // An older copy than the cached one is not taken.
+    expect(informer.observeWritten(structuredClone(unwritten))).to.equal(false);
+    expect(ownerNow()).to.equal('replica-a');
+    // Nor one whose resourceVersion is no revision.
+    const opaque = structuredClone(unwritten);
+    opaque.metadata = { ...opaque.metadata, resourceVersion: 'abc', labels: { [LABELS.shardOwner]: 'x' } };
+    expect(informer.observeWritten(opaque)).to.equal(false);
+
+    // A written copy far ahead of the server (a revision no write has reached yet): a later server copy that is
+    // still older is not cached over it; one at or past it is.
+    const ahead = structuredClone(informer.get(key)) as PartialObjectMetadata;
+    const revision = BigInt(ahead.metadata?.resourceVersion ?? '0') + 1_000_000n;
+    ahead.metadata = {
+      ...ahead.metadata,
+      resourceVersion: String(revision),
+      labels: { [LABELS.shardOwner]: 'replica-b' },
+    };
+    expect(informer.observeWritten(ahead)).to.equal(true);
+    expect(owners).to.deep.equal(['replica-a', 'replica-b']);
+    await label('ahead', 'replica-c');
+    await drainWatch('m2');
+    expect(ownerNow(), 'the older server copy was not cached over the written one').to.equal('replica-b');
+    await informer.stop();
+    expect(
+      informer.observeWritten(await label('ahead', 'replica-d')),
+      'a stopped informer takes nothing',
+    ).to.equal(false);
+  });
+
   it('a pooled KubeConfig reuses its connections for lists and watches (client-node alone opens one per request)', async () => {
     const pool = await pooledKubeConfig(kubeConfig);
     const pooledApi = pool.kubeConfig.makeApiClient(CustomObjectsApi);
