@@ -1,5 +1,5 @@
 // A list+watch cache that keeps running: restarts with backoff after errors and closed watches,
-// relists on 410 Gone, restarts a watch that goes silent, and relists periodically.
+// relists on 410 Gone, restarts a watch that goes silent (relisting), and resyncs periodically from its cache.
 // resourceVersions are passed back to the server as opaque strings; only observeWritten orders them (as etcd
 // revisions, which they are on every API server this runs against), and it takes nothing it cannot order.
 import {
@@ -60,7 +60,11 @@ export interface InformerOptions<T> {
   source: InformerSource<T>;
   /** Restarts a watch that delivered no event (bookmarks count) for this long. Default 120 s. */
   watchdogMs?: number;
-  /** Full relist interval; every object is then reported to onUpdate. Default 10 min, 0 disables. */
+  /**
+   * Resync interval: every cached object is then reported to onUpdate again, from the cache. Nothing is listed for
+   * it: a list happens at start and when the watch cannot resume (410 Gone, the watchdog). Default 10 min, 0
+   * disables.
+   */
   resyncMs?: number;
   /** Backoff of restarts after failures. Default 500 ms doubling to 15 s, with jitter. */
   backoffBaseMs?: number;
@@ -113,6 +117,7 @@ function statusCodeOf(error: unknown): number | undefined {
 interface InformerMetrics {
   restarts: Counter;
   relists: Counter;
+  resyncs: Counter;
   events: Counter;
   objects: Gauge;
 }
@@ -138,6 +143,16 @@ function informerMetrics(registry: Registry | undefined): InformerMetrics | unde
         new Counter({
           name: 'informer_relists_total',
           help: 'Full lists of the resource.',
+          labelNames: ['resource'],
+          registers,
+        }),
+    ),
+    resyncs: existing(
+      'informer_resyncs_total',
+      () =>
+        new Counter({
+          name: 'informer_resyncs_total',
+          help: 'Resyncs from the cache: every cached object reported to onUpdate again, without a list.',
           labelNames: ['resource'],
           registers,
         }),
@@ -191,7 +206,8 @@ export class ResilientInformer<T extends CachedObject> {
    */
   private readonly aheadOfWatch = new Map<string, bigint>();
   private resourceVersion = '';
-  private lastListAt = 0;
+  /** When every object was last reported (a list, or a resync from the cache). */
+  private lastResyncAt = 0;
   private synced = false;
   private syncWaiters: (() => void)[] = [];
   private stopped = true;
@@ -294,12 +310,8 @@ export class ResilientInformer<T extends CachedObject> {
   private async run(): Promise<void> {
     while (!this.stopped) {
       try {
-        if (
-          !this.resourceVersion ||
-          (this.resyncMs > 0 && this.clock.now() - this.lastListAt >= this.resyncMs)
-        ) {
-          await this.relist();
-        }
+        if (!this.resourceVersion) await this.relist();
+        else if (this.resyncMs > 0 && this.clock.now() - this.lastResyncAt >= this.resyncMs) this.resync();
         const startedAt = this.clock.now();
         const outcome = await this.watchOnce();
         if (outcome === 'stopped') break;
@@ -330,6 +342,21 @@ export class ResilientInformer<T extends CachedObject> {
         await this.backoff(error);
       }
     }
+  }
+
+  /**
+   * Reports every cached object to onUpdate (previous and current the same object), as a relist of an unchanged
+   * cache would, without one: at thousands of objects a relist per interval and replica was the KCP's largest
+   * periodic load, and its second copy of the cache, held until the swap, the agent's memory peak (decision 021,
+   * "Session 17"). The watch, resumed from its resourceVersion, is what keeps the cache true.
+   */
+  private resync(): void {
+    this.lastResyncAt = this.clock.now();
+    this.metrics?.resyncs.inc({ resource: this.resource });
+    for (const object of [...this.cache.values()]) {
+      for (const handler of this.handlers) this.callHandler(() => handler.onUpdate?.(object, object));
+    }
+    this.logger?.debug({ objects: this.cache.size }, 'resynced from the cache');
   }
 
   private async backoff(error: unknown): Promise<void> {
@@ -382,7 +409,7 @@ export class ResilientInformer<T extends CachedObject> {
     }
     for (const [key, object] of listed) this.upsertFromServer(key, object);
     this.resourceVersion = resourceVersion;
-    this.lastListAt = this.clock.now();
+    this.lastResyncAt = this.clock.now();
     this.consecutiveFailures = 0;
     this.logger?.debug({ objects: this.cache.size }, 'listed');
     if (!this.synced) {
@@ -447,7 +474,7 @@ export class ResilientInformer<T extends CachedObject> {
       if (this.stopped) return finish('stopped');
       armWatchdog();
       if (this.resyncMs > 0) {
-        const dueIn = Math.max(0, this.lastListAt + this.resyncMs - this.clock.now());
+        const dueIn = Math.max(0, this.lastResyncAt + this.resyncMs - this.clock.now());
         resync = this.clock.setTimeout(() => finish('resync'), dueIn);
       }
 

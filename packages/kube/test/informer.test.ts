@@ -350,11 +350,13 @@ describe('ResilientInformer on a real API server', function () {
     });
   }
 
-  it('relists periodically and reports every object to onUpdate', async () => {
+  it('resyncs periodically from its cache: every object reported to onUpdate, nothing listed again', async () => {
+    const registry = createRegistry();
     const informer = new ResilientInformer<Kyma>({
       kubeConfig,
       source: customResourceSource<Kyma>(kubeConfig, { ...KYMA, namespace }),
       resyncMs: 1_000,
+      registry,
     });
     const resynced = new Set<string>();
     informer.addHandler({
@@ -365,6 +367,16 @@ describe('ResilientInformer on a real API server', function () {
     informer.start();
     await informer.waitForSync();
     await waitUntil('every cached Kyma is resynced', () => resynced.size === informer.keys().length);
+    await waitUntil(
+      'a second resync',
+      async () => (await counterValue(registry, 'informer_resyncs_total', { resource: 'kymas' })) >= 2,
+    );
+    expect(await counterValue(registry, 'informer_relists_total', { resource: 'kymas' })).to.equal(1);
+    // The watch still keeps the cache true between resyncs.
+    await create('after-resyncs');
+    await waitUntil('a Kyma created after the resyncs arrives', () =>
+      informer.keys().includes(`${namespace}/after-resyncs`),
+    );
     await informer.stop();
   });
 
