@@ -46,9 +46,10 @@ export {
 
 /**
  * A callback whose owner cannot be reached is worth sending again this long after the owner's Lease expires on our
- * clock: our look at the ring goes then, fences it, and the Kyma's new owner can claim it for the callback.
+ * clock: a replica it then reaches looks at the ring at once (recheck), fences the Lease or finds it fenced, and the
+ * Kyma's new owner claims it for the callback. (The listener rounds up to whole seconds, HTTP's unit.)
  */
-const RETRY_AFTER_LEASE_EXPIRY_MS = 500;
+const RETRY_AFTER_LEASE_EXPIRY_MS = 100;
 
 /** Where this replica's own callbacks go (the work queue). */
 type OwnerRoute = (kymaKey: string, event?: AcceptedEvent) => void;
