@@ -553,7 +553,7 @@ export function createMembership(options: MembershipOptions): Membership {
   const scheduleLook = () => {
     if (stopped) return;
     observeTimer = clock.setTimeout(
-      look,
+      () => void look(),
       Math.max(0, Math.min(jittered(retryPeriodMs, 0.1), untilFirstExpiry())),
     );
   };
