@@ -14,6 +14,8 @@ import { freePort, sharedEnvironment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKyma, seedSampleCatalog } from '../../test/support/kcp-seed.js';
 import { moduleConfigName } from '../src/reconcile/index.js';
+import { shardKeyOf } from '../src/sharding/assignment.js';
+import { createHashRing } from '../src/sharding/ring.js';
 import { listenerFlags, QUIET_REQUEUE_FLAGS, runAgent, type AgentChild } from './support/agent-child.js';
 import { shardOwners } from './support/shard-owners.js';
 import { createTestCa, issueTestLeaf, type TestCa } from './support/listener-certs.js';
@@ -25,6 +27,18 @@ const KYMAS = 6;
 const MIRRORED_WITHIN_MS = 10_000;
 const SAMPLE_GVK = { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind };
 
+/** `count` names `<prefix>-<i>`, half of them owned by each member of the ring. */
+function namesSplitBy(prefix: string, members: [string, string], count: number): string[] {
+  const ring = createHashRing(members);
+  const byOwner = new Map<string | undefined, string[]>(members.map((member) => [member, []]));
+  for (let i = 0; members.some((member) => (byOwner.get(member) as string[]).length < count / 2); i++) {
+    const name = `${prefix}-${i}`;
+    const owned = byOwner.get(ring.ownerOf(shardKeyOf({ metadata: { name } })));
+    if (owned && owned.length < count / 2) owned.push(name);
+  }
+  return [...byOwner.values()].flat();
+}
+
 interface Replica extends AgentChild {
   identity: string;
   listenerPort: number;
@@ -35,7 +49,9 @@ describe('sharded skr-agent processes forward a callback to the Kyma’s owner',
   // The shared planes may still have to start (over two minutes on a loaded 2-core machine).
   this.timeout(300_000);
   const namespace = `fwd-${process.pid}`;
-  const kymas = Array.from({ length: KYMAS }, (_, i) => `${namespace}-${i}`);
+  // The names come from the process id, so the ring is asked for a set it splits evenly: with six names picked blindly
+  // one replica would own all of them in about one run in 32.
+  const kymas = namesSplitBy(namespace, ['fwd-a', 'fwd-b'], KYMAS);
   let kcp: KubeConfig;
   let skr: KubeConfig;
   let dir: string;
