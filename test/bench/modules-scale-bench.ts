@@ -1,11 +1,12 @@
 // Modules at scale (DESIGN 5, issue 25): 1,000 Kymas × 5 modules on one agent replica, or 5,000 × 5 on three
 // (`--replicas 3`: each a `skr-agent run --shard` process, as bench:agent starts them, with its own metrics port).
 // Real planes (a KCP and two SKR API servers shared by the Kymas, as in bench:agent-single), a real OCI registry,
-// the built skr-agent with --oci-registry-host and the shipped 256 MB old-space cap.
+// the built skr-agent with --oci-registry-host, run with the NODE_OPTIONS and MALLOC_ARENA_MAX of manifests/kcp/agent.yaml
+// unless the flags say otherwise (`--malloc-arena-max default`: glibc's own).
 //
 //   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--replicas 1] [--skrs 2] [--workers 8]
 //                                  [--steady 60] [--resync 4m] [--lease 15s/10s/2s]
-//                                  [--node-flags '--max-old-space-size=256 --max-semi-space-size=4'] [--heap-snapshot]
+//                                  [--node-flags '<NODE_OPTIONS>'] [--malloc-arena-max <n>|default] [--heap-snapshot]
 //
 // Prints: time until every Kyma is Ready with all its modules Ready (from the agents' start; per replica, when the
 // Kymas it owns were), the registry requests by operation against the digests the modules have (bar: one pull per
@@ -33,6 +34,7 @@ import { createCatalog, publishModules } from '../../demo/modules.js';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../support/heap-summary.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
+import { shippedAgentEnv } from '../support/shipped-agent.js';
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);
@@ -47,10 +49,15 @@ const REPLICAS = Number(flag('replicas', '1'));
 const WORKERS = flag('workers', '8');
 const STEADY_S = Number(flag('steady', '60'));
 const RESYNC = flag('resync', '4m');
+const SHIPPED = shippedAgentEnv();
 /** As manifests/kcp runs the agent (NODE_OPTIONS). */
-const NODE_FLAGS = flag('node-flags', '--max-old-space-size=256 --max-semi-space-size=4')
+const NODE_FLAGS = flag('node-flags', SHIPPED['NODE_OPTIONS'] ?? '')
   .split(' ')
   .filter(Boolean);
+/** glibc's arena cap for the agents, as shipped; `default` leaves it to glibc (8 per core). */
+const MALLOC_ARENA_MAX = flag('malloc-arena-max', SHIPPED['MALLOC_ARENA_MAX'] ?? 'default');
+const AGENT_ENV: Record<string, string> =
+  MALLOC_ARENA_MAX === 'default' ? {} : { MALLOC_ARENA_MAX: MALLOC_ARENA_MAX };
 /** Sharded membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; else the defaults. */
 /** The install phase gives up after this long: 30 min per 1,000 Kymas (the machine's CPU, not a replica, bounds it). */
 const INSTALL_LIMIT_MIN = 30 * Math.max(1, Math.ceil(KYMAS / 1000));
@@ -189,7 +196,7 @@ async function main(): Promise<void> {
 
     const dir = mkdtempSync(join(tmpdir(), 'modules-scale-'));
     console.log(
-      `agents: ${REPLICAS} replica(s)${REPLICAS > 1 ? ' (--shard)' : ''}, logs in ${dir}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}`,
+      `agents: ${REPLICAS} replica(s)${REPLICAS > 1 ? ' (--shard)' : ''}, logs in ${dir}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}; MALLOC_ARENA_MAX ${MALLOC_ARENA_MAX}`,
     );
     const agents: BenchAgent[] = [];
     stopAgents = () => Promise.all(agents.map((a) => a.stop(15_000))).then(() => undefined);
@@ -220,6 +227,7 @@ async function main(): Promise<void> {
           'warn',
         ],
         join(dir, `${identity}.log`),
+        AGENT_ENV,
       );
       agents.push({ identity, port, pid: agent.pid, stop: agent.stop, rss: [] });
     }

@@ -33,14 +33,25 @@ export interface ManagedProcess {
   isRunning(): boolean;
 }
 
-/** Starts a binary whose output goes to `logFile`; it is killed when this process exits. */
-export function startProcess(binary: string, args: string[], logFile: string): ManagedProcess {
+/**
+ * Starts a binary whose output goes to `logFile`; it is killed when this process exits. `env` is added to this
+ * process's environment for it alone.
+ */
+export function startProcess(
+  binary: string,
+  args: string[],
+  logFile: string,
+  env?: Record<string, string>,
+): ManagedProcess {
   installExitHooks();
   const [command, argv] = hasSetpriv
     ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', binary, ...args]]
     : [binary, args];
   const log = createWriteStream(logFile, { flags: 'a' });
-  const child = spawn(command, argv as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, argv as string[], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(env ? { env: { ...process.env, ...env } } : {}),
+  });
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
   live.add(child);
