@@ -21,7 +21,9 @@ export function shippedAgentEnv(): Record<string, string> {
     const agent = object.spec?.template?.spec?.containers?.find((container) => container.name === 'agent');
     if (!agent) break;
     return Object.fromEntries(
-      (agent.env ?? []).flatMap((variable) => (variable.value === undefined ? [] : [[variable.name, variable.value]])),
+      (agent.env ?? []).flatMap((variable) =>
+        variable.value === undefined ? [] : [[variable.name, variable.value]],
+      ),
     );
   }
   throw new Error(`${MANIFEST.pathname} has no Deployment with a container named agent`);
