@@ -81,7 +81,7 @@ export interface InformerOptions<T> {
 /** What `kubectl apply` writes: the whole applied object, as JSON. */
 const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
 
-type WatchOutcome = 'closed' | 'timeout' | 'gone' | 'watchdog' | 'resync' | 'stopped';
+type WatchOutcome = 'closed' | 'timeout' | 'gone' | 'watchdog' | 'stopped';
 
 class WatchFailure extends Error {
   constructor(
@@ -93,13 +93,13 @@ class WatchFailure extends Error {
   }
 }
 
-/** `namespace/name`, or `name` for cluster-scoped objects: the key of the cache and of work queues. */
 /** An object's resourceVersion as the etcd revision it is; undefined when it is not a number. */
 function revisionOf(object: CachedObject): bigint | undefined {
   const version = object.metadata?.resourceVersion;
   return typeof version === 'string' && /^[0-9]{1,20}$/.test(version) ? BigInt(version) : undefined;
 }
 
+/** `namespace/name`, or `name` for cluster-scoped objects: the key of the cache and of work queues. */
 export function objectKey(object: CachedObject): string {
   const name = object.metadata?.name ?? '';
   const namespace = object.metadata?.namespace;
@@ -132,7 +132,7 @@ function informerMetrics(registry: Registry | undefined): InformerMetrics | unde
       () =>
         new Counter({
           name: 'informer_watch_restarts_total',
-          help: 'Watches restarted, by reason (closed, timeout, gone, watchdog, resync, error).',
+          help: 'Watches restarted, by reason (closed, timeout, gone, watchdog, error).',
           labelNames: ['resource', 'reason'],
           registers,
         }),
@@ -474,8 +474,15 @@ export class ResilientInformer<T extends CachedObject> {
       if (this.stopped) return finish('stopped');
       armWatchdog();
       if (this.resyncMs > 0) {
-        const dueIn = Math.max(0, this.lastResyncAt + this.resyncMs - this.clock.now());
-        resync = this.clock.setTimeout(() => finish('resync'), dueIn);
+        // A resync is a replay of the cache: the watch goes on meanwhile, and no new one is opened for it.
+        const replay = () => {
+          this.resync();
+          resync = this.clock.setTimeout(replay, this.resyncMs);
+        };
+        resync = this.clock.setTimeout(
+          replay,
+          Math.max(0, this.lastResyncAt + this.resyncMs - this.clock.now()),
+        );
       }
 
       const onEvent = (type: string, object: unknown) => {
