@@ -7,13 +7,16 @@
 //   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--replicas 1] [--skrs 2] [--workers 8]
 //                                  [--steady 60] [--resync 4m] [--lease 15s/10s/2s]
 //                                  [--node-flags '<NODE_OPTIONS>'] [--malloc-arena-max <n>|default] [--heap-snapshot]
+//                                  [--log-level warn|info]
 //
 // Prints: time until every Kyma is Ready with all its modules Ready (from the agents' start; per replica, when the
 // Kymas it owns were), the registry requests by operation against the digests the modules have (bar: one pull per
 // digest and replica), what a no-op pass over every Kyma costs (bar: 0 SKR writes, 0 registry requests; the agents'
 // request counters over one full resync, summed over replicas), and each agent's RSS at every sample of the steady
-// phase after it (bar ≤ 300 MB per replica); `--heap-snapshot`: each agent's heap at the end of the steady phase by
-// constructor (V8 writes it on SIGUSR2). Figures only; nothing passes or fails.
+// phase after it (bar ≤ 300 MB per replica), split every 5 s into V8's heap, external memory and, from /proc, glibc's
+// heaps; `--heap-snapshot`: each agent's heap at the end of the steady phase by constructor (V8 writes it on
+// SIGUSR2); `--log-level info`: the agents' log lines during the no-op pass, counted by message (which writes it made
+// and why). Figures only; nothing passes or fails.
 //
 // The modules' raw manifests hold no objects of their own, and their CRDs are created up front in each SKR API
 // server: with 1,000 Kymas on two SKR API servers, one object of a module would be one object applied by 500
@@ -33,6 +36,7 @@ import { stringify } from 'yaml';
 import { createCatalog, publishModules } from '../../demo/modules.js';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../support/heap-summary.js';
+import { nativeMemory } from '../support/process-memory.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { shippedAgentEnv } from '../support/shipped-agent.js';
 
@@ -62,6 +66,8 @@ const AGENT_ENV: Record<string, string> =
 /** The install phase gives up after this long: 30 min per 1,000 Kymas (the machine's CPU, not a replica, bounds it). */
 const INSTALL_LIMIT_MIN = 30 * Math.max(1, Math.ceil(KYMAS / 1000));
 const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
+/** The agents' --log-level; `info` logs each write a pass decides on (Manifest written, finalizers, installed). */
+const LOG_LEVEL = flag('log-level', 'warn');
 const LEASE = flag('lease', '').split('/').filter(Boolean);
 const LEASE_FLAGS =
   LEASE.length === 3
@@ -114,6 +120,41 @@ interface BenchAgent {
 
 const rssOf = (pid: number) =>
   Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+
+const BREAKDOWN_COLUMNS = ' rss heapTotal heapUsed external arrayBuffers | anon brk arenas(n)';
+
+/** One agent's RSS split into V8's heap, external memory (from its metrics) and glibc's heaps (from /proc). */
+async function memoryBreakdown(
+  agent: BenchAgent,
+  scrapeOne: (agent: BenchAgent) => Promise<Samples>,
+): Promise<string> {
+  const [m, native] = await Promise.all([scrapeOne(agent), nativeMemory(agent.pid)]);
+  const col = (bytes: number, width: number) => String(Math.round(bytes / 1048576)).padStart(width);
+  return (
+    `${col(native.rssKb * 1024, 4)} ${col(sumOf(m, 'nodejs_heap_size_total_bytes'), 9)} ` +
+    `${col(sumOf(m, 'nodejs_heap_size_used_bytes'), 8)} ${col(sumOf(m, 'nodejs_external_memory_bytes'), 8)} ` +
+    `${col(sumOf(m, 'nodejs_array_buffers_bytes'), 12)} | ${col(native.anonKb * 1024, 4)} ` +
+    `${col(native.brkHeapKb * 1024, 3)} ${col(native.arenaKb * 1024, 6)}(${native.arenas})`
+  );
+}
+
+/** An agent's JSON log lines stamped between two instants, counted by message, most frequent first. */
+async function logLinesBetween(file: string, fromMs: number, toMs: number): Promise<[string, number][]> {
+  const counts = new Map<string, number>();
+  for (const line of (await readFile(file, 'utf8').catch(() => '')).split('\n')) {
+    let entry: { time?: unknown; msg?: unknown };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue;
+    }
+    const at = typeof entry.time === 'string' ? Date.parse(entry.time) : NaN;
+    if (!(at >= fromMs && at <= toMs)) continue;
+    const msg = String(entry.msg);
+    counts.set(msg, (counts.get(msg) ?? 0) + 1);
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]);
+}
 
 /** Module names are lower-case words (the ModuleTemplate CRD's pattern). */
 const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliett'];
@@ -224,7 +265,7 @@ async function main(): Promise<void> {
           '--oci-registry-host',
           registry.url,
           '--log-level',
-          'warn',
+          LOG_LEVEL,
         ],
         join(dir, `${identity}.log`),
         AGENT_ENV,
@@ -397,11 +438,27 @@ async function main(): Promise<void> {
           `  registry requests: ${registryInPass.reduce((n, [, d]) => n + d, 0)}\n` +
           `  all requests: ${requests.map(([s, d]) => `${s} ${d}`).join(', ')}`,
       );
+      for (const agent of agents) {
+        const lines = await logLinesBetween(join(dir, `${agent.identity}.log`), passStart, Date.now());
+        console.log(
+          `  ${agent.identity} logged during the pass: ${lines.map(([msg, n]) => `${n} × ${msg}`).join('; ') || 'nothing'}`,
+        );
+      }
     }
 
-    // Phase 3: steady state; every RSS sample of it.
+    // Phase 3: steady state; every RSS sample of it, and every 5 s where the memory is.
     const steadyFrom = Date.now() - started;
-    await sleep(STEADY_S * 1000);
+    const breakdowns = new Map<string, string[]>(agents.map((agent) => [agent.identity, []]));
+    while (Date.now() - started < steadyFrom + STEADY_S * 1000) {
+      await Promise.all(
+        agents.map(async (agent) => {
+          const at = Math.round((Date.now() - started - steadyFrom) / 1000);
+          const row = await memoryBreakdown(agent, scrapeOne).catch((error: unknown) => String(error));
+          breakdowns.get(agent.identity)!.push(`${String(at).padStart(4)} ${row}`);
+        }),
+      );
+      await sleep(5_000);
+    }
     clearInterval(sampler);
     for (const agent of agents) {
       const steady = agent.rss.filter((s) => s.atMs >= steadyFrom);
@@ -410,6 +467,8 @@ async function main(): Promise<void> {
         `memory, replica ${agent.identity} (${agent.owned ?? 0} Kymas): peak RSS ${mb(peak)} over the whole run; steady phase (${STEADY_S} s after the no-op pass): max ${mb(Math.max(...steady.map((s) => s.rss)))}, min ${mb(Math.min(...steady.map((s) => s.rss)))} (bar ≤ 300 MB at every sample)`,
       );
       console.log(`  every steady sample (MB): ${steady.map((s) => Math.round(s.rss / 1048576)).join(' ')}`);
+      console.log(`  where it is (MB), every 5 s of the steady phase:\n     t ${BREAKDOWN_COLUMNS}`);
+      for (const row of breakdowns.get(agent.identity) ?? []) console.log(`  ${row}`);
       console.log(
         `  over the run (t s: MB, every 20th): ${agent.rss
           .filter((_, i) => i % 20 === 0)

@@ -361,11 +361,11 @@ async function reconcileManifestPass(
     MANIFEST.labelRemovalFinalizer,
     ...(hasDefaultCr(manifest) ? [MANIFEST.resourceFinalizer] : []),
   ];
-  if (wanted.some((f) => !finalizers.includes(f))) {
-    const next = await setFinalizers(ctx, manifest, [
-      ...finalizers,
-      ...wanted.filter((f) => !finalizers.includes(f)),
-    ]);
+  const missing = wanted.filter((f) => !finalizers.includes(f));
+  if (missing.length > 0) {
+    const next = await setFinalizers(ctx, manifest, [...finalizers, ...missing]);
+    // The version read says which copy lacked them (a write after a stale cache shows as an old one).
+    log.info({ finalizers: missing, readAt: manifest.metadata.resourceVersion }, 'Manifest finalizers added');
     if (next) manifest = next;
   }
   const synced = manifest.status?.synced ?? [];
@@ -469,11 +469,16 @@ async function reconcileManifestPass(
   });
   // The digest last fully installed, as upstream records it.
   const ref = manifest.spec.install.source.ref;
-  if (state === 'Ready' && ref && manifest.metadata.annotations?.[ANNOTATIONS.syncOciRef] !== ref) {
+  const installed = manifest.metadata.annotations?.[ANNOTATIONS.syncOciRef];
+  if (state === 'Ready' && ref && installed !== ref) {
     const written = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
       metadata: { annotations: { [ANNOTATIONS.syncOciRef]: ref } },
     });
     next = parseManifest(written, `Manifest ${manifest.metadata.name}`);
+    log.info(
+      { version: manifest.spec.version, ref, readAt: manifest.metadata.resourceVersion },
+      installed === undefined ? 'module installed' : 'module upgraded',
+    );
   }
   return { manifest: next };
 }
