@@ -1,13 +1,14 @@
 // Modules at scale (DESIGN 5, issue 25): 1,000 Kymas × 5 modules on one agent replica, or 5,000 × 5 on three
 // (`--replicas 3`: each a `skr-agent run --shard` process, as bench:agent starts them, with its own metrics port).
 // Real planes (a KCP and two SKR API servers shared by the Kymas, as in bench:agent-single), a real OCI registry,
-// the built skr-agent with --oci-registry-host, run with the NODE_OPTIONS and MALLOC_ARENA_MAX of manifests/kcp/agent.yaml
-// unless the flags say otherwise (`--malloc-arena-max default`: glibc's own).
+// the built skr-agent with --oci-registry-host, started as manifests/kcp/agent.yaml starts it: its script (the
+// bundle), its NODE_OPTIONS and its glibc malloc settings (MALLOC_*), unless the flags say otherwise
+// (`--malloc-arena-max default`: glibc's own).
 //
 //   npm run bench:modules-scale -- [--kymas 1000] [--modules 5] [--replicas 1] [--skrs 2] [--workers 8]
 //                                  [--steady 60] [--resync 4m] [--lease 15s/10s/2s]
 //                                  [--node-flags '<NODE_OPTIONS>'] [--malloc-arena-max <n>|default] [--heap-snapshot]
-//                                  [--log-level warn|info]
+//                                  [--log-level warn|info] [--agent <script>]
 //
 // Prints: time until every Kyma is Ready with all its modules Ready (from the agents' start; per replica, when the
 // Kymas it owns were), the registry requests by operation against the digests the modules have (bar: one pull per
@@ -28,7 +29,6 @@ import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { freePort, startEnvironment, startProcess, startRegistry } from '@skr-watcher/testenv';
@@ -38,14 +38,15 @@ import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../support/heap-summary.js';
 import { nativeMemory } from '../support/process-memory.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
-import { shippedAgentEnv } from '../support/shipped-agent.js';
+import { shippedAgentEnv, shippedAgentScript } from '../support/shipped-agent.js';
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);
   return at >= 0 && process.argv[at + 1] ? (process.argv[at + 1] as string) : fallback;
 }
 
-const BUILT = fileURLToPath(new URL('../../agent/dist/main.js', import.meta.url));
+/** The script manifests/kcp runs (the bundle, decision 017); `--agent agent/dist/main.js` runs the module tree. */
+const BUILT = flag('agent', shippedAgentScript());
 const KYMAS = Number(flag('kymas', '1000'));
 const MODULES = Number(flag('modules', '5'));
 const SKRS = Array.from({ length: Number(flag('skrs', '2')) }, (_, i) => `skr${i + 1}`);
@@ -60,8 +61,12 @@ const NODE_FLAGS = flag('node-flags', SHIPPED['NODE_OPTIONS'] ?? '')
   .filter(Boolean);
 /** glibc's arena cap for the agents, as shipped; `default` leaves it to glibc (8 per core). */
 const MALLOC_ARENA_MAX = flag('malloc-arena-max', SHIPPED['MALLOC_ARENA_MAX'] ?? 'default');
-const AGENT_ENV: Record<string, string> =
-  MALLOC_ARENA_MAX === 'default' ? {} : { MALLOC_ARENA_MAX: MALLOC_ARENA_MAX };
+/** The shipped glibc malloc settings, the arena cap as the flag says. */
+const AGENT_ENV: Record<string, string> = Object.fromEntries(
+  Object.entries({ ...SHIPPED, MALLOC_ARENA_MAX }).filter(
+    ([name, value]) => name.startsWith('MALLOC_') && value !== 'default',
+  ),
+);
 /** Sharded membership timing (--lease-duration/--renew-deadline/--retry-period), e.g. `60s/40s/5s`; else the defaults. */
 /** The install phase gives up after this long: 30 min per 1,000 Kymas (the machine's CPU, not a replica, bounds it). */
 const INSTALL_LIMIT_MIN = 30 * Math.max(1, Math.ceil(KYMAS / 1000));
@@ -237,7 +242,11 @@ async function main(): Promise<void> {
 
     const dir = mkdtempSync(join(tmpdir(), 'modules-scale-'));
     console.log(
-      `agents: ${REPLICAS} replica(s)${REPLICAS > 1 ? ' (--shard)' : ''}, logs in ${dir}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}; MALLOC_ARENA_MAX ${MALLOC_ARENA_MAX}`,
+      `agents: ${REPLICAS} replica(s)${REPLICAS > 1 ? ' (--shard)' : ''}, logs in ${dir}; node flags: ${NODE_FLAGS.join(' ') || '(none)'}; ${
+        Object.entries(AGENT_ENV)
+          .map(([name, value]) => `${name}=${value}`)
+          .join(' ') || 'glibc malloc defaults'
+      }`,
     );
     const agents: BenchAgent[] = [];
     stopAgents = () => Promise.all(agents.map((a) => a.stop(15_000))).then(() => undefined);
