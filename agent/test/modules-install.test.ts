@@ -5,8 +5,8 @@
 // unmanaged, and adoption of a Manifest upstream wrote.
 import { expect } from 'chai';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName } from '@skr-watcher/api';
-import { MODULE_OBJECT_METADATA, pooledKubeConfig } from '@skr-watcher/kube';
+import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName, parseManifest } from '@skr-watcher/api';
+import { MODULE_OBJECT_METADATA, createClusterClient, pooledKubeConfig } from '@skr-watcher/kube';
 import { createRegistry, silentLogger } from '@skr-watcher/telemetry';
 import { waitUntil } from '../../test/support/eventually.js';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
@@ -14,6 +14,8 @@ import { agentConfigFromFlags } from '../src/config.js';
 import { testRunFlags } from './support/run-flags.js';
 import { createEventStream } from '../src/event-stream.js';
 import { startWork } from '../src/work.js';
+import { ensureFinalizers } from '../src/reconcile/manifest-install.js';
+import { bucketOf } from '../src/sharding/ring.js';
 import { custom, getOrUndefined, kymaRef, refTo } from './support/planes.js';
 import { configMapYaml, crdYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
@@ -357,6 +359,43 @@ describe('module installation from a registry (Manifests)', function () {
     const pullSecretCopy = () =>
       getOrUndefined(() => skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' }));
     expect(await pullSecretCopy()).to.equal(undefined);
+  });
+
+  it('adds the finalizers a Manifest lacks when another write came between the read and the patch; its Manifest carries the bucket label from the start', async function () {
+    const module = unique('finis');
+    await suite.publish({ moduleName: module, version: '1.0.0', rawManifest: rawManifest(module) });
+    await suite.kyma('k1', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k1',
+      async () => (await suite.moduleStatus('k1', module))?.state === 'Ready',
+      'module Ready',
+    );
+    const ref = refTo(
+      'manifest',
+      suite.state.ns,
+      manifestName(`kyma-project.io/module/${module}`, 'k1', module),
+    );
+    const patch = (body: object) => suite.api().patchNamespacedCustomObject({ ...ref, body }, mergePatch);
+    expect(((await suite.api().getNamespacedCustomObject(ref)) as Json).metadata.labels).to.include({
+      [LABELS.shardBucket]: String(bucketOf('k1')),
+    });
+
+    // A pass reads the Manifest without its finalizers; another writer changes it before the pass's patch.
+    await patch({ metadata: { finalizers: null } });
+    const read = parseManifest(await suite.api().getNamespacedCustomObject(ref), 'Manifest');
+    await patch({ metadata: { labels: { 'example.com/another-writer': 'was-first' } } });
+    const wanted = [MANIFEST.finalizer, MANIFEST.labelRemovalFinalizer];
+    const kcp = await createClusterClient(suite.planes.kcp);
+    try {
+      const written = await ensureFinalizers({ kcp, logger: silentLogger() }, read, wanted);
+      expect(written.metadata.finalizers).to.include.members(wanted);
+    } finally {
+      await kcp.close();
+    }
+    const stored = (await suite.api().getNamespacedCustomObject(ref)) as Json;
+    expect(stored.metadata.finalizers).to.include.members(wanted);
+    expect(stored.metadata.labels['example.com/another-writer']).to.equal('was-first');
   });
 
   it("marks the Manifests of a Kyma that is gone Error (orphaned) and leaves the module's objects in the SKR", async function () {

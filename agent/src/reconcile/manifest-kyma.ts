@@ -30,6 +30,7 @@ import {
   type ReconcileContext,
 } from './context.js';
 import type { ResolvedModule } from './resolution.js';
+import { bucketOf } from '../sharding/ring.js';
 
 const LISTED = 'Manifest';
 const parseListed = (object: unknown) => parseManifest(object, 'Manifest');
@@ -132,6 +133,9 @@ export async function applyManifest(
         [LABELS.kymaName]: kyma.metadata.name,
         [LABELS.moduleName]: module.name,
         [LABELS.managedBy]: MANIFEST.managedBy,
+        // As on ModuleConfigs: a sharded replica's Manifest watch selects its buckets by it, so a Manifest written
+        // with it needs no second write to get there (and no race of that write with the Manifest's finalizers).
+        [LABELS.shardBucket]: String(bucketOf(kyma.metadata.name)),
         ...(mandatory
           ? { [LABELS.mandatoryModule]: 'true' }
           : { [LABELS.channel]: resolved.channel ?? DEFAULTS.channel }),
