@@ -59,6 +59,13 @@ describe('module installation from a registry (Manifests)', function () {
       'Kyma gone',
     );
   };
+  /** Reconciles the Kyma until its module is Ready. */
+  const untilModuleReady = (kymaName: string, module: string) =>
+    suite.reconcileUntil(
+      kymaName,
+      async () => (await suite.moduleStatus(kymaName, module))?.state === 'Ready',
+      'module Ready',
+    );
   /** Module names are lower-case letters (the ModuleTemplate's pattern): one suffix per test. */
   const unique = (base: string) =>
     `${base}-${String.fromCharCode(97 + (suite.state.counter % 26)).repeat(3)}${process.pid
@@ -75,11 +82,7 @@ describe('module installation from a registry (Manifests)', function () {
     });
     await suite.kyma('k1', [{ name: module }]);
     await suite.start();
-    await suite.reconcileUntil(
-      'k1',
-      async () => (await suite.moduleStatus('k1', module))?.state === 'Ready',
-      'module Ready',
-    );
+    await untilModuleReady('k1', module);
 
     const name = manifestName(`kyma-project.io/module/${module}`, 'k1', module);
     const manifest = (await suite
@@ -366,11 +369,7 @@ describe('module installation from a registry (Manifests)', function () {
     await suite.publish({ moduleName: module, version: '1.0.0', rawManifest: rawManifest(module) });
     await suite.kyma('k1', [{ name: module }]);
     await suite.start();
-    await suite.reconcileUntil(
-      'k1',
-      async () => (await suite.moduleStatus('k1', module))?.state === 'Ready',
-      'module Ready',
-    );
+    await untilModuleReady('k1', module);
     const ref = refTo(
       'manifest',
       suite.state.ns,
@@ -407,11 +406,7 @@ describe('module installation from a registry (Manifests)', function () {
     });
     await suite.kyma('k9', [{ name: module }]);
     await suite.start();
-    await suite.reconcileUntil(
-      'k9',
-      async () => (await suite.moduleStatus('k9', module))?.state === 'Ready',
-      'module Ready',
-    );
+    await untilModuleReady('k9', module);
     // Someone removes the Kyma's finalizer by hand: the Kyma goes without its deletion ever running.
     await suite
       .api()
