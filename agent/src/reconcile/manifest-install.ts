@@ -76,29 +76,22 @@ function conditionTrue(manifest: Manifest, type: string): boolean {
   return manifest.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
 }
 
-/** The Manifest's finalizers set to `next`, guarded by the resourceVersion it was read at. */
+/** The Manifest's finalizers set to `next`, guarded by the resourceVersion it was read at (409 when it moved on). */
 async function setFinalizers(
-  ctx: ReconcileContext,
+  ctx: Pick<ReconcileContext, 'kcp'>,
   manifest: Manifest,
   next: string[],
-): Promise<Manifest | undefined> {
-  try {
-    const written = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
-      metadata: { finalizers: next, resourceVersion: manifest.metadata.resourceVersion },
-    });
-    return parseManifest(written, `Manifest ${manifest.metadata.name}`);
-  } catch (error) {
-    // Another writer was first: the next pass reads it again.
-    if (isConflict(error)) return manifest;
-    throw error;
-  }
+): Promise<Manifest> {
+  const written = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
+    metadata: { finalizers: next, resourceVersion: manifest.metadata.resourceVersion },
+  });
+  return parseManifest(written, `Manifest ${manifest.metadata.name}`);
 }
 
 /**
- * Adds the finalizers of `wanted` the Manifest lacks; answers the Manifest as written. The patch is guarded by the
- * resourceVersion the pass read. When another writer was first (the bucket label a sharded replica puts on a
- * Manifest written without it, a user), the Manifest is read again
- * and the patch sent once more, up to three times, then the pass fails: a pass must not go on without them, since a
+ * Adds the finalizers of `wanted` the Manifest lacks; answers the Manifest as written. When another writer was first
+ * (the bucket label a sharded replica puts on a Manifest written without it, a user), the Manifest is read again and
+ * the patch sent once more, up to three times, then the pass fails: a pass must not go on without them, since a
  * Manifest deleted without its finalizers leaves its module's objects in the SKR, and nothing else brings the Kyma
  * back before its next resync (5,000 × 5 on three replicas: 1,228 Manifests installed without them, session 19).
  */
@@ -112,17 +105,12 @@ export async function ensureFinalizers(
     const missing = wanted.filter((f) => !finalizers.includes(f));
     if (missing.length === 0) return manifest;
     try {
-      const written = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
-        metadata: {
-          finalizers: [...finalizers, ...missing],
-          resourceVersion: manifest.metadata.resourceVersion,
-        },
-      });
+      const written = await setFinalizers(ctx, manifest, [...finalizers, ...missing]);
       ctx.logger.info(
         { manifest: `${manifest.metadata.namespace}/${manifest.metadata.name}`, finalizers: missing },
         'Manifest finalizers added',
       );
-      return parseManifest(written, `Manifest ${manifest.metadata.name}`);
+      return written;
     } catch (error) {
       if (!isConflict(error) || attempt >= 3) throw error;
       const fresh = await getCustomObject(ctx.kcp.custom, refOfManifest(manifest));
@@ -137,11 +125,16 @@ export async function ensureFinalizers(
 async function releaseManifest(ctx: ReconcileContext, manifest: Manifest): Promise<void> {
   const finalizers = manifest.metadata.finalizers ?? [];
   if (!finalizers.some((f) => OWN_FINALIZERS.includes(f))) return;
-  await setFinalizers(
-    ctx,
-    manifest,
-    finalizers.filter((f) => !OWN_FINALIZERS.includes(f)),
-  );
+  try {
+    await setFinalizers(
+      ctx,
+      manifest,
+      finalizers.filter((f) => !OWN_FINALIZERS.includes(f)),
+    );
+  } catch (error) {
+    // Another writer was first: the next pass reads it again.
+    if (!isConflict(error)) throw error;
+  }
 }
 
 interface StatusInput {
