@@ -1,6 +1,8 @@
-// A module's raw manifest: multi-document YAML of Kubernetes objects. Bounded in documents, and in aliases so a
-// "billion laughs" document cannot expand into gigabytes when the objects are later serialized to be applied.
-import { parseAllDocuments } from 'yaml';
+// A module's raw manifest: multi-document YAML of Kubernetes objects. Bounded in documents (counted before anything
+// is parsed, and again while the stream is read, one document at a time), in aliases so a "billion laughs" document
+// cannot expand into gigabytes when the objects are later serialized to be applied, and in the size of each object
+// as JSON. This file is pure and synchronous: the agent runs it in a thread of its own (bounded-parse.ts).
+import { Composer, LineCounter, Parser, type YAMLError } from 'yaml';
 import { ModuleSourceError } from './errors.js';
 
 export interface ManifestObject {
@@ -14,32 +16,54 @@ export interface ObjectBounds {
   maxObjects: number;
   /** Alias nodes, weighted by the size of what they stand for (the `yaml` package's maxAliasCount). */
   maxAliasCount: number;
+  /** Bytes of one object as JSON: the API server takes no request body over 3 MiB. */
+  maxObjectBytes: number;
 }
 
-export const DEFAULT_OBJECT_BOUNDS: ObjectBounds = { maxObjects: 5_000, maxAliasCount: 100 };
+export const DEFAULT_OBJECT_BOUNDS: ObjectBounds = {
+  maxObjects: 5_000,
+  maxAliasCount: 100,
+  maxObjectBytes: 3 * 1024 * 1024,
+};
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Parses the YAML into objects, each with apiVersion, kind and metadata.name; empty documents are skipped. */
-export function parseManifestObjects(
+/** Lines that open a document (`---` at the start of a line): an upper bound of the stream's documents, read in ms. */
+export function documentMarkers(text: string): number {
+  let markers = text.startsWith('---') ? 1 : 0;
+  for (let at = text.indexOf('\n---'); at !== -1; at = text.indexOf('\n---', at + 4)) markers++;
+  return markers;
+}
+
+/** The parser's message with where it happened, as the `yaml` package's own parse functions give it. */
+function located(error: YAMLError, lines: LineCounter): string {
+  const { line, col } = lines.linePos(error.pos[0]);
+  return `${error.message} at line ${line}, column ${col}`;
+}
+
+/** One object of the stream as JSON, each checked as parseManifestObjects checks it. */
+export function* manifestObjectsAsJson(
   text: string,
   what: string,
   bounds: ObjectBounds = DEFAULT_OBJECT_BOUNDS,
-): ManifestObject[] {
+): Generator<string> {
   const malformed = (detail: string, cause?: unknown) =>
     new ModuleSourceError('MalformedManifest', `${what}: ${detail}`, cause === undefined ? {} : { cause });
-  const documents = parseAllDocuments(text, { uniqueKeys: false });
-  if (!Array.isArray(documents)) return []; // an empty stream
-  if (documents.length > bounds.maxObjects) {
-    throw new ModuleSourceError('TooLarge', `${what}: more than ${bounds.maxObjects} YAML documents`);
-  }
-  const objects: ManifestObject[] = [];
-  documents.forEach((document, index) => {
-    const place = `document ${index + 1}`;
+  const tooMany = () =>
+    new ModuleSourceError('TooLarge', `${what}: more than ${bounds.maxObjects} YAML documents`);
+  // One document more than the bound may be the empty one before the first marker.
+  if (documentMarkers(text) > bounds.maxObjects + 1) throw tooMany();
+  const lines = new LineCounter();
+  const composer = new Composer({ uniqueKeys: false });
+  let index = 0;
+  for (const document of composer.compose(new Parser(lines.addNewLine).parse(text))) {
+    index++;
+    if (index > bounds.maxObjects) throw tooMany();
+    const place = `document ${index}`;
     const error = document.errors[0];
-    if (error) throw malformed(`${place} is not valid YAML: ${error.message}`, error);
+    if (error) throw malformed(`${place} is not valid YAML: ${located(error, lines)}`, error);
     let value: unknown;
     try {
       value = document.toJS({ maxAliasCount: bounds.maxAliasCount });
@@ -52,7 +76,7 @@ export function parseManifestObjects(
         cause,
       );
     }
-    if (value === null || value === undefined) return;
+    if (value === null || value === undefined) continue;
     if (!isRecord(value)) throw malformed(`${place} is not a mapping`);
     const { apiVersion, kind, metadata } = value;
     if (typeof apiVersion !== 'string' || apiVersion === '' || typeof kind !== 'string' || kind === '') {
@@ -64,7 +88,21 @@ export function parseManifestObjects(
     if (metadata['namespace'] !== undefined && typeof metadata['namespace'] !== 'string') {
       throw malformed(`${place} (${kind} ${metadata['name']}) has a metadata.namespace that is not a string`);
     }
-    objects.push(value as ManifestObject);
-  });
-  return objects;
+    const json = JSON.stringify(value);
+    if (json.length > bounds.maxObjectBytes)
+      throw new ModuleSourceError(
+        'TooLarge',
+        `${what}: ${place} (${kind} ${metadata['name']}) is ${json.length} bytes as JSON, over the bound of ${bounds.maxObjectBytes} (the API server takes no larger request)`,
+      );
+    yield json;
+  }
+}
+
+/** Parses the YAML into objects, each with apiVersion, kind and metadata.name; empty documents are skipped. */
+export function parseManifestObjects(
+  text: string,
+  what: string,
+  bounds: ObjectBounds = DEFAULT_OBJECT_BOUNDS,
+): ManifestObject[] {
+  return [...manifestObjectsAsJson(text, what, bounds)].map((json) => JSON.parse(json) as ManifestObject);
 }

@@ -14,6 +14,7 @@ import {
   type ComponentDescriptor,
   type LocalBlob,
 } from './descriptor.js';
+import { createManifestParser, type ParseLimits } from './bounded-parse.js';
 import { isModuleSourceError, ModuleSourceError } from './errors.js';
 import {
   componentConfigSchema,
@@ -25,12 +26,7 @@ import {
   versionTag,
   type OciManifest,
 } from './layout.js';
-import {
-  DEFAULT_OBJECT_BOUNDS,
-  parseManifestObjects,
-  type ManifestObject,
-  type ObjectBounds,
-} from './manifest-objects.js';
+import { DEFAULT_OBJECT_BOUNDS, type ManifestObject, type ObjectBounds } from './manifest-objects.js';
 import { parseRegistryHost, type RegistryConfig } from './registry-config.js';
 import { isDigest, RegistryClient } from './registry-client.js';
 
@@ -77,6 +73,8 @@ export const DEFAULT_BOUNDS: ModuleSourceBounds = {
 
 export interface ModuleSourceOptions extends RegistryConfig {
   bounds?: Partial<ModuleSourceBounds>;
+  /** Heap, time and concurrency of the raw manifests' parse threads (bounded-parse.ts). */
+  parseLimits?: Partial<ParseLimits>;
   /** Bound of each registry request (default 30 s). */
   timeoutMs?: number;
   /** PEM of extra CAs for an HTTPS registry with a private CA. */
@@ -102,6 +100,9 @@ export interface ModuleSource {
   close(): Promise<void>;
 }
 
+/** Raw manifests whose parse was refused, remembered at most (by digest); the oldest is forgotten first. */
+const MAX_REFUSED_CONTENT = 1_000;
+
 function installSourceKey(source: InstallSource): string {
   return `${source.ref}#${source.type}`;
 }
@@ -123,6 +124,10 @@ export function createModuleSource(options: ModuleSourceOptions): ModuleSource {
     ...(options.metrics ? { metrics: options.metrics } : {}),
   });
   const cache = new ContentCache(bounds.maxCacheBytes);
+  const parse = createManifestParser(options.parseLimits);
+  // Content is addressed by digest, so what its parse refused it refuses again: answered without a pull or a parse
+  // until the Manifest names another digest.
+  const refused = new Map<string, ModuleSourceError>();
   if (options.metrics) {
     const metrics = options.metrics;
     registeredMetric(
@@ -298,22 +303,33 @@ export function createModuleSource(options: ModuleSourceOptions): ModuleSource {
     },
     rawManifestText,
     async rawManifestObjects(source) {
-      const objects = await cache.get(
-        `${installSourceKey(source)}#objects`,
-        async () => {
-          const text = await rawManifestText(source);
-          return {
-            text: text.length,
-            objects: parseManifestObjects(
-              text,
-              `raw manifest ${source.ref} of ${source.name}`,
-              bounds.objects,
-            ),
-          };
-        },
-        // Parsed objects take a few times their YAML's size.
-        (parsed) => 3 * parsed.text,
-      );
+      const key = installSourceKey(source);
+      const known = refused.get(key);
+      if (known) throw known;
+      let objects;
+      try {
+        objects = await cache.get(
+          `${key}#objects`,
+          async () => {
+            const text = await rawManifestText(source);
+            return {
+              text: text.length,
+              objects: await parse(text, `raw manifest ${source.ref} of ${source.name}`, bounds.objects),
+            };
+          },
+          // Parsed objects take a few times their YAML's size.
+          (parsed) => 3 * parsed.text,
+        );
+      } catch (error) {
+        if (
+          isModuleSourceError(error) &&
+          (error.reason === 'TooLarge' || error.reason === 'MalformedManifest')
+        ) {
+          refused.set(key, error);
+          if (refused.size > MAX_REFUSED_CONTENT) refused.delete(refused.keys().next().value as string);
+        }
+        throw error;
+      }
       return structuredClone(objects.objects);
     },
     async blob(componentName, digest) {

@@ -181,6 +181,25 @@ describe('module source against a hostile registry', function () {
     await goodModuleStillReads();
   });
 
+  it('refuses a raw manifest over a parse bound once: not pulled or parsed again for the same digest', async () => {
+    let many = '';
+    for (let index = 0; index < 6_000; index++)
+      many += `---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c${index}}\n`;
+    await handModule('kyma-project.io/module/many', handTar([{ name: 'many.yaml', data: many }]));
+    const fresh = createModuleSource(config());
+    try {
+      const resolved = await fresh.resolve('kyma-project.io/module/many', '1.0.0');
+      const first = await failure(fresh.rawManifestObjects(resolved.install.source), 'TooLarge');
+      expect(first.message).to.include('more than 5000 YAML documents');
+      const sent = fresh.requests();
+      const again = await failure(fresh.rawManifestObjects(resolved.install.source), 'TooLarge');
+      expect(again.message).to.equal(first.message);
+      expect(fresh.requests()).to.deep.equal(sent);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('says RegistryTimeout for a registry that accepts connections but does not answer', async () => {
     const fresh = createModuleSource({ ...config(), timeoutMs: 1_500 });
     registry.pause();
