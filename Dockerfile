@@ -70,6 +70,6 @@ ENV NODE_ENV=production
 USER 65532:65532
 # The image's entrypoint is node; pick the binary with the first argument:
 #   agent/dist/bundle/main.js run ...   webhook/dist/main.js   certs/dist/main.js ...
-#   examples/sample-manager/dist/main.js ... (the example module manager, issue 29)
+#   examples/sample-manager/dist/main.js ... (the example module manager)
 # (agent/dist/main.js runs the same agent from the module tree; the bundle is one file, decision 017.)
 CMD ["agent/dist/main.js", "--help"]

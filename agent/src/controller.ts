@@ -312,7 +312,7 @@ export function createController(options: ControllerOptions): Controller {
   const moduleConfigs = createDependentCache<ModuleConfig>({
     ...dependentDefaults,
     kind: KINDS.moduleConfig,
-    // Kept as the reconciler parses them (decision 021, "Session 16"): one copy each, not the object and its parse.
+    // Kept as the reconciler parses them (decision 021): one copy each, not the object and its parse.
     watch: (labelSelector) => custom<ModuleConfig>(KINDS.moduleConfig, labelSelector, cachedModuleConfig),
     // By label, as the reconciler's list selected them.
     kymaOf: (config) => config.metadata?.labels?.[LABELS.kymaName],
@@ -327,7 +327,7 @@ export function createController(options: ControllerOptions): Controller {
   });
 
   // kubeconfig Secrets: the reconciler rebuilds its SKR client when the Secret changes. The API server sends their
-  // metadata only (decision 012, "Session 9"): the label maps a Secret to its Kyma, uid and resourceVersion tell the
+  // metadata only (decision 012): the label maps a Secret to its Kyma, uid and resourceVersion tell the
   // reconciler when to read it by name. The Kyma's webhook certificate Secret carries the same label; every agent
   // wrote it as type kubernetes.io/tls (left out by the server) and named it `<kyma>-webhook-tls` (see kubeconfigSecret).
   const secrets = new ResilientInformer<PartialObjectMetadata>({

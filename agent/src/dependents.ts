@@ -1,5 +1,5 @@
 // The controller's caches of a Kyma's dependents (ModuleConfigs, SyncResources). One replica: one watch of the
-// whole namespace. Sharded (decision 012, "Session 10"): watches selected by the bucket label over the buckets this
+// whole namespace. Sharded (decision 012): watches selected by the bucket label over the buckets this
 // replica needs, so a replica holds about its share, plus one namespace-wide watch of the dependents that lack the
 // label (normally none), whose bucket's ring owner puts the label on.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';

@@ -52,7 +52,7 @@ export async function startWork(
       })
     : undefined;
   if (modules) logger.info({ registry: modules.source.repo }, 'module installation on');
-  // Maintenance windows (issue 30): the policy file, read again every 30 s; its reason kept when unreadable.
+  // Maintenance windows (decision 025): the policy file, read again every 30 s; its reason kept when unreadable.
   const policy = config.modules?.maintenancePolicyDir
     ? await watchPolicy(config.modules.maintenancePolicyDir, {
         registry,
@@ -154,7 +154,8 @@ export async function startWork(
     : measured;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
-  // A Kyma's callbacks start at most one full reconcile per interval (issue 26 item 6), whichever replica took them.
+  // A Kyma's callbacks start at most one full reconcile per interval, whichever replica took them: a flood from
+  // one SKR cannot keep the workers busy.
   const wakes = new ReconcileWakes(CALLBACK_BUDGET.fullReconcileIntervalMs, (key) =>
     controller?.enqueue(key),
   );

@@ -1,4 +1,4 @@
-// What the agent's ServiceAccount may change in KCP where RBAC cannot bound it (issue 26, low "RBAC"): the shipped
+// What the agent's ServiceAccount may change in KCP where RBAC cannot bound it (decision 022): the shipped
 // admission policies (manifests/kcp/agent-writes-policy.yaml) on a real KCP API server, the shipped Role bound to the
 // ServiceAccount. The agent writes webhook certificate Secrets and Kyma / SyncResource metadata; it is refused the CA,
 // the trust bundle, the listener's certificate, kubeconfig Secrets and any spec change. Other users are not matched.

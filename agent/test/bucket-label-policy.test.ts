@@ -1,4 +1,4 @@
-// A foreign shard bucket label cannot hide a SyncResource (issue 26 item 4): the shipped admission policy
+// A foreign shard bucket label cannot hide a SyncResource from its replica: the shipped admission policy
 // (manifests/kcp/bucket-label-policy.yaml) on a real KCP API server refuses a bucket label that is no bucket, on
 // SyncResources and ModuleConfigs, and lets the agent's own values and unlabelled objects through.
 import { readFile } from 'node:fs/promises';

@@ -193,7 +193,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       await reconciler!.reconcile(`${ns}/skr1`);
       return (await kymaStatus('skr1')).state === 'Ready' || undefined;
     });
-    // Written as text: JSON.stringify itself overflows the stack at this depth (as the issue's 40 KB request).
+    // Written as text: JSON.stringify itself overflows the stack at this depth (as a 40 KB request does).
     const deep = `${'{"n":'.repeat(9_000)}{"leaf":"x"}${'}'.repeat(9_000)}`;
     await rawMergePatch(env.plane('skr1').kubeConfig(), sampleModulePath(), `{"spec":{"deep":${deep}}}`);
     const skrCustom = env.plane('skr1').kubeConfig().makeApiClient(CustomObjectsApi);
@@ -204,7 +204,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       const sample = status.modules?.find((m) => m.name === 'sample');
       expect(sample?.state).to.equal('Error');
       expect(sample?.message).to.include(`nests deeper than ${LIMITS.objectDepth} levels; not mirrored`);
-      // Its ModuleConfig keeps the last spec it mirrored and says so: Error, with the reason (issue 26, low).
+      // Its ModuleConfig keeps the last spec it mirrored and says so: Error, with the reason.
       const config = await moduleConfigStatus();
       expect(config?.state).to.equal('Error');
       expect(config?.conditions?.find((c) => c.type === 'Mirrored')).to.deep.include({

@@ -1,4 +1,4 @@
-// What one SKR may cost (issue 26 item 6), on an injected clock: the per-runtime-id token bucket behind the listener's
+// What one SKR may cost, on an injected clock: the per-runtime-id token bucket behind the listener's
 // 429, and the per-Kyma interval that merges a flood's callbacks into one full reconcile per interval.
 import { expect } from 'chai';
 import { CallbackBudget } from '../src/listener/callback-budget.js';

@@ -1,4 +1,4 @@
-// A callback is answered 2xx only once the Kyma's owner has it (issue 26 item 2): when the hand-over to the owning
+// A callback is answered 2xx only once the Kyma's owner has it: when the hand-over to the owning
 // replica fails, the listener answers 503 with Retry-After over real mTLS, so the webhook sends the event again.
 import { expect } from 'chai';
 import { NotTakenYetError, startListener, type Listener } from '../src/listener/index.js';

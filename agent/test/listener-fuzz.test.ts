@@ -33,7 +33,7 @@ interface FuzzCase {
   expected: number | undefined;
 }
 
-/** A value drawn with the knowledge of whether the contract (DESIGN 4.3) allows it. */
+/** A value drawn with the knowledge of whether the listener's contract allows it. */
 interface Drawn<T> {
   value: T;
   valid: boolean;
@@ -255,7 +255,7 @@ const cases: fc.Arbitrary<FuzzCase> = fc
     version,
     contentType,
     chunked,
-    // The media type is judged before the body is read (DESIGN 4.3).
+    // The media type is judged before the body is read.
     expected: JSON_TYPES.includes(contentType) ? built.expect(version) : 415,
   }));
 

@@ -47,7 +47,7 @@ describe('X-Forwarded-Client-Cert parsing', function () {
     expect(runtimeIdFromXfcc('Subject="CN=real",URI=spiffe://x').ok).to.equal(false);
   });
 
-  it("reads a Cert encoded with Go's url.QueryEscape (`+` for spaces), as upstream accepts it (issue 26)", function () {
+  it("reads a Cert encoded with Go's url.QueryEscape (`+` for spaces), as upstream accepts it", function () {
     const ca = createTestCa('xfcc-ca');
     // Many certificates until one has a `+` in its base64: it must stay a `+` (sent as %2B), not become a space.
     let pem = '';

@@ -110,7 +110,7 @@ describe('listener (direct mTLS)', function () {
     expect(enqueued).to.have.length(10);
   });
 
-  it('accepts the SKR leaf that packages/pki issues (DESIGN 4.5) under a packages/pki CA', async function () {
+  it('accepts the SKR leaf that packages/pki issues under a packages/pki CA', async function () {
     const ca = createCa({ commonName: 'kcp-pki-ca', keyBits: 2048 });
     const leaf = issueLeaf({
       ca,

@@ -1,4 +1,4 @@
-// A hostile registry against module installation (issue 25, "Bad input"), on a real KCP, SKR and registry: a blob
+// A hostile registry against module installation, on a real KCP, SKR and registry: a blob
 // over the bound, a stored blob that does not match its digest, a malformed descriptor, an unknown access type, a tar
 // with a path outside itself, a YAML alias bomb, an object of a kind the SKR does not serve. Each fails its module
 // only, with a message in the Manifest and the Kyma status; the good module next to them installs; a failed module is

@@ -1,4 +1,4 @@
-// Module installation end to end on a real KCP, a real SKR and a real registry (issue 25, decision 021): a module
+// Module installation end to end on a real KCP, a real SKR and a real registry (decision 021): a module
 // published with publishModule (modulectl's layout) is pulled, rendered with upstream's transforms, applied into the
 // SKR (CRDs first, default CR once after its CRD), reported Ready in the Manifest and the Kyma; upgraded with what
 // left the set pruned only after the new set applied; removed in upstream's order (users' CRs block it); mandatory,

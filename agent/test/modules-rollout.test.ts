@@ -1,4 +1,4 @@
-// Module rollouts the user controls (issue 30) on a real KCP, a real SKR and a real registry: an upgrade whose
+// Module rollouts the user controls (decision 025) on a real KCP, a real SKR and a real registry: an upgrade whose
 // template requiresDowntime waits for the Kyma's maintenance window (clock injected, nothing slept) and is applied in
 // it; skipMaintenanceWindows lets it through; an unreadable policy fails only the modules that need it; and a
 // template's customStateCheck maps the default CR's fields onto the module's state.

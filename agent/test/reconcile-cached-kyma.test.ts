@@ -1,4 +1,4 @@
-// The KCP Kyma from the controller's watch cache (decision 016, session 9), on a real KCP and SKR: a no-op pass run
+// The KCP Kyma from the controller's watch cache (decision 016), on a real KCP and SKR: a no-op pass run
 // by the controller sends no KCP `get kymas`; a cached copy older than the reconciler's own last write of the Kyma
 // (the watch has not delivered it yet) is not used, so a status computed from it cannot skip a needed write; a Kyma
 // the cache does not hold (yet), or holds from before another replica had it, is read from the API server.

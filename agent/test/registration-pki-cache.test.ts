@@ -1,4 +1,4 @@
-// The KCP PKI Secrets of a registration pass from watches (decision 016, session 10), on a real KCP and SKR: run with
+// The KCP PKI Secrets of a registration pass from watches (decision 016), on a real KCP and SKR: run with
 // the controller's caches, a no-op pass sends no KCP `get secrets` (the CA, its bundle and the Kyma's leaf came from
 // three GETs per pass); a CA rotated, a leaf replaced or deleted directly through the API is still acted on by the
 // passes that follow (a leaf under the new CA, the SKR Secret carrying it and the new bundle).

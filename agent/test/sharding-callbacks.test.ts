@@ -1,4 +1,4 @@
-// Forwarding of callbacks between sharded replicas (decision 012, DESIGN 4.4) as processes: two `skr-agent run
+// Forwarding of callbacks between sharded replicas (decision 012) as processes: two `skr-agent run
 // --shard` with their direct mTLS listeners share the Kymas of a KCP namespace on the shared planes. Requeues and
 // resync are an hour apart and the agent does not watch SKRs, so only a callback explains a Module CR edit reaching
 // its ModuleConfig. A callback signed with an SKR's certificate and sent to the replica that does not own its Kyma
@@ -224,7 +224,7 @@ describe('sharded skr-agent processes forward a callback to the Kyma’s owner',
     expect(await forwardMetrics(owner, other)).to.deep.equal(before);
   });
 
-  // Last: it kills a replica. Issue 26 item 2: a webhook that got 200 would never send again.
+  // Last: it kills a replica. A webhook that got 200 never sends again, so 200 must mean the owner has it.
   it('a callback for a Kyma whose owner was killed (-9) is answered 503 with Retry-After until the survivor owns it', async () => {
     const current = await owners();
     const [survivor, victim] = replicas as [Replica, Replica];

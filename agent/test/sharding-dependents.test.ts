@@ -1,4 +1,4 @@
-// Sharded replicas watch only their own Kymas' dependents (decision 012, "Session 10"): ModuleConfigs and
+// Sharded replicas watch only their own Kymas' dependents (decision 012): ModuleConfigs and
 // SyncResources carry their Kyma's bucket label (the agent writes it on ModuleConfigs, the bucket's ring owner puts
 // it on a module manager's SyncResource), each replica's watches select the buckets it needs, and a handover widens
 // the receiver's watches so the Kymas it acquired are reconciled with their dependents. Two in-process replicas with

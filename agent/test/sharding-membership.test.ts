@@ -258,7 +258,7 @@ describe('shard membership when the KCP answers late', function () {
     gate.releaseAll();
   });
 
-  describe('a fixed --shard-identity that starts again (issue 26)', () => {
+  describe('a fixed --shard-identity that starts again', () => {
     /** A member of a fresh ring, or of the last one (`again`: a second process with the same identity). */
     const member = (name: string, again = false) => {
       if (!again) ring += 1;

@@ -1,5 +1,5 @@
 // A callback for a Kyma whose owner was killed is served as soon as its new owner is known, ahead of the takeover's
-// claims (issue 26, replica loss as users see it; decision 012). Two `skr-agent run --shard` processes with their
+// claims (replica loss as users see it; decision 012). Two `skr-agent run --shard` processes with their
 // mTLS listeners share 120 paused Kymas (claimed like any other, reconciled at no cost) and one probe Kyma with the
 // sample module, named to come last in every listing, owned by the replica the test kills. The survivor's takeover
 // claims the orphans in listing order, the probe last; an edit of the probe's Module CR made right after the kill,
@@ -175,7 +175,7 @@ describe('a callback for an orphaned Kyma is served as soon as its new owner is 
     // A webhook sends again after Retry-After (1 s); sent more often here (within the listener's budget of 20 per
     // second and runtime-id), so that the order of the claims shows what the callback changed.
     const answers: number[] = [];
-    /** Retry-After of each 503: while the dead owner's Lease runs, the seconds until it expires (issue 26). */
+    /** Retry-After of each 503: while the dead owner's Lease runs, the seconds until it expires. */
     const retryAfters: number[] = [];
     try {
       await waitUntil(

@@ -1,4 +1,4 @@
-// The module catalog copies in an SKR (decision 016, session 9): every pass lists the copies the agent made and
+// The module catalog copies in an SKR (decision 016): every pass lists the copies the agent made and
 // decides on their names and digest annotations only, so it lists them as metadata; a real ModuleTemplate's spec
 // (descriptor, default CR) is several kB that the API server would encode and the agent parse on every pass.
 // Drift is still repaired from the metadata: a deleted copy or one whose digest differs is applied again, one whose

@@ -1,4 +1,4 @@
-// The CRD check of a new SKR client (decision 012, session 8; decision 016, session 9): every Kyma a replica takes
+// The CRD check of a new SKR client (decisions 012 and 016): every Kyma a replica takes
 // over gets a new client, and its first pass checks the SKR's CRDs. The check decides on labels, the digest
 // annotation and the resourceVersion; it reads metadata only, so a CRD's schema and managedFields (tens of kB each)
 // are neither encoded by the API server nor parsed by the agent, and it finds the CRDs this project installed with

@@ -1,4 +1,4 @@
-// The targeted path of a SyncResource change (issue 29): the real controller and reconciler on the shared KCP and
+// The targeted path of a SyncResource change (decision 024): the real controller and reconciler on the shared KCP and
 // SKR, with every full reconcile of the test's Kyma held after its first pass. A SyncResource created or edited then
 // still reaches the SKR (and its status is written), within the allow-list: only the targeted path can have done it.
 // Without it, a SyncResource change only wakes the held full reconcile and nothing arrives.

@@ -1,4 +1,4 @@
-// Agent benchmark (DESIGN 5: 1,000 SKRs in one process, steady memory ≤ 300 MB, full resync ≤ 60 s).
+// Agent benchmark (bar: 1,000 SKRs in one process, steady memory ≤ 300 MB, full resync ≤ 60 s).
 // Runs the real skr-agent binary against real planes: one KCP with N Kymas, each with its own kubeconfig
 // Secret and its own SKR Kyma namespace, spread over two SKR API servers (N SKR API servers do not fit on
 // this machine; every Kyma still gets its own SKR client and connection pool in the agent, as with N SKRs).
@@ -28,7 +28,7 @@
 // webhook Secret, Deployment and configuration in that SKR agree and a pass finds nothing to change, as with one
 // Kyma per SKR. --profile-resync DIR writes a CPU profile of the agent over the resync (inspector) and prints its
 // top functions. Keep --resync above the initial phase plus the steady phase, so no second resync overlaps.
-// Also prints how many series the agent's /metrics exports (issue 27: fewer than 5,000 at 1,000 Kymas).
+// Also prints how many series the agent's /metrics exports (bar: fewer than 5,000 at 1,000 Kymas).
 // Figures only; nothing passes or fails.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
@@ -402,7 +402,7 @@ async function main(): Promise<void> {
         .map(([k, v]) => `${/result="([^"]+)"/.exec(k)?.[1]}=${v}`)
         .join(' ')}; informer watch restarts ${sumOf(final, 'informer_watch_restarts_total')}`,
     );
-    // Issue 27 / decision 023: labels are bounded, so the series do not grow with the Kymas (bar: < 5,000 at 1,000).
+    // Decision 023: labels are bounded, so the series do not grow with the Kymas (bar: < 5,000 at 1,000).
     const families = new Map<string, number>();
     for (const key of final.keys()) {
       const family = key.replace(/\{.*$/, '');

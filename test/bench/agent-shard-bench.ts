@@ -19,8 +19,8 @@
 // round-robin, and sends each edit's callback as the webhook does (the v2 body with the fingerprint, signed with that
 // SKR's client certificate, to a survivor's listener, sent again after Retry-After while answered non-2xx); it prints
 // per edit the time from the kill, edit→ModuleConfig latency and sends, and the worst against lease duration + 5 s.
-// Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans re-reconciled ≤ 90 s and an orphan's edit in its ModuleConfig ≤ lease + 5 s (issue 26),
-// join moves ≤ 35 % (the issue's case is the fourth replica), zero overlaps.
+// Figures only; nothing passes or fails. The scale-out bars: RSS ≤ 300 MB each, resync ≤ 60 s, orphans re-reconciled ≤ 90 s and an orphan's edit in its ModuleConfig ≤ lease + 5 s,
+// join moves ≤ 35 % (as a fourth replica joins), zero overlaps.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -711,7 +711,7 @@ async function main(): Promise<void> {
     }
     // Joins: how many Kymas change owner (the dead one's are already moved). The first joiner replaces the killed
     // replica (two live members become three: a third of the Kymas should move); the second is a fourth live
-    // member, the issue's case (about a quarter should move).
+    // member, the case the bar is for (about a quarter should move).
     const joinReplica = async (joiner: string): Promise<void> => {
       const beforeJoin = await ownersNow();
       const live = new Set(beforeJoin.values()).size;

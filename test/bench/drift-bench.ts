@@ -1,5 +1,5 @@
-// Drift benchmark (issue 30 item 3; DESIGN 5 "Drift on an installed object put back within the end-to-end bar":
-// p50 ≤ 25 ms, p99 ≤ 100 ms). On the demo's local system (real planes, a real registry, the agent and one webhook
+// Drift benchmark (bar: drift on an installed object put back within the end-to-end bar, p50 ≤ 25 ms,
+// p99 ≤ 100 ms). On the demo's local system (real planes, a real registry, the agent and one webhook
 // as processes; requeues an hour long, so only the callback explains a revert), with the greeter module (a
 // ConfigMap) and the drifter module (a Deployment, never Ready: no node runs it) installed in skr1, one run prints:
 // - ConfigMap edits: --reverts user edits of greeter's ConfigMap (merge patch under a user's field manager), one at

@@ -1,10 +1,10 @@
-// End-to-end benchmark (DESIGN 5: Module CR edit → ModuleConfig p50 ≤ 25 ms, p99 ≤ 100 ms, printed beside the
+// End-to-end benchmark (bar: Module CR edit → ModuleConfig p50 ≤ 25 ms, p99 ≤ 100 ms, printed beside the
 // floor): SKR edits reaching KCP over the real path (SKR API server → skr-webhook → mTLS listener → skr-agent →
 // KCP API server), on the same local system as the demo (demo/system.ts). One run prints:
 // - the floor: the SKR read + KCP server-side apply the agent needs, issued directly from this process;
 // - Module CR edits: edit → ModuleConfig p50/p99/max, lost edits, where the milliseconds go (admission, callback,
 //   agent), reconciles and SKR re-reads per edit;
-// - round trips (issue 29, DESIGN 5 "Module managers": p50 ≤ 60 ms, p99 ≤ 200 ms): with examples/sample-manager running
+// - round trips (the module-manager bar: p50 ≤ 60 ms, p99 ≤ 200 ms): with examples/sample-manager running
 //   (started after the phases above, so they are measured as before), Module CR edit sent → the manager's ConfigMap
 //   updated in the same SKR, by stage; then edits of a field the manager does not render, which must cost 0
 //   SyncResource writes;
@@ -74,7 +74,7 @@ const NOOP_EDITS = Number(values['noop-edits']);
 const SETTLE_MS = 30_000;
 /**
  * `kept`: the edits are sent over one kept-alive connection per SKR (as a controller or a long-lived client does);
- * `new`: a new TLS connection per edit (client-node's default, as before session 14), whose handshake is then part
+ * `new`: a new TLS connection per edit (client-node's default), whose handshake is then part
  * of "sent → admission".
  */
 const EDIT_CONNECTIONS = values['edit-connections'];
@@ -83,8 +83,7 @@ if (EDIT_CONNECTIONS !== 'kept' && EDIT_CONNECTIONS !== 'new')
 /**
  * `own` (default): each SKR webhook runs in a CPU cgroup of its own, as its Pod's container does on a node, so its
  * SCHED_IDLE dispatch thread gives way only to the webhook's own admission thread (decision 015); `shared`: it stays
- * in this machine's one group, where that thread ranks below every other process (the bench's figures before
- * session 15).
+ * in this machine's one group, where that thread ranks below every other process.
  */
 const WEBHOOK_CGROUP = values['webhook-cgroup'];
 if (WEBHOOK_CGROUP !== 'own' && WEBHOOK_CGROUP !== 'shared')
@@ -696,7 +695,7 @@ function roundTripSteps(
   );
 }
 
-/** Module managers (issue 29): round trips through sample-manager, then edits it does not render. */
+/** Module managers: round trips through sample-manager, then edits it does not render. */
 async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<void> {
   const t0 = Date.now();
   const manager = await startSampleManager({
@@ -792,7 +791,7 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
     const verdict = (value: number, bar: number) =>
       `${Math.round(value)} ms: ${value <= bar ? 'met' : 'NOT met'}`;
     console.log(
-      `DESIGN 5 bar (module managers), from the edit sent: p50 ≤ 60 ms (${verdict(p50, 60)}), ` +
+      `Module-manager bar, from the edit sent: p50 ≤ 60 ms (${verdict(p50, 60)}), ` +
         `p99 ≤ 200 ms (${verdict(p99, 200)}); from the write returned (the end-to-end bar's clock): ` +
         `p50 ${verdict(percentile(fromReturned, 50), 60)}, p99 ${verdict(percentile(fromReturned, 99), 200)}; ` +
         `lost (not in the SKR within ${SETTLE_MS / 1000} s): ${lost} of ${ROUND_TRIPS}; failed writes: ${edits.filter((e) => e.failed).length}${edits.find((e) => e.failed) ? ` (first: ${edits.find((e) => e.failed)?.failed})` : ''}; ` +
@@ -880,7 +879,7 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
           `targeted SyncResource applies by the agent: ${targetedApplies}`,
       );
       console.log(
-        `Issue 29 bar "0 SyncResource writes for edits that do not change the rendered objects": ` +
+        `Bar "0 SyncResource writes for edits that do not change the rendered objects": ` +
           `${noopWrites === 0 && unchanged && mirrored === last.size ? 'met' : 'NOT met'} (${noopWrites} writes for ${NOOP_EDITS} edits)`,
       );
     }
@@ -1018,7 +1017,7 @@ async function main(): Promise<void> {
     const p50 = percentile(overall, 50);
     const p99 = percentile(overall, 99);
     console.log(
-      `DESIGN 5 bar: p50 ≤ 25 ms (${Math.round(p50)} ms: ${p50 <= 25 ? 'met' : 'NOT met'}), ` +
+      `End-to-end bar: p50 ≤ 25 ms (${Math.round(p50)} ms: ${p50 <= 25 ? 'met' : 'NOT met'}), ` +
         `p99 ≤ 100 ms (${Math.round(p99)} ms: ${p99 <= 100 ? 'met' : 'NOT met'})`,
     );
     const superseded = edits.filter((e) => e.superseded).length;

@@ -1,4 +1,4 @@
-// Listener benchmark (DESIGN 5): events/s over mTLS with kept-alive connections, and the listener under overload:
+// Listener benchmark: events/s over mTLS with kept-alive connections, and the listener under overload:
 // events offered at 10× what the workers can reconcile, for 30 s, through the agent's wake-up path (routeCallback,
 // the mirror lanes, the coalescing work queue), with reconciles simulated by waits.
 //
@@ -290,7 +290,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 /**
- * DESIGN 5, listener under overload: events offered at `overload` × what the workers can reconcile, for
+ * The listener under overload: events offered at `overload` × what the workers can reconcile, for
  * `seconds`, through the listener and the agent's own wake-up path (routeCallback → targeted mirror in its
  * Module CR's mirror lane, then the coalescing work queue). Reconciles and mirrors are simulated by waits (a real one waits
  * on two API servers). Prints the three figures an operator needs: most keys the queue held (never above the

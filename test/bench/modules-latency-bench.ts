@@ -1,4 +1,4 @@
-// Module install latency (DESIGN 5, issue 25): module enabled in the SKR Kyma → Manifest Ready, for a module with no
+// Module install latency: module enabled in the SKR Kyma → Manifest Ready, for a module with no
 // workloads (bar: p50 ≤ 1 s, p99 ≤ 3 s). The whole path of the demo (demo/system.ts): a KCP and one SKR on real
 // kube-apiservers, a real OCI registry, skr-agent with --oci-registry-host, the SKR webhook whose callback wakes the
 // Kyma; each round enables the module in the SKR Kyma, waits for its Manifest Ready and the Kyma status Ready, then
@@ -54,7 +54,7 @@ async function main(): Promise<void> {
   });
   try {
     if (!system.modules?.agentInstalls) {
-      console.log('skr-agent has no --oci-registry-host (issue 25 not landed): nothing to measure');
+      console.log('skr-agent has no --oci-registry-host (it installs no modules): nothing to measure');
       process.exitCode = 1;
       return;
     }

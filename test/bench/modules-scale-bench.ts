@@ -1,4 +1,4 @@
-// Modules at scale (DESIGN 5, issue 25): 1,000 Kymas × 5 modules on one agent replica, or 5,000 × 5 on three
+// Modules at scale: 1,000 Kymas × 5 modules on one agent replica, or 5,000 × 5 on three
 // (`--replicas 3`: each a `skr-agent run --shard` process, as bench:agent starts them, with its own metrics port).
 // Real planes (a KCP and two SKR API servers shared by the Kymas, as in bench:agent-single), a real OCI registry,
 // the built skr-agent with --oci-registry-host, started as manifests/kcp/agent.yaml starts it: its script (the

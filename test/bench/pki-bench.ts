@@ -1,4 +1,4 @@
-// PKI benchmark: time to issue 1,000 SKR leaves (RSA 2048) with one CA, and to verify them all
+// PKI benchmark: time to sign 1,000 SKR leaves (RSA 2048) with one CA, and to verify them all
 // against a two-CA bundle (the shape during a rotation).
 //
 //   npx tsx --conditions=source test/bench/pki-bench.ts [--leaves 1000] [--ca-bits 4096]

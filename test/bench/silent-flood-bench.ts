@@ -1,4 +1,4 @@
-// Silent-connection flood (issue 26 High 1): TCP connections that never send a ClientHello against the callback
+// Silent-connection flood (decision 022): TCP connections that never send a ClientHello against the callback
 // listener or a replica's peer endpoint, each in a process of its own. Prints, per round, what the server holds
 // while flooded and after the peers left: descriptors, RSS, the main malloc arena ([heap]), glibc's thread
 // arenas, and V8's heap and external memory (after a forced GC), so native memory can be told from V8's.

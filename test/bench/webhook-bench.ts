@@ -1,4 +1,4 @@
-// Webhook benchmark (DESIGN 5): the webhook against a bare Node TLS responder, the floor.
+// Webhook benchmark: the webhook against a bare Node TLS responder, the floor.
 //   npx tsx --conditions=source test/bench/webhook-bench.ts [--rate 1000] [--seconds 5] [--rounds 3]
 //   [--mix many,one] [--connections 200] [--servers floor,up,down] [--baseline <dir>/webhook/src/index.ts]: adds another build, KCP up and down, to
 //   the same run; <dir> must sit inside this tree so its imports resolve, e.g.
@@ -740,7 +740,7 @@ async function measureSteady(run: {
   rate: number;
   seconds: number;
   rounds: number;
-  /** false: one set of servers for all mixes (how sessions 13-15 measured: a later mix inherits a queue). */
+  /** false: one set of servers for all mixes (a later mix inherits the queue the mix before left). */
   freshPerMix: boolean;
 }): Promise<{ rows: SteadyRow[]; summaries: SteadySummary[]; last: { started: Server[]; agents: Agent[] } }> {
   const rows: SteadyRow[] = [];

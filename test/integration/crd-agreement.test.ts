@@ -1,4 +1,4 @@
-// The agent's schemas and the generated CRDs agree, checked on a real API server (issue 28 item 2): for every
+// The agent's schemas and the generated CRDs agree, checked on a real API server (decision 018): for every
 // kind, seeded objects drawn from the CRD's own schema are created with strict field validation (status through
 // the status subresource) and must be accepted; read back, each must parse with the schema the agent reads the
 // kind with; and what the agent would write back from what it parsed (catalog copies, statuses, mirrors) must be

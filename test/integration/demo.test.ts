@@ -63,11 +63,11 @@ describe('npm run demo -- --once', function () {
     expect(stdout, output).to.match(/\+\d+ ms {2}callback accepted by the KCP listener \(runtime-id skr1\)/);
     expect(stdout, output).to.match(/\+\d+ ms {2}ModuleConfig updated in KCP/);
     expect(stdout, output).to.match(/End to end \(edit sent → ModuleConfig updated in KCP\): \d+ ms/);
-    // The round trip through examples/sample-manager and back into the SKR (issue 29).
+    // The round trip through examples/sample-manager and back into the SKR.
     expect(stdout, output).to.match(/\+\d+ ms {2}sample-manager's SyncResource updated in KCP/);
     expect(stdout, output).to.match(/\+\d+ ms {2}ConfigMap kyma-system\/sample-config updated in skr1/);
     expect(stdout, output).to.match(/Round trip \(edit sent → object updated in the SKR\): \d+ ms/);
-    // Module installation (issue 25): published into a real registry, enabled in the SKR Kyma, installed by the agent.
+    // Module installation: published into a real registry, enabled in the SKR Kyma, installed by the agent.
     expect(stdout, output).to.match(
       /Module installation: greeter 1\.0\.0 from the OCI registry http:\/\/127\.0\.0\.1:\d+/,
     );
@@ -80,7 +80,7 @@ describe('npm run demo -- --once', function () {
     expect(stdout, output).to.include(
       'In skr1 now: CustomResourceDefinition greeters.demo.kyma-project.io, ConfigMap kyma-system/greeter-config, Greeter kyma-system/default',
     );
-    // Drift put back at once (issue 30): an edit of the greeter's ConfigMap, reverted through the webhook's callback.
+    // Drift put back at once: an edit of the greeter's ConfigMap, reverted through the webhook's callback.
     expect(stdout, output).to.match(
       /\+\d+ ms {2}ConfigMap kyma-system\/greeter-config put back in skr1 \(applied by skr-agent\)/,
     );

@@ -1,4 +1,4 @@
-// Drift put back at once (issue 30 item 3), through the real path: a user's write of an object a module installed
+// Drift put back at once (decision 025), through the real path: a user's write of an object a module installed
 // in the SKR → the SKR API server → skr-webhook (label-selected rule) → KCP listener → skr-agent's targeted revert.
 // Real planes, a real registry, the agent and webhook as processes; requeues are an hour long, so only a callback
 // explains an object put back within the test's waits.

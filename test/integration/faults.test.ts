@@ -1,4 +1,4 @@
-// The fault suite (issue 26, DESIGN 5 "Nothing lost"): on real planes with the real binaries (demo/system.ts: a KCP,
+// The fault suite (bar: nothing lost): on real planes with the real binaries (demo/system.ts: a KCP,
 // two SKRs, skr-agent, one skr-webhook per SKR), an edit stream of the sample Module CR in every SKR that ends
 // *during* each fault; once the fault is over, every ModuleConfig must equal its Module CR within 30 s. Requeues
 // and the resync are an hour apart here, so only callbacks, retries and the agent's own recovery can explain it.
@@ -21,7 +21,7 @@ const CONVERGED_WITHIN_MS = 30_000;
 const { module: MODULE, ...MODULE_CR } = SAMPLE_MODULE;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('faults: nothing lost after any fault (real planes, issue 26)', function () {
+describe('faults: nothing lost after any fault (real planes)', function () {
   this.timeout(900_000);
   let parent: string;
   let system: LocalSystem;

@@ -1,4 +1,4 @@
-// The import graph of the apps and packages has no cycles (issue 28): dependency-cruiser with the repository's
+// The import graph of the apps and packages has no cycles (decision 018): dependency-cruiser with the repository's
 // rules (.dependency-cruiser.mjs), the same command `npm run lint` runs, so CI catches a new cycle too.
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

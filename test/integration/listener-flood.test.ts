@@ -1,4 +1,4 @@
-// One SKR cannot make the agent work for it (issue 26 item 6). The skr-agent binary with its mTLS listener on real
+// One SKR cannot make the agent work for it. The skr-agent binary with its mTLS listener on real
 // planes: SKR 1's certificate floods the listener with valid callbacks for 15 s; it gets 429 with Retry-After beyond
 // its budget, its full reconciles are bounded by the per-Kyma interval, and SKR 2's callbacks keep being accepted and
 // its edit reaches its ModuleConfig during the flood. Prints callbacks accepted/s, reconciles and the agent's CPU.

@@ -1,4 +1,4 @@
-// Issue 25, "done when": a module published by `skr-modules publish` and one published by another tool in the same
+// A module published by `skr-modules publish` and one published by another tool in the same
 // layout both install. The other tools are stood in for by packages/oci/test/hand-assembled.ts, a code path that
 // shares nothing with publishModule (plain fetch pushes, its own tar writer, descriptors and catalog written as
 // text): modulectl + `ocm transfer` (raw manifest as a tar, gzip-compressed, a macOS `._` entry first) and the old

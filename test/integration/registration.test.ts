@@ -238,7 +238,7 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
     const deployment = await apps.readNamespacedDeployment({ name: 'skr-webhook', namespace: 'kyma-system' });
     const env0 = deployment.spec?.template.spec?.containers[0]?.env ?? [];
     expect(env0.find((e) => e.name === 'KCP_ADDR')?.value).to.equal('kcp.example.com:8082');
-    // It watches its own configuration with its ServiceAccount's token (issue 26 item 5).
+    // It watches its own configuration with its ServiceAccount's token, to notice it deleted or re-pointed.
     expect(env0.find((e) => e.name === 'WATCH_CONFIGURATION')?.value).to.equal('skr-webhook');
     expect(deployment.spec?.template.spec?.automountServiceAccountToken).to.equal(true);
     expect(deployment.spec?.template.spec?.containers[0]?.image).to.equal('example/skr-webhook:test');

@@ -1,8 +1,9 @@
-// Issue 26 item 5 on real planes with the real binaries (demo/system.ts: a KCP, one SKR, skr-agent, skr-webhook
-// watching its own configuration with a token of the ServiceAccount the agent installs): an SKR user who deletes
-// the webhook's ValidatingWebhookConfiguration or points it elsewhere silences the webhook. The API server calls no
-// webhook about webhook configurations, and requeues are an hour apart here, so only the webhook's watch can bring
-// the configuration back within 30 s; the Kyma's SKRWebhook condition must say what was put back.
+// The webhook's configuration put back, on real planes with the real binaries (demo/system.ts: a KCP, one SKR,
+// skr-agent, skr-webhook watching its own configuration with a token of the ServiceAccount the agent installs): an
+// SKR user who deletes the webhook's ValidatingWebhookConfiguration or points it elsewhere silences the webhook. The
+// API server calls no webhook about webhook configurations, and requeues are an hour apart here, so only the
+// webhook's watch can bring the configuration back within 30 s; the Kyma's SKRWebhook condition must say what was
+// put back.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,10 +18,10 @@ import {
 import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
 import { SKR_WEBHOOK_CONFIGURATION, startLocalSystem, waitFor, type LocalSystem } from '../../demo/system.js';
 
-/** The bar of the issue: repaired and reported this long after the change. */
+/** The bar: repaired and reported this long after the change. */
 const REPAIRED_WITHIN_MS = 30_000;
 
-describe('webhook configuration deleted or re-pointed in the SKR: put back within 30 s (real planes, issue 26)', function () {
+describe('webhook configuration deleted or re-pointed in the SKR: put back within 30 s (real planes)', function () {
   this.timeout(600_000);
   let parent: string;
   let system: LocalSystem;

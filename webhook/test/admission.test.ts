@@ -1,4 +1,4 @@
-// The relevance rules of DESIGN 4.1, driven by the shared worked examples plus cases of our own.
+// The webhook's relevance rules, driven by the worked examples in fixtures/ plus cases of our own.
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import fc from 'fast-check';
@@ -26,7 +26,7 @@ function review(body: unknown): AdmissionReview {
   return parsed.value;
 }
 
-/** A Sample UPDATE review from old and new objects, for cases the shared vectors do not cover. */
+/** A Sample UPDATE review from old and new objects, for cases the fixture's vectors do not cover. */
 function sampleUpdate(
   oldObject: Record<string, unknown>,
   object: Record<string, unknown>,
@@ -60,7 +60,7 @@ const SAMPLE_EVENT = {
 };
 
 describe('isRelevantChange', () => {
-  it('the fixture holds the shared worked examples, vec-1 to vec-15', () => {
+  it('the fixture holds the worked examples vec-1 to vec-15', () => {
     const uids = vectors.map((vector) => (vector.review as { request: { uid: string } }).request.uid);
     for (let n = 1; n <= 15; n++) expect(uids).to.include(`vec-${n}`);
   });

@@ -1,4 +1,4 @@
-// The ring that carries relevant changes to the dispatch thread without a shared lock (decision 022, session 16).
+// The ring that carries relevant changes to the dispatch thread without a shared lock (decision 022).
 import { expect } from 'chai';
 import { ChangeRing } from '../src/change-ring.js';
 

@@ -1,4 +1,4 @@
-// Who wrote the webhook's configuration last, as the watch of it decides (issue 26 item 5). The watch itself runs
+// Who wrote the webhook's configuration last, as the watch of it decides. The watch itself runs
 // against a real SKR API server in test/integration/webhook-configuration.test.ts.
 import { expect } from 'chai';
 import { SKR_WEBHOOK_REGISTRATION } from '@skr-watcher/api';

@@ -1,5 +1,5 @@
 // The dispatcher and its real KCP client against a real mTLS server that answers 503 with Retry-After, as the
-// agent's listener does while a Kyma's owner cannot take a callback (issue 26, replica loss): the next attempt goes
+// agent's listener does while a Kyma's owner cannot take a callback (replica loss): the next attempt goes
 // when Retry-After says, however many attempts came before, and a Retry-After past the backoff's maximum is bounded
 // by it. Time is the dispatcher's injected clock; the sockets are real.
 import type { Server } from 'node:https';

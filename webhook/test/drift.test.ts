@@ -1,4 +1,4 @@
-// Drift of installed module objects (issue 30): which writes of objects labelled managed-by: kyma wake KCP.
+// Drift of installed module objects: which writes of objects labelled managed-by: kyma wake KCP.
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { DRIFT, parseAdmissionReview, type AdmissionReview } from '@skr-watcher/api';

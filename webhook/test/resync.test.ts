@@ -1,4 +1,4 @@
-// The "look at everything" callback (issue 26 item 2): a webhook that starts, or that dropped events, asks KCP to
+// The "look at everything" callback: a webhook that starts, or that dropped events, asks KCP to
 // reconcile its SKR in full, over real mTLS, in a body upstream's listener takes as any other v2 event.
 import { expect } from 'chai';
 import { RESYNC_EVENT, parseWatchEvent } from '@skr-watcher/api';

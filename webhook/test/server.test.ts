@@ -30,7 +30,7 @@ describe('admission server', function () {
     const answer = await call({ body: JSON.stringify(sampleReview('uid-create-1', 'CREATE', 'created-1')) });
     expect(answer.status).to.equal(200);
     expect(answer.headers['content-type']).to.equal('application/json');
-    // As upstream's webhook answers (issue 26): HSTS and a CSP that lets nothing load.
+    // As upstream's webhook answers: HSTS and a CSP that lets nothing load.
     expect(answer.headers['strict-transport-security']).to.equal('max-age=31536000; includeSubDomains');
     expect(answer.headers['content-security-policy']).to.equal("default-src 'none'; frame-ancestors 'none'");
     expect(JSON.parse(answer.body)).to.deep.equal({

@@ -7,7 +7,7 @@
  *   - the SKR Secret `skr-webhook-tls` (`ca.crt`, `tls.crt`, `tls.key`), a copy of it;
  *   - the ValidatingWebhookConfiguration `skr-webhook`: one webhook per Watcher CR, plus the Module CRs of the
  *     modules enabled in that SKR;
- *   - the webhook's ServiceAccount and a ClusterRole to read its own configuration (it watches it, issue 26);
+ *   - the webhook's ServiceAccount and a ClusterRole to read its own configuration (watched, so a deletion is noticed);
  *   - in-cluster mode: Deployment, Service, NetworkPolicy; URL mode (a Kyma annotated with
  *     `operator.kyma-project.io/skr-webhook-url`): the webhook runs outside the SKR, e.g. on a laptop.
  * An object found deleted or changed by someone else since our last apply is put back, and the result says so.
@@ -90,7 +90,7 @@ export interface RegistrationInput {
   watchers?: Watcher[];
   /** The KCP PKI Secrets from watches (watchPkiSecrets); read fresh on every pass without it. */
   pki?: PkiCache;
-  /** Watch writes of the objects modules installed (drift, issue 30): on when the agent installs modules. */
+  /** Watch writes of the objects modules installed, so drift is put back at once; on when modules are installed. */
   installedObjects?: boolean;
 }
 

@@ -1,5 +1,5 @@
-// The KCP PKI Secrets a registration pass reads, from watches instead of three GETs per pass (decision 016,
-// "Session 10"): the CA Secret and its bundle (two objects for every Kyma, watched in full by name) and each Kyma's
+// The KCP PKI Secrets a registration pass reads, from watches instead of three GETs per pass (decision 016):
+// the CA Secret and its bundle (two objects for every Kyma, watched in full by name) and each Kyma's
 // leaf `<kyma>-webhook-tls` (watched as metadata only; the leaf is read by name when its resourceVersion is not the
 // one last read or written here, and kept parsed per Kyma). Only a pass that changes nothing decides from these:
 // certificate.ts reads everything fresh before it issues or reports, and reads fresh while a watch has not listed.

@@ -56,7 +56,7 @@ export type Manifest = KubernetesObject & Record<string, unknown>;
 
 /**
  * The webhook's ServiceAccount, allowed to get, list and watch its own ValidatingWebhookConfiguration and nothing
- * else (issue 26 item 5: it watches it to notice it deleted or re-pointed). Installed in URL mode too, where a
+ * else (it watches it to notice it deleted or re-pointed). Installed in URL mode too, where a
  * webhook outside the SKR may use a token of this account.
  */
 export function webhookIdentityFor(namespace: string = DEFAULTS.skrNamespace): Manifest[] {

@@ -32,8 +32,8 @@ export interface WebhookConfigurationInput {
   target: WebhookTarget;
   timeoutSeconds?: number;
   /**
-   * Also watch writes of the objects modules installed (label `managed-by: kyma`), so drift is put back at once
-   * (issue 30); on when the agent installs modules.
+   * Also watch writes of the objects modules installed (label `managed-by: kyma`), so drift is put back at once;
+   * on when the agent installs modules.
    */
   installedObjects?: boolean;
 }

@@ -1,6 +1,6 @@
 // Test-only certificates for the listener: CAs and SKR leaves (CN = runtime-id), signed fast.
 // node-forge builds the X.509 structures; node:crypto generates keys and signs, which is ~100x faster
-// than forge's pure-JS RSA and lets the benchmark issue 1,000 identities in seconds.
+// than forge's pure-JS RSA and lets the benchmark sign 1,000 identities in seconds.
 import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import forge from 'node-forge';
 import { KCP_LISTENER_IDENTITY } from '@skr-watcher/api';
@@ -84,7 +84,7 @@ export interface LeafSpec {
   commonName: string | null;
   dnsNames?: string[];
   ipAddresses?: string[];
-  /** Extended key usages; both by default, as the SKR leaves of DESIGN 4.5. */
+  /** Extended key usages; both by default, as packages/pki's SKR leaves. */
   usages?: ('serverAuth' | 'clientAuth')[];
   /** Reuse a key (benchmarks issue many leaves; keys are the slow part). */
   key?: TestKey;

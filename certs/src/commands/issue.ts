@@ -1,4 +1,5 @@
-// skr-certs issue: one SKR leaf (DESIGN 4.5 SANs), from CA files into files, or from the KCP CA into its Secret.
+// skr-certs issue: one SKR leaf (SANs: its domains, the webhook's Service names), from CA files into files, or
+// from the KCP CA into its Secret.
 import {
   describeCertificate,
   issueLeaf,

@@ -1,4 +1,4 @@
-// skr-certs rotate-ca: run or resume the phased CA rotation (DESIGN 4.5) against the KCP Secrets.
+// skr-certs rotate-ca: run or resume the phased CA rotation (decision 004) against the KCP Secrets.
 import type { RsaKeyBits } from '@skr-watcher/pki';
 import { KcpPkiSecrets } from '@skr-watcher/kube';
 import { formatTable, type CommandResult } from '../output.js';

@@ -1,4 +1,4 @@
-// AdmissionReview admission.k8s.io/v1 (DESIGN 4.1): the part of it the webhook reads, validated.
+// AdmissionReview admission.k8s.io/v1: the part of it the webhook reads, validated.
 import { z } from 'zod';
 import { describeIssues, type ParseResult } from './events.js';
 

@@ -56,7 +56,7 @@ export const LABELS = {
   shardRing: 'operator.kyma-project.io/skr-agent-ring',
   /**
    * On ModuleConfigs and SyncResources: the shard bucket of their Kyma (decimal, `bucketOf(kyma name)`), so a sharded
-   * replica watches only its buckets' dependents (decision 012, "Session 10").
+   * replica watches only its buckets' dependents (decision 012).
    */
   shardBucket: 'operator.kyma-project.io/skr-agent-bucket',
   /** On a Manifest: the channel it was resolved from (upstream's; absent on mandatory modules' Manifests). */
@@ -83,7 +83,7 @@ export const ANNOTATIONS = {
   peerAddress: 'operator.kyma-project.io/skr-agent-peer-address',
   /**
    * On a replica's membership Lease: how it places Kymas on the ring (`buckets`). Replicas place by bucket only when
-   * every member says so; a member without it (a version before session 10) keeps everyone on runtime-ids.
+   * every member says so; a member without it (an older version) keeps everyone on runtime-ids.
    */
   shardPlacement: 'operator.kyma-project.io/skr-agent-placement',
   /** On a Manifest: the module's OCM component name, which with the version finds its descriptor (upstream's). */
@@ -319,7 +319,7 @@ export const DEFAULT_REQUEUE_INTERVALS: RequeueIntervals = {
 };
 
 /**
- * What one SKR (runtime-id) may cost the agent (issue 26 item 6): a flood from one SKR's certificate must not make the
+ * What one SKR (runtime-id) may cost the agent: a flood from one SKR's certificate must not make the
  * agent work for it. A webhook coalesces per object and honours Retry-After, so a well-behaved SKR stays far below.
  */
 export const CALLBACK_BUDGET = {
@@ -334,7 +334,7 @@ export const CALLBACK_BUDGET = {
   fullReconcileIntervalMs: 1_000,
 } as const;
 
-/** Listener answers (DESIGN 4.3). */
+/** The listener's answers to a callback. */
 export const LISTENER_STATUS = {
   accepted: 200,
   badRequest: 400,
@@ -351,7 +351,7 @@ export const LISTENER_STATUS = {
 } as const;
 
 /**
- * Drift of the objects a module installed in an SKR (issue 30): the SKR webhook sees their writes through one
+ * Drift of the objects a module installed in an SKR: the SKR webhook sees their writes through one
  * label-selected rule and wakes the Kyma only for a change that the agent would put back.
  */
 export const DRIFT = {

@@ -1,4 +1,4 @@
-// The callback contract (DESIGN 4.2, 4.3): what an SKR webhook posts to the KCP listener.
+// The callback contract: what an SKR webhook posts to the KCP listener.
 import { z } from 'zod';
 
 /** Kubernetes object names are DNS subdomains of at most 253 characters. */
@@ -127,7 +127,7 @@ export function hasFingerprint(fingerprint: ChangeFingerprint): boolean {
 }
 
 /**
- * The webhook's "look at everything" callback (issue 26 item 2): sent when it starts and after it dropped events,
+ * The webhook's "look at everything" callback: sent when it starts and after it dropped events,
  * because changes made while it was away or that it lost have no event of their own. An ordinary v2 body naming the
  * webhook's own Deployment and without fingerprint, so upstream's listener takes it as any change (it reconciles the
  * Kyma) and ours as one it cannot narrow down: the full reconcile of the SKR's Kyma.
@@ -140,7 +140,7 @@ export const RESYNC_EVENT: WatchEventV2 = {
 /**
  * What the agent installs in every SKR for its webhook, as both sides must name it: the webhook watches its own
  * configuration and asks for a resync when it goes, or when a writer other than the registration changed it
- * (issue 26 item 5).
+ * (an SKR user who deletes or re-points it would silence the webhook).
  */
 export const SKR_WEBHOOK_REGISTRATION = {
   /** Name of the ValidatingWebhookConfiguration, Service, Deployment, ServiceAccount and ClusterRole. */

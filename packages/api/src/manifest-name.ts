@@ -1,4 +1,4 @@
-// Names of Manifests: upstream lifecycle-manager's scheme (notes/module-installation.md §1.4), so a Manifest
+// Names of Manifests: upstream lifecycle-manager's scheme, so a Manifest
 // upstream wrote for a module is found under the name this project would give it, and adopted instead of doubled.
 import { MANIFEST } from './constants.js';
 

@@ -1,4 +1,4 @@
-// The custom resources (DESIGN 3). Their zod schemas in ./schemas are the one description of each kind; the
+// The custom resources. Their zod schemas in ./schemas are the one description of each kind; the
 // types here are inferred from them, and manifests/crds/ describes the same fields to the API server.
 import { DEFAULTS, LABELS } from './constants.js';
 import type { LabelSelector, TrackingObject, Watcher } from './schemas/index.js';

@@ -1,4 +1,4 @@
-// What an SKR client keeps of the kubeconfig it was built from (decision 012, "Session 8"): one client is held per
+// What an SKR client keeps of the kubeconfig it was built from (decision 012): one client is held per
 // owned Kyma, so it keeps the credentials it uses and nothing else, and it keeps working without the rest.
 import { readFile } from 'node:fs/promises';
 import { setFlagsFromString } from 'node:v8';

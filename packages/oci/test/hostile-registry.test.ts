@@ -1,4 +1,4 @@
-// A registry that is down, slow or hostile (issue 25, "Bad input", the pulling part): each case fails that module
+// A registry that is down, slow or hostile, as module installation pulls from it: each case fails that module
 // only, with a reason and words a user can read in status, and leaves the source able to read other modules.
 import { writeFile } from 'node:fs/promises';
 import { expect } from 'chai';

@@ -1,4 +1,4 @@
-// The KCP certificate authority: a self-signed RSA CA that signs one leaf per SKR (DESIGN 4.5).
+// The KCP certificate authority: a self-signed RSA CA that signs one leaf per SKR (decision 004).
 import forge from 'node-forge';
 import { assertRsaKeyBits, generateRsaKeyPair, type RsaKeyBits } from './keys.js';
 import { randomSerialHex, signCertificate, wholeSeconds } from './signing.js';

@@ -16,7 +16,7 @@ import { randomSerialHex, signCertificate, wholeSeconds } from './signing.js';
 
 const DAY_MS = 24 * 3600_000;
 
-/** DESIGN 4.5: leaves live 60 days and are renewed with 30 days left. */
+/** Leaves live 60 days and are renewed with 30 days left. */
 export const DEFAULT_LEAF_VALIDITY_DAYS = 60;
 /**
  * 2048 bits, not the reference system's 4096: a leaf lives 60 days, so 2048 (NIST-acceptable through 2030)

@@ -1,7 +1,7 @@
 import { DEFAULTS } from '@skr-watcher/api';
 
 /**
- * DNS SANs of an SKR's leaf (DESIGN 4.5): its `skr-domain`s, then the webhook's in-cluster Service names, through
+ * DNS SANs of an SKR's leaf: its `skr-domain`s, then the webhook's in-cluster Service names, through
  * which the SKR API server calls it.
  */
 export function webhookDnsNames(domains: string[]): string[] {

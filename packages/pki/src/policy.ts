@@ -1,8 +1,8 @@
-// When a leaf must be renewed or re-issued: pure decisions over an injected clock (DESIGN 4.5).
+// When a leaf must be renewed or re-issued: pure decisions over an injected clock.
 
 const DAY_MS = 24 * 3600_000;
 
-/** DESIGN 4.5: a leaf is renewed with 30 days left, half its 60-day life, so one failed renewal is harmless. */
+/** A leaf is renewed with 30 days left, half its 60-day life, so one failed renewal is harmless. */
 export const RENEW_BEFORE_MS = 30 * DAY_MS;
 
 export interface LeafValidity {

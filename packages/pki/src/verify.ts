@@ -17,7 +17,7 @@ export type LeafVerification =
 
 export interface VerifyLeafOptions {
   now?: Date;
-  /** Extended key usages the leaf must carry; DESIGN 4.5 leaves carry both. */
+  /** Extended key usages the leaf must carry; SKR leaves carry both. */
   usages?: ('serverAuth' | 'clientAuth')[];
 }
 

@@ -1,5 +1,5 @@
 // Manifest (operator.kyma-project.io/v1beta2): one installed module of one Kyma, in upstream lifecycle-manager's
-// shape (notes/module-installation.md §1), so Manifests upstream wrote are read and adopted as they are.
+// shape, so Manifests upstream wrote are read and adopted as they are.
 // manifests/crds/manifests.yaml is generated from this file (`npm run generate`).
 import { z } from 'zod';
 import { KINDS } from '../constants.js';
