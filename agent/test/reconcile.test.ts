@@ -690,7 +690,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         ['allowed', 'Ready'],
       ]);
       expect(sync.status.items[0]?.message).to.equal(
-        `Secret ${SKR_NS}/${SKR_WEBHOOK_TLS_SECRET} is the SKR webhook's Secret, which the agent keeps itself; SyncResources may not touch it; refused`,
+        `Secret ${SKR_NS}/${SKR_WEBHOOK_TLS_SECRET} is the SKR webhook's Secret, which the agent keeps itself; no module or SyncResource may touch it; refused`,
       );
       expect(sync.status.items[1]?.message).to.include('is the SKR Kyma, which the agent keeps itself');
       expect(sync.status.items[2]?.message).to.include(

@@ -101,7 +101,7 @@ export function agentOwnedObjects(
           : undefined);
       return (
         why &&
-        `${describeSynced(object)} is ${why}, which the agent keeps itself; SyncResources may not touch it; refused`
+        `${describeSynced(object)} is ${why}, which the agent keeps itself; no module or SyncResource may touch it; refused`
       );
     },
   };

@@ -13,7 +13,14 @@ import {
   type Manifest,
   type SyncedObject,
 } from '@skr-watcher/api';
-import { applyObjectSet, readObject, syncedObjectOf, transformed, type ObjectRef } from '@skr-watcher/kube';
+import {
+  applyObjectSet,
+  manifestHolder,
+  readObject,
+  syncedObjectOf,
+  transformed,
+  type ObjectRef,
+} from '@skr-watcher/kube';
 import { Counter, type Registry } from '@skr-watcher/telemetry';
 import type { ReconcileContext } from './context.js';
 import { manifestTransforms, setMembers } from './manifest-install.js';
@@ -177,12 +184,18 @@ export async function revertDrift(
   const drifted = !before || !holds(before, transformed(desired, transforms));
   const applied = await applyObjectSet(
     lookup.client,
-    { objects: [{ object: desired }], inventory: [] },
-    { fieldManager: MANIFEST.applyFieldManager, transforms },
+    // One object, nothing pruned; the Manifest's inventory says which objects it held before holder names.
+    { objects: [{ object: desired }], inventory: [], recorded: manifest.status?.synced ?? [] },
+    {
+      fieldManager: MANIFEST.applyFieldManager,
+      transforms,
+      // Only what this Manifest holds is put back: an object another module holds stays that module's.
+      holding: { self: manifestHolder(namespace, manifest.metadata.name) },
+    },
   );
   steps.appliedAt = Date.now();
   const member = applied.results[0];
-  if (member?.outcome !== 'applied') {
+  if (member?.outcome !== 'applied' && member?.outcome !== 'adopted') {
     ctx.logger.info(
       { kyma: kymaName, manifest: manifest.metadata.name, ref, message: member?.message },
       'drift: targeted revert did not apply; the full pass follows',

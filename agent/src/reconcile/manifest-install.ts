@@ -33,6 +33,7 @@ import {
   kymaComponent,
   KubeRequestError,
   localizeImages,
+  manifestHolder,
   skrImagePullSecret,
   managedByOwnedBy,
   mergePatchCustomObject,
@@ -43,8 +44,11 @@ import {
   removeObjects,
   withContext,
   type ClusterClient,
+  type Holding,
+  type MemberResult,
   type SetMember,
 } from '@skr-watcher/kube';
+import { agentOwnedObjects } from './agent-owned.js';
 import { apiVersionOf, listKcp, refOf, type ModuleInstallation, type ReconcileContext } from './context.js';
 import type { KymaEventTarget } from './events.js';
 import { conditionsFor } from './status.js';
@@ -64,6 +68,14 @@ export interface ManifestOutcome {
 function refOfManifest(manifest: Manifest) {
   return refOf('manifest', manifest.metadata.namespace ?? DEFAULTS.kcpNamespace, manifest.metadata.name);
 }
+
+/** The Manifest as the holder of its objects in the SKR (decision 026). */
+function holdingOf(manifest: Manifest, namespace: string): Holding {
+  return { self: manifestHolder(namespace, manifest.metadata.name) };
+}
+
+/** The agent's own objects in an SKR, which no module may write or delete. */
+const AGENT_OWNED = agentOwnedObjects();
 
 function hasDefaultCr(manifest: Manifest): boolean {
   return (
@@ -144,6 +156,25 @@ interface StatusInput {
   resources?: boolean;
   installation?: boolean;
   moduleCr?: boolean;
+  /** Objects refused (held by another) or adopted in this pass: the Ownership condition, present only then. */
+  holding?: readonly MemberResult[];
+}
+
+const OWNERSHIP_CONDITION = 'Ownership';
+
+/** The Ownership condition: False naming the holders of what was refused, True naming what was adopted. */
+function ownershipCondition(results: readonly MemberResult[]) {
+  const refused = results.filter((result) => result.outcome === 'refused');
+  const adopted = results.filter((result) => result.outcome === 'adopted');
+  if (refused.length === 0 && adopted.length === 0) return undefined;
+  const list = (members: readonly MemberResult[]) =>
+    members
+      .slice(0, 5)
+      .map((member) => member.message)
+      .join('; ') + (members.length > 5 ? `; and ${members.length - 5} more` : '');
+  return refused.length > 0
+    ? { type: OWNERSHIP_CONDITION, ok: false, reason: 'HeldByAnother', message: list(refused) }
+    : { type: OWNERSHIP_CONDITION, ok: true, reason: 'Adopted', message: list(adopted) };
 }
 
 /** Upstream's conditions, each kept True once it turned True. */
@@ -156,16 +187,20 @@ function manifestConditions(ctx: ReconcileContext, manifest: Manifest, input: St
       ? ([[moduleCr, input.moduleCr]] as [typeof moduleCr, boolean | undefined][])
       : []),
   ];
+  const ownership = input.holding ? ownershipCondition(input.holding) : undefined;
   return conditionsFor(
-    entries.map(([condition, ok]) => {
-      const on = ok ?? conditionTrue(manifest, condition.type);
-      return {
-        type: condition.type,
-        ok: on,
-        reason: condition.reason,
-        message: on ? condition.trueMessage : condition.falseMessage,
-      };
-    }),
+    [
+      ...entries.map(([condition, ok]) => {
+        const on = ok ?? conditionTrue(manifest, condition.type);
+        return {
+          type: condition.type,
+          ok: on,
+          reason: condition.reason,
+          message: on ? condition.trueMessage : condition.falseMessage,
+        };
+      }),
+      ...(ownership ? [ownership] : []),
+    ],
     manifest.status?.conditions,
     ctx.clock(),
     undefined,
@@ -417,9 +452,12 @@ async function reconcileManifestPass(
     {
       fieldManager: MANIFEST.applyFieldManager,
       transforms: manifestTransforms(manifest, namespace, installation),
+      refuse: (object) => AGENT_OWNED.reasonFor(object),
+      holding: holdingOf(manifest, namespace),
     },
   );
-  if (applied.state === 'failed') {
+  const refused = applied.results.filter((result) => result.outcome === 'refused');
+  if (applied.state === 'failed' || refused.length > 0) {
     const failed = applied.results.filter(
       (result) => result.outcome === 'failed' || result.outcome === 'refused',
     );
@@ -433,6 +471,7 @@ async function reconcileManifestPass(
         operation: message,
         synced: applied.inventory,
         resources: true,
+        holding: applied.results,
       }),
     };
   }
@@ -444,6 +483,7 @@ async function reconcileManifestPass(
         operation: waiting?.message ?? 'waiting for resources to be applied',
         synced: applied.inventory,
         resources: true,
+        holding: applied.results,
       }),
     };
   }
@@ -490,6 +530,7 @@ async function reconcileManifestPass(
     resources: true,
     installation: state === 'Ready' ? true : undefined,
     ...(moduleCr === undefined ? {} : { moduleCr }),
+    holding: applied.results,
   });
   // The digest last fully installed, as upstream records it.
   const ref = manifest.spec.install.source.ref;
@@ -559,7 +600,9 @@ async function removeModule(
       }
     }
   }
-  const removal = await removeObjects(skr, synced);
+  const removal = await removeObjects(skr, synced, {
+    holding: holdingOf(manifest, manifest.metadata.namespace ?? ctx.namespace),
+  });
   if (!removal.finished) {
     const pending = removal.results.find(
       (result) => result.outcome !== 'deleted' && result.outcome !== 'kept',

@@ -12,6 +12,7 @@ import { isDeepStrictEqual } from 'node:util';
 import {
   FIELD_MANAGER,
   GROUP,
+  HOLDER_MARKS,
   KINDS,
   LABELS,
   MANAGED_BY,
@@ -33,10 +34,12 @@ import {
   mirrorable,
   removeObjects,
   syncedKey,
+  syncResourceHolder,
   syncedObjectOfRef,
   uniqueSynced,
   type ClusterClient,
   type DesiredObject,
+  type Holding,
   type MemberResult,
   type Removal,
   type SetMember,
@@ -170,7 +173,7 @@ function inventoryOf(sync: RawSyncResource): SyncedObject[] {
   ]);
 }
 
-const READY_OUTCOMES = new Set<MemberResult['outcome']>(['applied', 'created', 'present', 'left']);
+const READY_OUTCOMES = new Set<MemberResult['outcome']>(['applied', 'adopted', 'created', 'present', 'left']);
 
 /**
  * The lane of one SyncResource of a Kyma. Its group is prefixed, so no SKR object (a Module CR's lane) can share it.
@@ -390,7 +393,14 @@ async function applySyncResource(
     }
     const before = previous.get(item.name);
     const body = mirrorable(item.resource) as SetMember;
-    body.metadata = { ...body.metadata, labels: { ...body.metadata.labels, [LABELS.managedBy]: MANAGED_BY } };
+    body.metadata = {
+      ...body.metadata,
+      labels: { ...body.metadata.labels, [LABELS.managedBy]: MANAGED_BY },
+      annotations: {
+        ...body.metadata.annotations,
+        [HOLDER_MARKS.syncResourceAnnotation]: `${ctx.namespace}/${syncName}`,
+      },
+    };
     desired.push(
       item.strategy === 'CreateAndSync'
         ? { object: body }
@@ -413,6 +423,7 @@ async function applySyncResource(
     {
       fieldManager: FIELD_MANAGER,
       refuse: guard,
+      holding: holdingOf(ctx, syncName),
       // Requests of one SKR share one connection (LIMITS.skrConnections); more in flight would only queue.
       concurrency: 2,
     },
@@ -422,7 +433,8 @@ async function applySyncResource(
       ? await removeObjects(
           skr,
           deletes.map((entry) => entry.object),
-          { refuse: guard },
+          // A Delete item removes what nobody holds, never what a module or another SyncResource holds.
+          { refuse: guard, holding: { ...holdingOf(ctx, syncName), unheld: 'delete' } },
         )
       : undefined;
   onApplied();
@@ -501,6 +513,11 @@ async function applySyncResource(
   return { name: syncName, state, failures };
 }
 
+/** The SyncResource as the holder of its objects in the SKR (decision 026). */
+function holdingOf(ctx: ReconcileContext, name: string): Holding {
+  return { self: syncResourceHolder(ctx.namespace, name) };
+}
+
 function itemStatus(
   name: string,
   state: ResourceState,
@@ -534,7 +551,7 @@ function removeAll(
   return removeObjects(
     skr,
     uniqueSynced(targets).filter((target) => !guard(target)),
-    { refuse: guard },
+    { refuse: guard, holding: holdingOf(ctx, sync.metadata.name) },
   );
 }
 

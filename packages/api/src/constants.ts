@@ -149,6 +149,17 @@ export const SHARDING = {
 /** The value of `managed-by` on everything the agent creates. */
 export const MANAGED_BY = 'skr-watcher';
 
+/**
+ * Marks that say who holds an object in an SKR, besides a module's (`managed-by: kyma` and upstream's owned-by
+ * annotation): each object belongs to one module, one SyncResource or the agent itself (decision 026).
+ */
+export const HOLDER_MARKS = {
+  /** On objects a SyncResource applies: `<namespace>/<name>` of the SyncResource (with `managed-by: skr-watcher`). */
+  syncResourceAnnotation: 'operator.kyma-project.io/sync-resource',
+  /** On an object that existed before a set first wrote it: never deleted with the set, only let go. */
+  adoptedAnnotation: 'operator.kyma-project.io/adopted',
+} as const;
+
 /** Server-side apply field manager of the agent; one name so ownership is stable across restarts. */
 export const FIELD_MANAGER = 'skr-watcher-agent';
 

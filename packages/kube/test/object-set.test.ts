@@ -1,6 +1,7 @@
 // The object-set engine on a real kube-apiserver: apply order (CRD before its CR in one set), prune only after the
 // new set applied, pruning on any change of the set, two-phase removal, readiness of every workload, namespaces
-// set against discovery, the caller's guard.
+// set against discovery, the caller's guard, one holder per object (refused to a second set, left to it on removal;
+// an object the user made before is adopted and let go with its data).
 import { expect } from 'chai';
 import {
   AppsV1Api,
@@ -9,12 +10,15 @@ import {
   Watch,
   setHeaderOptions,
   type KubeConfig,
+  type KubernetesObject,
   type V1Deployment,
 } from '@kubernetes/client-node';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import {
   applyObjectSet,
   createClusterClient,
+  managedByOwnedBy,
+  manifestHolder,
   readinessOfSet,
   readObject,
   removeObjects,
@@ -378,6 +382,131 @@ describe('object-set engine (real API server)', function () {
         namespace: ns,
       }),
     ).to.equal(undefined);
+  });
+
+  describe('one holder per object', function () {
+    /** A module's set: its transforms name it the holder, as the Manifest reconcile's do. */
+    const moduleSet = (name: string) => ({
+      fieldManager: MANAGER,
+      transforms: [managedByOwnedBy({ namespace: 'kcp-system', name })],
+      holding: { self: manifestHolder('kcp-system', name) },
+    });
+    const widgetCrd = (group: string) => ({
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      name: `widgets.${group}`,
+    });
+
+    it("refuses a second set the first set's CRD, and removing the second leaves the CRD and a user's CR of it", async function () {
+      const group = `held${seq}.example.com`;
+      cleanups.push(() =>
+        skr.objects.delete({ ...widgetCrd(group), metadata: { name: `widgets.${group}` } }),
+      );
+      const a = await applyObjectSet(skr, { objects: desired([crd(group)]), inventory: [] }, moduleSet('a'));
+      expect(a.results.map((r) => r.outcome)).to.deep.equal(['applied']);
+      const userCr = {
+        apiVersion: `${group}/v1`,
+        kind: 'Widget',
+        metadata: { name: 'users', namespace: ns },
+        spec: { size: 3 },
+      };
+      const created: KubernetesObject = await skr.objects.create(userCr);
+
+      const b = await applyObjectSet(
+        skr,
+        { objects: desired([crd(group), configMap(ns, 'b-config')]), inventory: [] },
+        moduleSet('b'),
+      );
+      expect(b.results.map((r) => [r.object.name, r.outcome])).to.deep.equal([
+        [`widgets.${group}`, 'refused'],
+        ['b-config', 'applied'],
+      ]);
+      expect(b.results[0]?.message).to.include('is held by Manifest kcp-system/a');
+      expect(b.inventory.map((entry) => entry.name)).to.deep.equal(['b-config']);
+      const live = await readObject(skr.objects, widgetCrd(group));
+      expect(live?.metadata?.annotations).to.have.property(
+        'deprecated-operator.kyma-project.io/owned-by',
+        'kcp-system/a',
+      );
+
+      // Even given the CRD (an inventory written before holders were checked), B's removal leaves it.
+      const removal = await removeObjects(skr, [...b.inventory, syncedObjectOf(crd(group))], {
+        holding: moduleSet('b').holding,
+      });
+      expect(removal.finished).to.equal(true);
+      expect(removal.results.map((r) => [r.object.name, r.outcome])).to.deep.equal([
+        ['b-config', 'deleted'],
+        [`widgets.${group}`, 'kept'],
+      ]);
+      expect((await readObject(skr.objects, widgetCrd(group)))?.metadata?.uid).to.equal(live?.metadata?.uid);
+      const still = await readObject(skr.objects, {
+        apiVersion: `${group}/v1`,
+        kind: 'Widget',
+        name: 'users',
+        namespace: ns,
+      });
+      expect(still?.metadata?.uid).to.equal(created.metadata?.uid);
+    });
+
+    it('adopts an object the user made before, says so, and lets it go with its data on removal', async function () {
+      await core.createNamespacedConfigMap({
+        namespace: ns,
+        body: {
+          metadata: { name: 'theirs', namespace: ns, labels: { team: 'users' } },
+          data: { mine: 'keep' },
+        },
+      });
+      const applied = await applyObjectSet(
+        skr,
+        { objects: desired([configMap(ns, 'theirs', { module: 'value' })]), inventory: [] },
+        moduleSet('a'),
+      );
+      expect(applied.results.map((r) => r.outcome)).to.deep.equal(['adopted']);
+      expect(applied.results[0]?.message).to.include('existed before the install');
+      const again = await applyObjectSet(
+        skr,
+        { objects: desired([configMap(ns, 'theirs', { module: 'value' })]), inventory: applied.inventory },
+        moduleSet('a'),
+      );
+      expect(again.results.map((r) => r.outcome)).to.deep.equal(['adopted']);
+
+      const removal = await removeObjects(skr, again.inventory, { holding: moduleSet('a').holding });
+      expect(removal.results.map((r) => r.outcome)).to.deep.equal(['kept']);
+      const left = await core.readNamespacedConfigMap({ namespace: ns, name: 'theirs' });
+      expect(left.data).to.include({ mine: 'keep', module: 'value' });
+      expect(left.metadata?.labels).to.deep.equal({ team: 'users' });
+      expect(left.metadata?.annotations ?? {}).to.not.have.any.keys(
+        'deprecated-operator.kyma-project.io/owned-by',
+        'operator.kyma-project.io/adopted',
+      );
+    });
+
+    it('deletes what the set made itself, and not an object made again under its name by someone else', async function () {
+      const applied = await applyObjectSet(
+        skr,
+        { objects: desired([configMap(ns, 'made')]), inventory: [] },
+        moduleSet('a'),
+      );
+      expect(applied.results.map((r) => r.outcome)).to.deep.equal(['applied']);
+      await core.deleteNamespacedConfigMap({ namespace: ns, name: 'made' });
+      await core.createNamespacedConfigMap({
+        namespace: ns,
+        body: { metadata: { name: 'made' }, data: { user: 'x' } },
+      });
+      const removal = await removeObjects(skr, applied.inventory, { holding: moduleSet('a').holding });
+      expect(removal.results.map((r) => r.outcome)).to.deep.equal(['kept']);
+      expect((await core.readNamespacedConfigMap({ namespace: ns, name: 'made' })).data).to.deep.equal({
+        user: 'x',
+      });
+
+      const own = await applyObjectSet(
+        skr,
+        { objects: desired([configMap(ns, 'own')]), inventory: [] },
+        moduleSet('a'),
+      );
+      const gone = await removeObjects(skr, own.inventory, { holding: moduleSet('a').holding });
+      expect(gone.results.map((r) => r.outcome)).to.deep.equal(['deleted']);
+    });
   });
 
   it('a set is Ready only when every workload is available: the second Deployment unavailable keeps it Processing', async function () {

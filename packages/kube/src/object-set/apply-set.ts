@@ -4,11 +4,13 @@
 // every object of the new set is in place are the objects that left the set removed (delete-set.ts): during an
 // upgrade there is no moment without the old objects that the new set still needs. The result says, per object,
 // what happened, and gives the inventory the caller records (`status.synced`).
-import { isRecord } from '@skr-watcher/api';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { HOLDER_MARKS, isRecord } from '@skr-watcher/api';
 import { apiErrorCode, applyObject, createIfAbsent, isUnreachable, readObject } from '../apply.js';
 import type { ClusterClient } from '../skr-clients.js';
 import { mapLimited } from './concurrency.js';
 import { removeObjects, type RemovalResult } from './delete-set.js';
+import { writeClaim, type Holding } from './holders.js';
 import {
   describeSynced,
   leftTheSet,
@@ -18,7 +20,7 @@ import {
   type SetMember,
   type SyncedObject,
 } from './inventory.js';
-import { applyPhaseOf, isCrd, type ApplyPhase } from './order.js';
+import { applyPhaseOf, isCrd, neverPruned, type ApplyPhase } from './order.js';
 import { transformed, type Transform } from './transforms.js';
 
 /** One object the set should hold. */
@@ -33,13 +35,15 @@ export interface DesiredObject {
   createdBefore?: boolean;
 }
 
-export type MemberOutcome = 'applied' | 'created' | 'present' | 'left' | 'failed' | 'refused' | 'waiting';
+export type MemberOutcome =
+  'applied' | 'adopted' | 'created' | 'present' | 'left' | 'failed' | 'refused' | 'waiting';
 
 export interface MemberResult {
   /** Identity as applied (namespace set against the SKR's discovery). */
   object: SyncedObject;
   /**
-   * `applied`, `created`; `present`: create mode, the object exists and is left as it is; `left`: create mode,
+   * `applied`, `created`; `adopted`: applied to an object that existed before and that nobody held (it is let go,
+   * not deleted, when the set removes it); `present`: create mode, the object exists and is left as it is; `left`: create mode,
    * created once and deleted since, not recreated; `failed` (message says why); `refused` by the caller's guard;
    * `waiting`: not applied yet because a CRD of the set is not Established.
    */
@@ -53,6 +57,11 @@ export interface ObjectSetOptions {
   transforms?: readonly Transform[];
   /** Why the set must not touch this object (write or delete); undefined when it may. Checked per object. */
   refuse?: (object: SyncedObject) => string | undefined;
+  /**
+   * Who this set is (holders.ts): with it, each object is read before it is written or removed, and an object
+   * another holder names is refused and left to it. Without it, objects are written and removed unread.
+   */
+  holding?: Holding;
   /** Requests in flight at once for this set (default 4). */
   concurrency?: number;
   /** How long a pass waits for the set's CRDs to become Established before it reports "waiting" (default 10 s). */
@@ -65,6 +74,8 @@ export interface ApplySetRequest {
   inventory: readonly SyncedObject[];
   /** Objects not in the new set that must not be removed now (e.g. what a malformed item applied before). */
   keep?: readonly SyncedObject[];
+  /** What the set recorded as its own, for the holder check (holders.ts); default `inventory`. Never pruned. */
+  recorded?: readonly SyncedObject[];
 }
 
 export type SetState = 'done' | 'waiting' | 'failed';
@@ -113,8 +124,9 @@ export async function applyObjectSet(
     }
   }
 
+  const recorded = new Set((request.recorded ?? request.inventory).map(syncedKey));
   const foundation = prepared.filter((item) => item.phase === 'foundation');
-  await applyPhase(skr, foundation, results, options, concurrency);
+  await applyPhase(skr, foundation, results, options, concurrency, recorded);
   const establishMs = options.establishTimeoutMs ?? 10_000;
   const { waitingFor, fresh } = await crdsOfTheSet(skr, foundation, results, establishMs);
   // Kinds of CRDs just Established: discovery and storage may lag a moment behind the condition.
@@ -132,7 +144,10 @@ export async function applyObjectSet(
         };
       else ready.push(item);
     }
-    await applyPhase(skr, ready, results, options, concurrency, { kinds: fresh, until: freshUntil });
+    await applyPhase(skr, ready, results, options, concurrency, recorded, {
+      kinds: fresh,
+      until: freshUntil,
+    });
   }
 
   const applied = results.filter(
@@ -160,7 +175,11 @@ export async function applyObjectSet(
     ...stay,
     ...stay.filter((entry) => entry.namespace === 'default').map((entry) => ({ ...entry, namespace: '' })),
   ]);
-  const removal = await removeObjects(skr, gone, { refuse: options.refuse, concurrency });
+  const removal = await removeObjects(skr, gone, {
+    refuse: options.refuse,
+    concurrency,
+    ...(options.holding ? { holding: options.holding } : {}),
+  });
   return {
     state: removal.finished ? 'done' : 'waiting',
     results,
@@ -175,6 +194,7 @@ async function applyPhase(
   results: MemberResult[],
   options: ObjectSetOptions,
   concurrency: number,
+  recorded: ReadonlySet<string>,
   fresh: { kinds: ReadonlySet<string>; until: number } = { kinds: new Set(), until: 0 },
 ): Promise<void> {
   const outcomes = await mapLimited(items, concurrency, async (item) => {
@@ -182,7 +202,7 @@ async function applyPhase(
     try {
       for (;;) {
         try {
-          return { item, result: await applyOne(skr, item, options) };
+          return { item, result: await applyOne(skr, item, options, recorded) };
         } catch (error) {
           if (!fresh.kinds.has(kind) || !notServedYet(error)) throw error;
           if (Date.now() >= fresh.until)
@@ -216,15 +236,31 @@ async function applyOne(
   skr: ClusterClient,
   item: Prepared,
   options: ObjectSetOptions,
+  recorded: ReadonlySet<string>,
 ): Promise<MemberResult> {
-  const body = await withNamespaceOfKind(skr, item.body);
+  let body = await withNamespaceOfKind(skr, item.body);
   const object = syncedObjectOf(body);
   const what = describeSynced(object);
   const refusal = options.refuse?.(object);
   if (refusal) return { object, outcome: 'refused', message: refusal };
+  let adopted = false;
+  let live: KubernetesObject | undefined;
+  // The Namespace every module lives in is shared: nobody holds it, no set removes it (order.ts).
+  if (options.holding && !neverPruned(object)) {
+    live = await readObject(skr.objects, refFor(body));
+    const claim = writeClaim(live, options.holding, recorded.has(syncedKey(object)));
+    if (claim.verdict === 'refuse')
+      return {
+        object,
+        outcome: 'refused',
+        message: `${what} is held by ${claim.holder}; refused, the holder keeps it`,
+      };
+    adopted = claim.verdict === 'adopt';
+  }
   if (item.desired.mode === 'create') {
-    if (await readObject(skr.objects, refFor(body)))
-      return { object, outcome: 'present', message: `${what} exists; left to the SKR` };
+    const existing =
+      options.holding && !neverPruned(object) ? live : await readObject(skr.objects, refFor(body));
+    if (existing) return { object, outcome: 'present', message: `${what} exists; left to the SKR` };
     if (item.desired.createdBefore)
       return { object, outcome: 'left', message: `${what} was created once; not recreated` };
     const created = await createIfAbsent(skr.objects, writable(body), options.fieldManager);
@@ -232,8 +268,22 @@ async function applyOne(
       ? { object, outcome: 'created', message: `created ${what}` }
       : { object, outcome: 'present', message: `${what} exists; left to the SKR` };
   }
+  if (adopted)
+    body = {
+      ...body,
+      metadata: {
+        ...body.metadata,
+        annotations: { ...body.metadata.annotations, [HOLDER_MARKS.adoptedAnnotation]: 'true' },
+      },
+    };
   await applyObject(skr.objects, writable(body), { fieldManager: options.fieldManager, force: true });
-  return { object, outcome: 'applied', message: `applied ${what}` };
+  return adopted
+    ? {
+        object,
+        outcome: 'adopted',
+        message: `${what} existed before the install; adopted, and left with its data when the set is removed`,
+      }
+    : { object, outcome: 'applied', message: `applied ${what}` };
 }
 
 /**
@@ -311,6 +361,7 @@ async function crdsOfTheSet(
     const servedKind = `${String(spec['group'])}/${String(names['kind'])}`;
     if (
       results[item.index]?.outcome !== 'applied' &&
+      results[item.index]?.outcome !== 'adopted' &&
       results[item.index]?.outcome !== 'created' &&
       results[item.index]?.outcome !== 'present'
     ) {

@@ -7,3 +7,4 @@ export * from './readiness.js';
 export * from './delete-set.js';
 export * from './apply-set.js';
 export * from './release-set.js';
+export * from './holders.js';
