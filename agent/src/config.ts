@@ -76,6 +76,8 @@ export interface ModulesConfig {
   skrImagePullSecret?: string;
   /** Bound in bytes on the content-addressed cache of descriptors and layers, shared by all Kymas. */
   cacheBytes: number;
+  /** Hosts a registry redirect may lead to besides the registry's (its blob storage). */
+  redirectHosts?: string[];
 }
 
 /** Default bound of the module cache: a few hundred raw manifests of tens of kB each. */
@@ -187,6 +189,7 @@ export interface RunFlags {
   ociRegistryHost?: string;
   modulesRepositorySubpath?: string;
   ociRegistryCredSecret?: string;
+  ociRegistryRedirectHosts?: string;
   skrImagePullSecret?: string;
   moduleCacheBytes?: string;
   maintenancePolicyPath?: string;
@@ -286,7 +289,13 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
   const host = flags.ociRegistryHost?.trim();
   if (!host) {
     const stray = (
-      ['modulesRepositorySubpath', 'ociRegistryCredSecret', 'skrImagePullSecret', 'moduleCacheBytes'] as const
+      [
+        'modulesRepositorySubpath',
+        'ociRegistryCredSecret',
+        'ociRegistryRedirectHosts',
+        'skrImagePullSecret',
+        'moduleCacheBytes',
+      ] as const
     ).find((key) => flags[key]);
     if (stray)
       throw new ConfigError(
@@ -297,6 +306,15 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(host) && !/^https?:\/\//i.test(host))
     throw new ConfigError(
       `--oci-registry-host: expected host[:port][/path] or http(s)://..., got ${JSON.stringify(host)}`,
+    );
+  const redirectHosts = (flags.ociRegistryRedirectHosts ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  const notHost = redirectHosts.find((entry) => !/^[a-z0-9.-]+(:\d+)?$/i.test(entry));
+  if (notHost)
+    throw new ConfigError(
+      `--oci-registry-redirect-hosts: expected host[:port], comma-separated, got ${JSON.stringify(notHost)}`,
     );
   const policyDir = flags.maintenancePolicyPath?.trim();
   const pullSecret = flags.skrImagePullSecret?.trim();
@@ -313,6 +331,7 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
     registryHost: host,
     ...(flags.modulesRepositorySubpath ? { repositorySubpath: flags.modulesRepositorySubpath } : {}),
     ...(flags.ociRegistryCredSecret ? { credSecret: flags.ociRegistryCredSecret } : {}),
+    ...(redirectHosts.length > 0 ? { redirectHosts } : {}),
     ...(pullSecret ? { skrImagePullSecret: pullSecret } : {}),
     cacheBytes: flags.moduleCacheBytes
       ? parsePositiveInt('--module-cache-bytes', flags.moduleCacheBytes, 4 * 1024 * 1024 * 1024)

@@ -299,6 +299,10 @@ export function runCommand(): Command {
       'kubernetes.io/dockerconfigjson Secret (in --namespace, one auths entry) with the registry credentials',
     )
     .option(
+      '--oci-registry-redirect-hosts <hosts>',
+      "comma-separated host[:port] a registry redirect may lead to (its blob storage); the registry's own host only without it",
+    )
+    .option(
       '--skr-image-pull-secret <name>',
       "Secret (in --namespace) copied into every SKR's kyma-system (the SKR Kyma's namespace) and set as imagePullSecrets of every module workload, with SKR_IMG_PULL_SECRET on its manager",
     )

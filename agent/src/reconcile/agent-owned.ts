@@ -1,5 +1,5 @@
 // What the agent itself runs in an SKR, which no SyncResource may overwrite or delete, whatever the allow-list
-// says (issue 26): the webhook's TLS Secret, configuration, Deployment, Service, ServiceAccount, ClusterRole and
+// says: the webhook's TLS Secret, configuration, Deployment, Service, ServiceAccount, ClusterRole and
 // binding, and NetworkPolicy, the CRDs the agent installs, the SKR Kyma, the module catalog copies, the image pull
 // Secret copy, the Module CRs of the Kyma's modules and the objects of its Manifests. Built from the builders and
 // constants those objects come from, so a new object there is guarded here without a second list.

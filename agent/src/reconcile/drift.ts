@@ -1,4 +1,4 @@
-// Drift put back at once (issue 30): a callback about an object a module installed (the SKR webhook watches them by
+// Drift put back at once: a callback about an object a module installed (the SKR webhook watches them by
 // their `managed-by: kyma` label) re-applies that object from its Manifest's rendered set now, records an Event on
 // the Kyma naming what was put back, and the Kyma's full pass follows at once (work.ts routeCallback), which
 // re-applies the whole set as every pass does.

@@ -1,5 +1,5 @@
 /**
- * Lifecycle reconciliation of KCP Kymas (DESIGN 3 and 4.4). The runtime (informers, work queue, listener,
+ * Lifecycle reconciliation of KCP Kymas (docs/architecture.md). The runtime (informers, work queue, listener,
  * `skr-agent run` and `skr-agent reconcile --once`) only enqueues keys and calls this module:
  *
  *   const reconciler = createReconciler({ kcp, namespace: 'kcp-system', logger, registry });
@@ -190,7 +190,7 @@ export interface Reconciler {
 export const DEFAULT_SKR_TIMEOUT_MS = 10_000;
 /**
  * A KCP request sent while the KCP's etcd was away can hang on after etcd is back; bounded like an SKR request, the
- * pass fails and runs again within seconds instead of holding the Kyma until the reconcile deadline (issue 26).
+ * pass fails and runs again within seconds instead of holding the Kyma until the reconcile deadline.
  */
 export const DEFAULT_KCP_TIMEOUT_MS = 10_000;
 /** Three SKR request timeouts: a healthy SKR's reconcile takes well under a second. */
@@ -282,7 +282,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   /** Targeted SyncResource applies queued and not started yet, by Kyma key and name: a later change joins one. */
   const waitingApplies = new Map<string, Promise<SyncResourceApplyOutcome>>();
   // Run by a controller (it hands over its caches), a pass with registration takes the CA, the bundle and its leaf
-  // from watches when it changes nothing; `reconcile --once` reads them (decision 016, session 10).
+  // from watches when it changes nothing; `reconcile --once` reads them (decision 016).
   const pki =
     options.registration && options.caches
       ? (options.registration.pki ??
@@ -359,7 +359,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   // Per Kyma (namespace/name), the resourceVersion this reconciler last read from the API server or wrote: a pass
   // takes the Kyma from the controller's watch cache only when the cache holds exactly that version, so it never
-  // decides from a copy older than its own last write (decision 016, session 9). Only where the pass reads: a
+  // decides from a copy older than its own last write (decision 016). Only where the pass reads: a
   // missing or other entry costs one GET. An entry goes when the Kyma is gone, deleted, acquired, or a pass fails.
   const known = new Map<string, string>();
 

@@ -26,6 +26,8 @@ export interface ModuleRegistrySettings {
   /** --skr-image-pull-secret: passed on to the passes (ModuleInstallation.skrImagePullSecret). */
   skrImagePullSecret?: string;
   cacheBytes: number;
+  /** --oci-registry-redirect-hosts: where a registry redirect may lead besides the registry's host. */
+  redirectHosts?: readonly string[];
 }
 
 export interface RetryPolicy {
@@ -145,6 +147,7 @@ export async function createRegistryInstallation(
     bounds: { maxCacheBytes: settings.cacheBytes, ...options.bounds },
     ...(options.ca ? { ca: options.ca } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(settings.redirectHosts ? { redirectHosts: settings.redirectHosts } : {}),
   });
   const attempt = failureBackoff({ ...DEFAULT_RETRY, ...options.retry }, options.now);
   const registry = options.metrics;

@@ -213,7 +213,7 @@ export async function mirrorModuleCr(
 export const MIRRORED_CONDITION = 'Mirrored';
 
 /**
- * A Module CR that cannot be mirrored (issue 26, low): its ModuleConfig keeps the last spec mirrored, and its status
+ * A Module CR that cannot be mirrored: its ModuleConfig keeps the last spec mirrored, and its status
  * says Error with the reason, so a module manager does not take that spec for the SKR's current one. A mirror that
  * succeeds later applies the status without the condition (same field manager), which removes it.
  */

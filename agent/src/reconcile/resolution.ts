@@ -1,9 +1,10 @@
-// Module resolution (DESIGN 3) with upstream lifecycle-manager's rules. A listed module resolves through the
+// Module resolution with upstream lifecycle-manager's rules. A listed module resolves through the
 // ModuleReleaseMeta named after it: its channel (module channel, else Kyma channel, else `regular`) gives the
 // version, unless the module pins one; a mandatory module's ModuleReleaseMeta gives its version directly. The
 // template is the ModuleTemplate `<module>-<version>`. Who may use a module: beta and internal modules only
 // Kymas labelled for them, restricted modules (a kymaSelector) only Kymas it selects. A channel never
 // downgrades an installed module. Every refusal fails that module only.
+import semver from 'semver';
 import {
   DEFAULTS,
   isRecord,
@@ -106,19 +107,10 @@ export function templateRefusal(kyma: Kyma, template: ModuleTemplate, what: stri
 
 /** Orders semantic versions (`1.2.3`, `1.2.3-rc1`); undefined when either is not one. */
 export function compareVersions(a: string, b: string): number | undefined {
-  const parse = (version: string) => /^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+.*)?$/.exec(version);
-  const left = parse(a);
-  const right = parse(b);
+  const left = semver.parse(a);
+  const right = semver.parse(b);
   if (!left || !right) return undefined;
-  for (let part = 1; part <= 3; part++) {
-    const difference = Number(left[part]) - Number(right[part]);
-    if (difference !== 0) return Math.sign(difference);
-  }
-  // A pre-release sorts before its release; two pre-releases compare as text (enough for rc1 < rc2).
-  if (left[4] === right[4]) return 0;
-  if (left[4] === undefined) return 1;
-  if (right[4] === undefined) return -1;
-  return left[4] < right[4] ? -1 : 1;
+  return semver.compare(left, right);
 }
 
 /**

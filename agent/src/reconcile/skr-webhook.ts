@@ -48,7 +48,7 @@ export async function reconcileSkrWebhook(
     now,
     watchers,
     ...(settings.pki ? { pki: settings.pki } : {}),
-    // Module objects are watched for drift only where the agent installs them (decision 021, issue 30).
+    // Module objects are watched for drift only where the agent installs them (decision 021).
     installedObjects: ctx.modules !== undefined,
   });
   if (result.issued) {

@@ -88,7 +88,7 @@ export async function syncResourcesOf(ctx: ReconcileContext, kyma: string): Prom
 
 /**
  * Those labelled with the Kyma's bucket and those not labelled (yet): where the agent shards, two lists of a few
- * objects instead of one of every SyncResource of the namespace (decision 012, "Session 10").
+ * objects instead of one of every SyncResource of the namespace (decision 012).
  */
 async function listSyncResourceNames(ctx: ReconcileContext, kyma: string): Promise<string[]> {
   const selectors = [`${LABELS.shardBucket}=${bucketOf(kyma)}`, `!${LABELS.shardBucket}`];
@@ -381,7 +381,7 @@ async function applySyncResource(
       continue;
     }
     const identity = identityOf(item.resource);
-    const refusal = guard(syncedObjectOfRef(identity));
+    const refusal = guard(syncedObjectOfRef(identity)) ?? tokenSecretRefusal(item.resource);
     if (refusal) {
       slots.push({ status: itemStatus(item.name, 'Error', refusal, undefined) });
       continue;
@@ -511,6 +511,17 @@ async function applySyncResource(
   if (changed && !statusLeftToNext())
     await writeStatus(ctx, sync, state, statuses, applied.inventory, `applied ${statuses.length} item(s)`);
   return { name: syncName, state, failures };
+}
+
+/**
+ * A Secret of type service-account-token makes the SKR's token controller mint a token for any ServiceAccount it
+ * names: a module manager could so obtain the credentials of a ServiceAccount of the SKR. Refused whatever the
+ * allow-list says.
+ */
+function tokenSecretRefusal(resource: Record<string, unknown>): string | undefined {
+  if (resource['apiVersion'] !== 'v1' || resource['kind'] !== 'Secret') return undefined;
+  if (resource['type'] !== 'kubernetes.io/service-account-token') return undefined;
+  return "a Secret of type kubernetes.io/service-account-token would be given a ServiceAccount's token by the SKR; refused";
 }
 
 /** The SyncResource as the holder of its objects in the SKR (decision 026). */

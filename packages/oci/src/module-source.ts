@@ -73,6 +73,8 @@ export const DEFAULT_BOUNDS: ModuleSourceBounds = {
 
 export interface ModuleSourceOptions extends RegistryConfig {
   bounds?: Partial<ModuleSourceBounds>;
+  /** Hosts a registry redirect may lead to besides the registry's (RegistryClientOptions.redirectHosts). */
+  redirectHosts?: readonly string[];
   /** Heap, time and concurrency of the raw manifests' parse threads (bounded-parse.ts). */
   parseLimits?: Partial<ParseLimits>;
   /** Bound of each registry request (default 30 s). */
@@ -122,6 +124,7 @@ export function createModuleSource(options: ModuleSourceOptions): ModuleSource {
     ...(options.ca ? { ca: options.ca } : {}),
     ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
     ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.redirectHosts ? { redirectHosts: options.redirectHosts } : {}),
   });
   const cache = new ContentCache(bounds.maxCacheBytes);
   const parse = createManifestParser(options.parseLimits);

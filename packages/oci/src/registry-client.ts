@@ -19,6 +19,11 @@ export interface RegistryClientOptions {
   credentials?: RegistryCredentials;
   /** Extra CA certificates (PEM) for HTTPS registries with a private CA. */
   ca?: string;
+  /**
+   * Hosts a redirect may lead to besides the host asked (e.g. the blob storage behind a registry); none by default,
+   * so a registry cannot send the agent to an address of its choosing.
+   */
+  redirectHosts?: readonly string[];
   /** Bound of each request from sending to the last byte (default 30 s). */
   timeoutMs?: number;
   /** Where `skr_agent_oci_registry_requests_total` is registered (optional). */
@@ -116,6 +121,7 @@ export class RegistryClient {
   readonly insecure: boolean;
   private readonly credentials: RegistryCredentials | undefined;
   private readonly timeoutMs: number;
+  private readonly redirectHosts: ReadonlySet<string>;
   private readonly dispatcher: Dispatcher;
   private readonly ownDispatcher: boolean;
   private readonly requests: Counter<'operation' | 'code'> | undefined;
@@ -137,6 +143,7 @@ export class RegistryClient {
     this.insecure = options.insecure ?? false;
     this.credentials = options.credentials;
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.redirectHosts = new Set(options.redirectHosts ?? []);
     this.ownDispatcher = options.dispatcher === undefined;
     this.dispatcher =
       options.dispatcher ??
@@ -443,7 +450,14 @@ export class RegistryClient {
         method === 'GET'
       ) {
         await answer.body.dump();
-        target = new URL(location, target);
+        const next = new URL(location, target);
+        if (next.host !== new URL(url).host && !this.redirectHosts.has(next.host))
+          throw new ModuleSourceError(
+            'RegistryError',
+            `registry ${target.host} redirected ${operation} to ${next.host}, which is not the registry's host or an allowed redirect host`,
+            { status: answer.status },
+          );
+        target = next;
         continue;
       }
       return answer;

@@ -1,6 +1,8 @@
 // A registry that is down, slow or hostile, as module installation pulls from it: each case fails that module
 // only, with a reason and words a user can read in status, and leaves the source able to read other modules.
 import { writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { startRegistry, type Registry } from '@skr-watcher/testenv';
 import {
@@ -197,6 +199,33 @@ describe('module source against a hostile registry', function () {
       expect(fresh.requests()).to.deep.equal(sent);
     } finally {
       await fresh.close();
+    }
+  });
+
+  it('follows a redirect only to the registry host or a host it was allowed, and names the host it refused', async () => {
+    // A front that sends every request to the registry under another name of the same machine.
+    const port = Number(registry.host.split(':')[1]);
+    const front = createServer((request, response) => {
+      response.writeHead(307, { location: `http://localhost:${port}${request.url ?? '/'}` });
+      response.end();
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    const frontHost = `127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const through = (redirectHosts?: string[]) =>
+      createModuleSource({
+        ...registryConfigFromFlags({ ociRegistryHost: `http://${frontHost}` }),
+        ...(redirectHosts ? { redirectHosts } : {}),
+      });
+    const refusing = through();
+    const allowing = through([`localhost:${port}`]);
+    try {
+      const error = await failure(refusing.resolve(GOOD.name, GOOD.version), 'RegistryError');
+      expect(error.message).to.include(`redirected manifest to localhost:${port}`).and.include(frontHost);
+      expect((await allowing.resolve(GOOD.name, GOOD.version)).version).to.equal(GOOD.version);
+    } finally {
+      await refusing.close();
+      await allowing.close();
+      await new Promise((resolve) => front.close(resolve));
     }
   });
 
