@@ -733,6 +733,65 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     }
   });
 
+  it('refuses a SyncResource an object another SyncResource holds, and a service-account-token Secret; deleting it deletes neither', async function () {
+    await reconciler.close();
+    reconciler = createReconciler({
+      kcp: await kubeConfigAsAgent(planes.kcp, ns),
+      namespace: ns,
+      skrTimeoutMs: 5_000,
+      syncResourcePolicy: { kinds: ['ConfigMap', 'Secret'], namespaces: [SKR_NS] },
+    });
+    await createKyma(ns, 'kyma-h', 'skr1', [{ name: 'sample' }]);
+    await reconciler.reconcile(`${ns}/kyma-h`);
+    await createSyncResource(ns, 'sync-first', 'kyma-h', [
+      configMapItem('shared', 'CreateAndSync', 'cm-held', { holder: 'first' }),
+    ]);
+    await reconciler.reconcile(`${ns}/kyma-h`);
+    const held = await skrConfigMap(planes.skr1, 'cm-held');
+    expect(held?.data).to.deep.equal({ holder: 'first' });
+    await createSyncResource(ns, 'sync-second', 'kyma-h', [
+      configMapItem('shared', 'CreateAndSync', 'cm-held', { holder: 'second' }),
+      {
+        name: 'token',
+        strategy: 'CreateAndSync',
+        resource: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          type: 'kubernetes.io/service-account-token',
+          metadata: {
+            name: 'minted',
+            namespace: SKR_NS,
+            annotations: { 'kubernetes.io/service-account.name': 'default' },
+          },
+        },
+      },
+    ]);
+    await reconciler.reconcile(`${ns}/kyma-h`);
+    expect((await skrConfigMap(planes.skr1, 'cm-held'))?.data).to.deep.equal({ holder: 'first' });
+    const second = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-second'))) as {
+      status: { items: { name: string; state: string; message?: string }[] };
+    };
+    expect(second.status.items.map((item) => [item.name, item.state])).to.deep.equal([
+      ['shared', 'Error'],
+      ['token', 'Error'],
+    ]);
+    expect(second.status.items[0]?.message).to.include(`is held by SyncResource ${ns}/sync-first`);
+    expect(second.status.items[1]?.message).to.include('service-account-token');
+    const skrCore = planes.skr1.makeApiClient(CoreV1Api);
+    expect(
+      await getOrUndefined(() => skrCore.readNamespacedSecret({ namespace: SKR_NS, name: 'minted' })),
+    ).to.equal(undefined);
+
+    await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-second'));
+    await reconciler.reconcile(`${ns}/kyma-h`);
+    expect(
+      await getOrUndefined(() => kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-second'))),
+    ).to.equal(undefined);
+    const after = await skrConfigMap(planes.skr1, 'cm-held');
+    expect(after?.metadata?.uid).to.equal(held?.metadata?.uid);
+    expect(after?.data).to.deep.equal({ holder: 'first' });
+  });
+
   it('deleting a Kyma leaves nothing of it in KCP or its SKR', async function () {
     await createKyma(ns, 'kyma-x', 'skr2', [{ name: 'sample' }]);
     await reconciler.reconcile(`${ns}/kyma-x`);
