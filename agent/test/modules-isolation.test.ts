@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { ApiextensionsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { DEFAULTS } from '@skr-watcher/api';
-import { freePort, startProcess } from '@skr-watcher/testenv';
+import { freePort, startProcess, startRegistry } from '@skr-watcher/testenv';
 import { benchAgentRunArgs } from '../../test/support/bench-fleet.js';
 import { SKR_WEBHOOK_TLS_SECRET } from '../src/registration/skr-resources.js';
 import { shippedAgentEnv, shippedAgentScript } from '../../test/support/shipped-agent.js';
@@ -238,5 +238,53 @@ describe('module isolation', function () {
     const after = await read();
     expect(after?.metadata?.uid).to.equal(before?.metadata?.uid);
     expect(after?.data).to.deep.equal(before?.data);
+  });
+
+  it('a registry stopped mid-upgrade fails that module, naming the registry; the SKR stays connected and the installed version runs', async function () {
+    const shared = suite.state.registry;
+    const own = await startRegistry();
+    suite.state.registry = own;
+    try {
+      const module = unique('upg');
+      await suite.publish({
+        moduleName: module,
+        version: '1.0.0',
+        rawManifest: configMapYaml(`${module}-v1`, 'kyma-system'),
+      });
+      await suite.kyma('k4', [{ name: module }]);
+      await suite.start();
+      await suite.reconcileUntil(
+        'k4',
+        async () => (await suite.moduleStatus('k4', module))?.state === 'Ready',
+        'Ready',
+      );
+      await suite.publish({
+        moduleName: module,
+        version: '2.0.0',
+        rawManifest: configMapYaml(`${module}-v2`, 'kyma-system'),
+      });
+      await own.stop();
+      await suite.reconcileUntil(
+        'k4',
+        async () => (await suite.moduleStatus('k4', module))?.state === 'Error',
+        'module Error',
+      );
+      const kyma = await suite.kcpKyma('k4');
+      const entry = kyma.status.modules.find((m: Json) => m.name === module);
+      expect(entry.message).to.include(`registry ${own.host}`).and.include('unreachable');
+      const connected = (kyma.status.conditions ?? []).find((c: Json) => c.type === 'SKRConnected');
+      expect(connected?.status, JSON.stringify(kyma.status.conditions)).to.equal('True');
+      expect(
+        await getOrUndefined(() =>
+          planes.skr
+            .makeApiClient(CoreV1Api)
+            .readNamespacedConfigMap({ namespace: 'kyma-system', name: `${module}-v1` }),
+        ),
+        'the installed version runs',
+      ).to.not.equal(undefined);
+    } finally {
+      suite.state.registry = shared;
+      await own.stop();
+    }
   });
 });

@@ -79,6 +79,8 @@ export function isConflict(error: unknown): boolean {
 export function isUnreachable(error: unknown): boolean {
   if (apiErrorCode(error) !== undefined) return false;
   for (let current = error, depth = 0; current instanceof Error && depth < 8; depth++) {
+    // A module registry's failure (@skr-watcher/oci), whatever socket error caused it, is not the cluster's.
+    if (current.name === 'ModuleSourceError') return false;
     if (current.name === 'TimeoutError' || current.name === 'AbortError') return true;
     const code = (current as { code?: unknown }).code;
     if (
