@@ -5,7 +5,7 @@
 // owns: sum() over replicas is the fleet.
 import type { Kyma } from '@skr-watcher/api';
 import { scrapeTimeGauge, type Registry } from '@skr-watcher/telemetry';
-import { CONDITIONS } from './reconcile/status.js';
+import { CONDITIONS, isUnknownModule, UNKNOWN_MODULE_LABEL } from './reconcile/status.js';
 
 /** Every state a Kyma or module can report, so each series exists (at 0) before the first Kyma enters it. */
 const KYMA_STATES = ['Ready', 'Processing', 'Warning', 'Error', 'Deleting', 'Unknown'] as const;
@@ -81,7 +81,7 @@ export function registerFleetMetrics(
   });
   scrapeTimeGauge(registry, {
     name: 'skr_agent_modules',
-    help: 'Modules of the Kymas this replica owns, by module name and state (status.modules[].state).',
+    help: 'Modules of the Kymas this replica owns, by module name and state (status.modules[].state); names no catalog knows count under module="(unknown)".',
     labelNames: ['module', 'state'],
     collect() {
       const kymas = source.kymas();
@@ -91,8 +91,10 @@ export function registerFleetMetrics(
       for (const kyma of kymas) {
         for (const module of kyma.status?.modules ?? []) {
           const state = module.state ?? 'Unknown';
-          const id = `${module.name}\0${state}`;
-          const entry = counts.get(id) ?? { module: module.name, state, count: 0 };
+          // A user may list any name: only catalog modules become label values, so the series stay bounded.
+          const name = isUnknownModule(module) ? UNKNOWN_MODULE_LABEL : module.name;
+          const id = `${name}\0${state}`;
+          const entry = counts.get(id) ?? { module: name, state, count: 0 };
           entry.count += 1;
           counts.set(id, entry);
         }

@@ -287,4 +287,29 @@ describe('module isolation', function () {
       await own.stop();
     }
   });
+
+  it('3,000 module names no catalog knows: the Kyma status stays bounded and the known module installs', async function () {
+    const known = unique('known');
+    await suite.publish({
+      moduleName: known,
+      version: '1.0.0',
+      rawManifest: configMapYaml(`${known}-config`, 'kyma-system'),
+    });
+    const madeUp = Array.from({ length: 3_000 }, (_, index) => ({ name: `made-up-${index}` }));
+    await suite.kyma('k5', [{ name: known }, ...madeUp]);
+    await suite.start();
+    await suite.reconcileUntil(
+      'k5',
+      async () => (await suite.moduleStatus('k5', known))?.state === 'Ready',
+      'Ready',
+    );
+    const kyma = await suite.kcpKyma('k5');
+    const modules: Json[] = kyma.status.modules;
+    expect(modules).to.have.length(11);
+    expect(modules.filter((m) => m.name.startsWith('made-up-'))).to.have.length(10);
+    expect(modules.some((m) => /and 2990 more modules no catalog knows/.test(m.message ?? ''))).to.equal(
+      true,
+    );
+    expect(JSON.stringify(kyma.status).length).to.be.lessThan(20_000);
+  });
 });

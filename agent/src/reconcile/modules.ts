@@ -50,7 +50,7 @@ import {
 } from './module-config.js';
 import { mirroredObjectOf } from './mirror-lanes.js';
 import { isModuleFailure, resolveModule, type ModuleFailure, type ResolvedModule } from './resolution.js';
-import { isResourceState, worstState } from './status.js';
+import { isResourceState, isUnknownModule, worstState } from './status.js';
 
 /** What a module is reconciled from; `mandatory` is its ModuleReleaseMeta when the module is mandatory. */
 export interface WantedModule {
@@ -160,7 +160,29 @@ export async function reconcileModules(
     await (moduleCr ? ctx.inMirrorLane(kymaKey, mirroredObjectOf(moduleCr), remove) : remove());
     ctx.logger.info({ kyma: kymaName, module: name }, 'module disabled; ModuleConfig removed');
   }
-  return statuses;
+  return boundUnknownModules(statuses);
+}
+
+/** Entries of modules no catalog knows that the Kyma's status lists by name; the rest are counted in the last. */
+export const MAX_UNKNOWN_MODULE_ENTRIES = 10;
+
+/**
+ * A user may list any name in their Kyma: names no catalog knows get at most MAX_UNKNOWN_MODULE_ENTRIES entries in
+ * the status (in name order), and the last of them says how many more there are, so the status stays bounded.
+ */
+export function boundUnknownModules(statuses: KymaModuleStatus[]): KymaModuleStatus[] {
+  const unknown = statuses.filter(isUnknownModule).sort((a, b) => a.name.localeCompare(b.name));
+  if (unknown.length <= MAX_UNKNOWN_MODULE_ENTRIES) return statuses;
+  const listed = new Set(unknown.slice(0, MAX_UNKNOWN_MODULE_ENTRIES));
+  const last = unknown[MAX_UNKNOWN_MODULE_ENTRIES - 1]!;
+  const more = unknown.length - MAX_UNKNOWN_MODULE_ENTRIES;
+  return statuses
+    .filter((status) => !isUnknownModule(status) || listed.has(status))
+    .map((status) =>
+      status === last
+        ? { ...status, message: `${status.message}; and ${more} more modules no catalog knows, not listed` }
+        : status,
+    );
 }
 
 /** Identity of a Module CR as recorded in a ModuleConfig or, failing that, a Kyma module status. */

@@ -161,3 +161,15 @@ export function summarize(failures: { name: string; message?: string | undefined
   const more = failures.length > limit ? `; and ${failures.length - limit} more` : '';
   return shown.join('; ') + more;
 }
+
+/** A module no catalog knows: its ModuleReleaseMeta was never found, so nothing of it was ever resolved. */
+export function isUnknownModule(status: KymaModuleStatus): boolean {
+  return (
+    status.template === undefined &&
+    status.version === undefined &&
+    (status.message ?? '').startsWith('ModuleReleaseMetaNotFound')
+  );
+}
+
+/** The label value of `skr_agent_modules` for every module no catalog knows. */
+export const UNKNOWN_MODULE_LABEL = '(unknown)';
