@@ -36,7 +36,7 @@ step "npm run demo -- --once"
 npm run demo -- --once 2>&1 | tee "$work/demo.log"
 grep -q 'ModuleConfig updated in KCP' "$work/demo.log" || fail "the demo printed no ModuleConfig update"
 
-for name in skr-agent skr-webhook skr-certs skr-testenv; do
+for name in skr-agent skr-webhook skr-certs skr-modules skr-testenv sample-manager; do
   step "npx $name --help"
   npx --no-install "$name" --help >"$work/$name.help" 2>&1 || {
     cat "$work/$name.help"
