@@ -8,7 +8,7 @@
 //
 //   npm run bench:module-isolation -- [--edits 10]
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -139,6 +139,8 @@ async function main(): Promise<void> {
         }),
         '--oci-registry-host',
         `http://${registry.host}`,
+        '--log-level',
+        flag('log-level', 'info'),
       ],
       join(dir, 'agent.log'),
       shippedAgentEnv(),
@@ -165,32 +167,31 @@ async function main(): Promise<void> {
         namespace: NAMESPACE,
         name,
       })) as Json;
-    const setModules = (skr: KubeConfig, kyma: string, names: string[]) =>
-      Promise.all([
-        skr.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
-          {
-            group: GROUP,
-            version: KINDS.kyma.version,
-            plural: KINDS.kyma.plural,
-            namespace: 'kyma-system',
-            name: 'default',
-            body: { spec: { modules: names.map((name) => ({ name })) } },
-          },
-          mergePatch,
-        ),
-        // The KCP Kyma's edit wakes its pass (no webhook in this bench).
-        api.patchNamespacedCustomObject(
-          {
-            group: GROUP,
-            version: KINDS.kyma.version,
-            plural: KINDS.kyma.plural,
-            namespace: NAMESPACE,
-            name: kyma,
-            body: { metadata: { annotations: { 'bench/edit': String(Date.now()) } } },
-          },
-          mergePatch,
-        ),
-      ]);
+    const setModules = async (skr: KubeConfig, kyma: string, names: string[]) => {
+      await skr.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: KINDS.kyma.version,
+          plural: KINDS.kyma.plural,
+          namespace: 'kyma-system',
+          name: 'default',
+          body: { spec: { modules: names.map((name) => ({ name })) } },
+        },
+        mergePatch,
+      );
+      // Then the KCP Kyma's edit wakes its pass (no webhook in this bench), which reads the SKR Kyma as edited.
+      await api.patchNamespacedCustomObject(
+        {
+          group: GROUP,
+          version: KINDS.kyma.version,
+          plural: KINDS.kyma.plural,
+          namespace: NAMESPACE,
+          name: kyma,
+          body: { metadata: { annotations: { 'bench/edit': String(Date.now()) } } },
+        },
+        mergePatch,
+      );
+    };
     const until = async (what: string, done: () => Promise<boolean>, timeoutMs = 120_000) => {
       const deadline = Date.now() + timeoutMs;
       while (!(await done().catch(() => false))) {
@@ -292,7 +293,10 @@ async function main(): Promise<void> {
         .join('\n'),
     );
     const log = await readFile(join(dir, 'agent.log'), 'utf8').catch(() => '');
-    console.log(`agent log, last lines:\n${log.split('\n').slice(-40).join('\n')}`);
+    await writeFile('/tmp/module-isolation-agent.log', log);
+    console.log(
+      `agent log, last lines (all in /tmp/module-isolation-agent.log):\n${log.split('\n').slice(-40).join('\n')}`,
+    );
     throw error;
   } finally {
     await agent?.stop(10_000);

@@ -8,7 +8,7 @@ import { DEFAULT_OBJECT_BOUNDS, type ManifestObject, type ObjectBounds } from '.
 import type { ParseAnswer, ParseRequest } from './manifest-parse-worker.js';
 
 export interface ParseLimits {
-  /** The parse thread's V8 old generation (default 128 MiB). */
+  /** The parse thread's V8 old generation (default 96 MiB). */
   heapMb: number;
   /** How long a parse may take before its thread is terminated (default 30 s). */
   timeoutMs: number;
@@ -16,7 +16,7 @@ export interface ParseLimits {
   concurrency: number;
 }
 
-export const DEFAULT_PARSE_LIMITS: ParseLimits = { heapMb: 128, timeoutMs: 30_000, concurrency: 1 };
+export const DEFAULT_PARSE_LIMITS: ParseLimits = { heapMb: 96, timeoutMs: 30_000, concurrency: 1 };
 
 // Run from source (tests, the demo) the thread loads the TypeScript file; built or bundled, the JavaScript one,
 // which the agent's bundle writes next to itself under the same name.

@@ -102,6 +102,9 @@ export interface ModuleSource {
   close(): Promise<void>;
 }
 
+/** Objects copied per slice before yielding. */
+const COPY_SLICE = 50;
+
 /** Raw manifests whose parse was refused, remembered at most (by digest); the oldest is forgotten first. */
 const MAX_REFUSED_CONTENT = 1_000;
 
@@ -333,7 +336,13 @@ export function createModuleSource(options: ModuleSourceOptions): ModuleSource {
         }
         throw error;
       }
-      return structuredClone(objects.objects);
+      // A fresh copy for the caller, made in slices: a module of thousands of objects copies in many short turns.
+      const copies: ManifestObject[] = [];
+      for (const [index, object] of objects.objects.entries()) {
+        if (index > 0 && index % COPY_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+        copies.push(structuredClone(object));
+      }
+      return copies;
     },
     async blob(componentName, digest) {
       return blob(componentRepository(location.basePath, componentName), digest);

@@ -33,7 +33,7 @@ describe('bounded raw-manifest parse', function () {
     const text = flowMapping(420_000);
     expect(text.length).to.be.greaterThan(4_000_000);
     const error = await failure(parse(text, 'raw manifest flow'), 'TooLarge');
-    expect(error.message).to.equal('raw manifest flow: parsing needs more memory than the bound of 128 MiB');
+    expect(error.message).to.equal('raw manifest flow: parsing needs more memory than the bound of 96 MiB');
     await stillParses();
   });
 

@@ -101,6 +101,9 @@ interface Prepared {
 
 const ESTABLISH_POLL_MS = 250;
 
+/** Objects transformed per slice before yielding (each is a deep copy). */
+const PREPARE_SLICE = 50;
+
 /** Brings the SKR to hold exactly `request.objects` of this set (see the file comment). */
 export async function applyObjectSet(
   skr: ClusterClient,
@@ -111,6 +114,8 @@ export async function applyObjectSet(
   const results: MemberResult[] = new Array(request.objects.length);
   const prepared: Prepared[] = [];
   for (const [index, desired] of request.objects.entries()) {
+    // A large set is prepared in slices: other Kymas' work gets the event loop between them.
+    if (index > 0 && index % PREPARE_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
     try {
       const body = transformed(desired.object, options.transforms ?? []);
       const { group, kind } = syncedObjectOf(body);
