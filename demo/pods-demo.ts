@@ -1,12 +1,17 @@
 // `npm run demo -- --pods`: the same journey as the process demo, with the agent and the webhook in Pods on
-// real nodes (demo/pods.ts). Slower to start (nodes, image build); the process demo stays the default.
+// real nodes (test/support/system/pods.ts). Slower to start (nodes, image build); the process demo stays the default.
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem, runCleanupScript } from '@skr-watcher/testenv';
 import { DEFAULTS } from '@skr-watcher/api';
-import { formatModuleTimeline, moduleObjectsIn, operatorPods, timeModuleInstall } from './module-timeline.js';
+import {
+  formatModuleTimeline,
+  moduleObjectsIn,
+  operatorPods,
+  timeModuleInstall,
+} from '../test/support/system/module-timeline.js';
 import {
   agentInstallsModules,
   createCatalog,
@@ -14,9 +19,9 @@ import {
   greeterModule,
   publishModules,
   sampleModules,
-} from './modules.js';
-import { startPodSystem, type PodSystem } from './pods.js';
-import { SAMPLE_MODULE } from './system.js';
+} from '../test/support/system/modules.js';
+import { startPodSystem, type PodSystem } from '../test/support/system/pods.js';
+import { SAMPLE_MODULE } from '../test/support/system/index.js';
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -142,9 +147,7 @@ export async function podsDemo(options: {
     print();
     print(`Module installation: greeter ${GREETER.version} from ${registryHost ?? 'the run registry'}`);
     if (!modules) {
-      print(
-        '  not available yet: this skr-agent has no --oci-registry-host (issue 25); nothing was enabled or timed.',
-      );
+      print('  not available: this skr-agent has no --oci-registry-host; nothing was enabled or timed.');
     } else {
       const skrConfig = system.env.plane('skr1').kubeConfig();
       const timeline = await timeModuleInstall({

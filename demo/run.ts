@@ -5,13 +5,28 @@ import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
 import { podsDemo } from './pods-demo.js';
-import { connectLiveEvents, formatLiveEvent, type LiveEvents } from './live-events.js';
-import { DRIFT_KEY, formatDriftTimeline, timeDriftRevert, watchConfigMap } from './drift-timeline.js';
-import { timeRoundTrip } from './manager.js';
-import { formatModuleTimeline, moduleObjectsIn, timeModuleInstall } from './module-timeline.js';
-import { GREETER } from './modules.js';
-import { SAMPLE_MODULE, ScratchDirError, startLocalSystem, type LocalSystem } from './system.js';
-import { EdgeObservations, formatTimeline, timeEdit } from './timeline.js';
+import { connectLiveEvents, formatLiveEvent, type LiveEvents } from '../test/support/system/live-events.js';
+import {
+  DRIFT_KEY,
+  formatDriftTimeline,
+  timeDriftRevert,
+  watchConfigMap,
+} from '../test/support/system/drift-timeline.js';
+import { timeRoundTrip } from '../test/support/system/sample-manager.js';
+import {
+  formatModuleTimeline,
+  moduleObjectsIn,
+  timeModuleInstall,
+} from '../test/support/system/module-timeline.js';
+import { GREETER } from '../test/support/system/modules.js';
+import {
+  SAMPLE_MODULE,
+  ScratchDirError,
+  startLocalSystem,
+  type LocalSystem,
+} from '../test/support/system/index.js';
+import { EdgeObservations } from '../test/support/system/observations.js';
+import { formatTimeline, timeEdit } from './timeline.js';
 
 interface DemoOptions {
   once: boolean;
@@ -90,8 +105,8 @@ async function installModule(
   print(`Module installation: greeter ${GREETER.version} from the OCI registry ${registry}`);
   if (!system.modules?.agentInstalls) {
     print(
-      '  not available yet: this skr-agent has no --oci-registry-host (issue 25: the Manifest reconcile has not\n' +
-        `  landed). The module is published (npx skr-modules inspect ${registry}); nothing was enabled or timed.`,
+      '  not available: this skr-agent has no --oci-registry-host. The module is published\n' +
+        `  (npx skr-modules inspect ${registry}); nothing was enabled or timed.`,
     );
     return 'unavailable';
   }
@@ -118,7 +133,7 @@ async function installModule(
   return 'ready';
 }
 
-/** Edits the greeter module's ConfigMap in `skr` as a user would and prints how the agent put it back (issue 30). */
+/** Edits the greeter module's ConfigMap in `skr` as a user would and prints how the agent put it back. */
 async function revertDrift(
   system: LocalSystem,
   observations: EdgeObservations,

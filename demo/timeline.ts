@@ -1,33 +1,9 @@
 // One scripted Module CR edit in an SKR, followed through the system: the write, the webhook's admission,
 // the listener's accepted callback, and the ModuleConfig in KCP, each with its time.
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import type { LiveEvent } from './live-events.js';
-import type { MirroredModule } from './module-configs.js';
-import { SAMPLE_MODULE, type AdmissionSeen, type LocalSystem } from './system.js';
-
-/** Fans out what the webhooks log and the agent streams, so an edit can wait for its own traces. */
-export class EdgeObservations {
-  private readonly admissionListeners = new Set<(seen: AdmissionSeen) => void>();
-  private readonly eventListeners = new Set<(event: LiveEvent) => void>();
-
-  admission(seen: AdmissionSeen): void {
-    for (const listener of this.admissionListeners) listener(seen);
-  }
-
-  event(event: LiveEvent): void {
-    for (const listener of this.eventListeners) listener(event);
-  }
-
-  onAdmission(listener: (seen: AdmissionSeen) => void): () => void {
-    this.admissionListeners.add(listener);
-    return () => this.admissionListeners.delete(listener);
-  }
-
-  onEvent(listener: (event: LiveEvent) => void): () => void {
-    this.eventListeners.add(listener);
-    return () => this.eventListeners.delete(listener);
-  }
-}
+import { SAMPLE_MODULE, type LocalSystem } from '../test/support/system/index.js';
+import type { MirroredModule } from '../test/support/system/module-configs.js';
+import { formatSteps, type EdgeObservations } from '../test/support/system/observations.js';
 
 export interface EditTimeline {
   skr: string;
@@ -122,17 +98,4 @@ export function formatTimeline(
     ...later,
   ];
   return formatSteps(timeline.sentAtMs, steps);
-}
-
-/** Steps in time order with offsets from `startMs`, then those not observed. */
-export function formatSteps(startMs: number, steps: { atMs: number | undefined; what: string }[]): string[] {
-  const offset = (atMs: number) => `+${atMs - startMs} ms`.padStart(9);
-  const seen = steps
-    .filter((step): step is { atMs: number; what: string } => step.atMs !== undefined)
-    .sort((a, b) => a.atMs - b.atMs)
-    .map((step) => `  ${offset(step.atMs)}  ${step.what}`);
-  const missing = steps
-    .filter((step) => step.atMs === undefined)
-    .map((step) => `  ${'—'.padStart(9)}  ${step.what}: not observed`);
-  return [...seen, ...missing];
 }

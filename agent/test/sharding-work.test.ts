@@ -12,7 +12,7 @@ import {
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, SHARDING, type Kyma } from '@skr-watcher/api';
-import { createClusterClient, type ClusterClient } from '@skr-watcher/kube';
+import { createClusterClient, workQueueRunHooks, type ClusterClient } from '@skr-watcher/kube';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKyma } from '../../test/support/kcp-seed.js';
@@ -47,9 +47,17 @@ describe('a sharded replica’s work under load', function () {
   beforeEach(async () => {
     // A fresh SKR endpoint per test: one test's held requests never answer another's.
     skr = await startHeldSkr();
-    // As the reconciler builds them: requests bound by the run's deadline and abort signal.
-    skrClient = await createClusterClient(skr.kubeConfig, { name: 'held skr', boundByDeadline: true });
-    kcpClient = await createClusterClient(kcp, { name: 'kcp', boundByDeadline: true });
+    // As the reconciler builds them: requests bound by the run's deadline and abort signal, answers told to the run.
+    skrClient = await createClusterClient(skr.kubeConfig, {
+      name: 'held skr',
+      boundByDeadline: true,
+      runs: workQueueRunHooks,
+    });
+    kcpClient = await createClusterClient(kcp, {
+      name: 'kcp',
+      boundByDeadline: true,
+      runs: workQueueRunHooks,
+    });
   });
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

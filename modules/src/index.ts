@@ -1,2 +1,3 @@
-export { runCli, EXIT, UsageError } from './program.js';
-export type { CliIo } from './program.js';
+export { runCli, EXIT } from './program.js';
+export { UsageError } from './cli-io.js';
+export type { CliIo } from './cli-io.js';

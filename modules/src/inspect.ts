@@ -7,8 +7,7 @@ import {
   type ResolvedModule,
 } from '@skr-watcher/oci';
 import { connectionOf, type ConnectionOptions } from './publish.js';
-import type { CliIo } from './program.js';
-import { UsageError } from './program.js';
+import { UsageError, type CliIo } from './cli-io.js';
 
 /** Versions in numeric order (1.2.0 before 1.10.0). */
 const byVersion = (a: string, b: string) => a.localeCompare(b, 'en', { numeric: true });

@@ -2,20 +2,11 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isModuleSourceError } from '@skr-watcher/oci';
+import { UsageError, type CliIo } from './cli-io.js';
 import { inspect, type InspectOptions } from './inspect.js';
 import { publish, type PublishOptions } from './publish.js';
 
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
-
-export interface CliIo {
-  stdout: { write(text: string): unknown };
-  stderr: { write(text: string): unknown };
-}
-
-/** A mistake in how the command was called (exit 2), as opposed to a failure while doing it (exit 1). */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
 
 const VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }

@@ -10,8 +10,7 @@ import {
   type ImageResource,
   type ModuleVersion,
 } from '@skr-watcher/oci';
-import type { CliIo } from './program.js';
-import { UsageError } from './program.js';
+import { UsageError, type CliIo } from './cli-io.js';
 
 export interface ConnectionOptions {
   subpath?: string;

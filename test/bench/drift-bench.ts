@@ -38,10 +38,15 @@ import {
 } from '@kubernetes/client-node';
 import { DRIFT, LABELS, MANIFEST } from '@skr-watcher/api';
 import { applyObject, createClusterClient, mergePatchCustomObject } from '@skr-watcher/kube';
-import { DRIFT_KEY, INSTALLED_GREETING, timeDriftRevert, watchConfigMap } from '../../demo/drift-timeline.js';
-import { timeModuleInstall } from '../../demo/module-timeline.js';
-import { GREETER, createCatalog, publishModules } from '../../demo/modules.js';
-import { SKR_KYMA, startLocalSystem, type AdmissionSeen, type LocalSystem } from '../../demo/system.js';
+import {
+  DRIFT_KEY,
+  INSTALLED_GREETING,
+  timeDriftRevert,
+  watchConfigMap,
+} from '../support/system/drift-timeline.js';
+import { timeModuleInstall } from '../support/system/module-timeline.js';
+import { GREETER, createCatalog, publishModules } from '../support/system/modules.js';
+import { SKR_KYMA, startLocalSystem, type AdmissionSeen, type LocalSystem } from '../support/system/index.js';
 import type { DriftSteps } from '../../agent/src/reconcile/drift.js';
 import { DRIFTER, drifterModule } from '../support/drifter-module.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';

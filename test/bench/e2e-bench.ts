@@ -1,6 +1,6 @@
 // End-to-end benchmark (bar: Module CR edit → ModuleConfig p50 ≤ 25 ms, p99 ≤ 100 ms, printed beside the
 // floor): SKR edits reaching KCP over the real path (SKR API server → skr-webhook → mTLS listener → skr-agent →
-// KCP API server), on the same local system as the demo (demo/system.ts). One run prints:
+// KCP API server), on the same local system as the demo (test/support/system). One run prints:
 // - the floor: the SKR read + KCP server-side apply the agent needs, issued directly from this process;
 // - Module CR edits: edit → ModuleConfig p50/p99/max, lost edits, where the milliseconds go (admission, callback,
 //   agent), reconciles and SKR re-reads per edit;
@@ -31,15 +31,19 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { DEFAULTS, FIELD_MANAGER, GROUP, KINDS } from '@skr-watcher/api';
 import { applyCustomObject, createClusterClient, readObject } from '@skr-watcher/kube';
 import { SAMPLE_MANAGER } from '@skr-watcher/sample-manager';
-import { connectLiveEvents, type LiveEvent } from '../../demo/live-events.js';
-import { startSampleManager, type RenderedSeen, type SampleManagerProcess } from '../../demo/manager.js';
+import { connectLiveEvents, type LiveEvent } from '../support/system/live-events.js';
+import {
+  startSampleManager,
+  type RenderedSeen,
+  type SampleManagerProcess,
+} from '../support/system/sample-manager.js';
 import {
   SAMPLE_MODULE,
   SKR_KYMA,
   startLocalSystem,
   type AdmissionSeen,
   type LocalSystem,
-} from '../../demo/system.js';
+} from '../support/system/index.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { neverAnswers, startHostileSkr, type HostileSkr } from '../support/hostile-skr.js';
 import { seedKyma } from '../support/kcp-seed.js';

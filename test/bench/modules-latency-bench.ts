@@ -1,5 +1,5 @@
 // Module install latency: module enabled in the SKR Kyma → Manifest Ready, for a module with no
-// workloads (bar: p50 ≤ 1 s, p99 ≤ 3 s). The whole path of the demo (demo/system.ts): a KCP and one SKR on real
+// workloads (bar: p50 ≤ 1 s, p99 ≤ 3 s). The whole path of the demo (test/support/system): a KCP and one SKR on real
 // kube-apiservers, a real OCI registry, skr-agent with --oci-registry-host, the SKR webhook whose callback wakes the
 // Kyma; each round enables the module in the SKR Kyma, waits for its Manifest Ready and the Kyma status Ready, then
 // removes it and waits until the Manifest is gone, so every round is a fresh install (pull from the process cache,
@@ -15,9 +15,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULTS, parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
 import { stringify } from 'yaml';
-import { disableModule, formatModuleTimeline, timeModuleInstall } from '../../demo/module-timeline.js';
-import { createCatalog, publishModules } from '../../demo/modules.js';
-import { startLocalSystem } from '../../demo/system.js';
+import { disableModule, formatModuleTimeline, timeModuleInstall } from '../support/system/module-timeline.js';
+import { createCatalog, publishModules } from '../support/system/modules.js';
+import { startLocalSystem } from '../support/system/index.js';
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);

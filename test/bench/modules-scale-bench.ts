@@ -33,7 +33,7 @@ import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/cli
 import { GROUP, KINDS, LABELS, type Kyma } from '@skr-watcher/api';
 import { freePort, startEnvironment, startProcess, startRegistry } from '@skr-watcher/testenv';
 import { stringify } from 'yaml';
-import { createCatalog, publishModules } from '../../demo/modules.js';
+import { createCatalog, publishModules } from '../support/system/modules.js';
 import { benchAgentRunArgs, createBenchFleet } from '../support/bench-fleet.js';
 import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../support/heap-summary.js';
 import { nativeMemory } from '../support/process-memory.js';

@@ -50,7 +50,7 @@ import {
   readTlsMaterial,
   startWebhook,
 } from '@skr-watcher/webhook';
-import { DispatchThread } from '../../webhook/src/dispatch-thread.js';
+import { DispatchThread } from '../../webhook/src/dispatch/thread.js';
 import { createWebhookMetrics } from '../../webhook/src/metrics.js';
 import { SecretVolume, secretFiles, testPki } from '../../webhook/test/support/certs.js';
 

@@ -27,16 +27,22 @@ import {
 import { DEFAULTS, GROUP, KINDS } from '@skr-watcher/api';
 import { applyObject, mergePatchCustomObject } from '@skr-watcher/kube';
 import { nodeSupportProblem } from '@skr-watcher/testenv';
-import { SAMPLE_MODULE } from '../../demo/system.js';
+import { SAMPLE_MODULE } from '../support/system/index.js';
 import {
   AGENT_DEPLOYMENT,
   WEBHOOK_DEPLOYMENT,
   deploymentRolledOut,
   startPodSystem,
   type PodSystem,
-} from '../../demo/pods.js';
-import { disableModule, timeModuleInstall } from '../../demo/module-timeline.js';
-import { GREETER, createCatalog, greeterModule, publishModules, sampleModules } from '../../demo/modules.js';
+} from '../support/system/pods.js';
+import { disableModule, timeModuleInstall } from '../support/system/module-timeline.js';
+import {
+  GREETER,
+  createCatalog,
+  greeterModule,
+  publishModules,
+  sampleModules,
+} from '../support/system/modules.js';
 import { eventually } from '../support/eventually.js';
 
 const CERTS_MAIN = fileURLToPath(new URL('../../certs/src/main.ts', import.meta.url));

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { sharedEnvironment } from '@skr-watcher/testenv';
-import { syncSecretToFiles, type SecretFiles } from '../../demo/secret-files.js';
+import { syncSecretToFiles, type SecretFiles } from '../support/system/secret-files.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -16,8 +16,8 @@ import {
 } from '@kubernetes/client-node';
 import { GROUP, KINDS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
-import { createCatalog, publishModules } from '../../demo/modules.js';
-import { SKR_KYMA, startLocalSystem, type LocalSystem } from '../../demo/system.js';
+import { createCatalog, publishModules } from '../support/system/modules.js';
+import { SKR_KYMA, startLocalSystem, type LocalSystem } from '../support/system/index.js';
 import { DRIFTER, drifterModule } from '../support/drifter-module.js';
 import { eventually } from '../support/eventually.js';
 import { parseMetrics, sumOf } from '../support/prometheus-text.js';

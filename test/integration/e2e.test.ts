@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { AdmissionregistrationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, type Kyma, type Watcher } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
-import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from '../../demo/system.js';
+import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from '../support/system/index.js';
 import { eventually } from '../support/eventually.js';
 
 const gone = (read: () => Promise<unknown>) =>

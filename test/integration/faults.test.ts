@@ -1,4 +1,4 @@
-// The fault suite (bar: nothing lost): on real planes with the real binaries (demo/system.ts: a KCP,
+// The fault suite (bar: nothing lost): on real planes with the real binaries (test/support/system: a KCP,
 // two SKRs, skr-agent, one skr-webhook per SKR), an edit stream of the sample Module CR in every SKR that ends
 // *during* each fault; once the fault is over, every ModuleConfig must equal its Module CR within 30 s. Requeues
 // and the resync are an hour apart here, so only callbacks, retries and the agent's own recovery can explain it.
@@ -13,8 +13,8 @@ import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { freePort } from '@skr-watcher/testenv';
 import { moduleConfigName } from '../../agent/src/reconcile/index.js';
 import { bucketKey, bucketOf, createHashRing } from '../../agent/src/sharding/index.js';
-import type { Child } from '../../demo/children.js';
-import { SAMPLE_MODULE, startLocalSystem, waitFor, type LocalSystem } from '../../demo/system.js';
+import type { Child } from '../support/system/children.js';
+import { SAMPLE_MODULE, startLocalSystem, waitFor, type LocalSystem } from '../support/system/index.js';
 
 /** The bar: every ModuleConfig equals its Module CR this long after the fault ended. */
 const CONVERGED_WITHIN_MS = 30_000;

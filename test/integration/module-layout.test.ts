@@ -14,7 +14,7 @@ import { GROUP, KINDS, LABELS, manifestName, type Kyma, type Manifest } from '@s
 import { freePort, sharedEnvironment, startRegistry, type Registry } from '@skr-watcher/testenv';
 import { parse } from 'yaml';
 import { publishModule, registryConfigFromFlags } from '@skr-watcher/oci';
-import { ENTRY_POINTS, startChild, type Child } from '../../demo/children.js';
+import { ENTRY_POINTS, startChild, type Child } from '../support/system/children.js';
 import {
   handTar,
   pushComponent,

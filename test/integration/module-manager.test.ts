@@ -11,7 +11,7 @@ import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { createModuleManager, syncResourceNameOf, type ModuleManager } from '@skr-watcher/module-manager';
 import { SAMPLE_CONFIG_MAP, SAMPLE_MANAGER } from '@skr-watcher/sample-manager';
-import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from '../../demo/system.js';
+import { SAMPLE_MODULE, startLocalSystem, type LocalSystem } from '../support/system/index.js';
 import { eventually } from '../support/eventually.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any

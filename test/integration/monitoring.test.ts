@@ -13,7 +13,7 @@ import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@k
 import { DEFAULTS, GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { freePort, startPrometheus, type RunningPrometheus } from '@skr-watcher/testenv';
-import { startLocalSystem, type LocalSystem } from '../../demo/system.js';
+import { startLocalSystem, type LocalSystem } from '../support/system/index.js';
 import { eventually } from '../support/eventually.js';
 import { DASHBOARD_DIR, shippedRules } from '../support/monitoring.js';
 

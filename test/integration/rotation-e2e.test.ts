@@ -26,7 +26,7 @@ import {
   startLocalSystem,
   type LocalSkr,
   type LocalSystem,
-} from '../../demo/system.js';
+} from '../support/system/index.js';
 import { eventually as eventuallyWithin } from '../support/eventually.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

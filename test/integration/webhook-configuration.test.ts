@@ -1,7 +1,7 @@
-// The webhook's configuration put back, on real planes with the real binaries (demo/system.ts: a KCP, one SKR,
-// skr-agent, skr-webhook watching its own configuration with a token of the ServiceAccount the agent installs): an
-// SKR user who deletes the webhook's ValidatingWebhookConfiguration or points it elsewhere silences the webhook. The
-// API server calls no webhook about webhook configurations, and requeues are an hour apart here, so only the
+// The webhook's configuration put back, on real planes with the real binaries (test/support/system: a KCP, one
+// SKR, skr-agent, skr-webhook watching its own configuration with a token of the ServiceAccount the agent installs):
+// an SKR user who deletes the webhook's ValidatingWebhookConfiguration or points it elsewhere silences the webhook.
+// The API server calls no webhook about webhook configurations, and requeues are an hour apart here, so only the
 // webhook's watch can bring the configuration back within 30 s; the Kyma's SKRWebhook condition must say what was
 // put back.
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,7 +16,12 @@ import {
   type V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
-import { SKR_WEBHOOK_CONFIGURATION, startLocalSystem, waitFor, type LocalSystem } from '../../demo/system.js';
+import {
+  SKR_WEBHOOK_CONFIGURATION,
+  startLocalSystem,
+  waitFor,
+  type LocalSystem,
+} from '../support/system/index.js';
 
 /** The bar: repaired and reported this long after the change. */
 const REPAIRED_WITHIN_MS = 30_000;

@@ -1,4 +1,4 @@
-// A module whose raw manifest holds a ConfigMap and a Deployment, for the drift test and bench:drift (issue 30):
+// A module whose raw manifest holds a ConfigMap and a Deployment, for the drift test and bench:drift:
 // in a process-only system no node runs the Deployment, so the module is applied and never Ready.
 import { DEFAULTS } from '@skr-watcher/api';
 import { stringify } from 'yaml';

@@ -1,4 +1,4 @@
-// A user's edit stream for the shard bench (issue 26, replica loss as users see it): Module CR edits in SKRs, one
+// A user's edit stream for the shard bench (replica loss as users see it): Module CR edits in SKRs, one
 // every `everyMs` round-robin over the targets, each followed by the callback its webhook sends (the v2 body with
 // the fingerprint, signed with that SKR's client certificate, to a listener; sent again after Retry-After while the
 // answer is not 2xx, as the webhook does), and the time until the edit shows in the Kyma's ModuleConfig.
@@ -131,9 +131,9 @@ export async function startEditStream(options: EditStreamOptions): Promise<EditS
     }
   };
 
-  // The ModuleConfigs, watched: an edit has reached KCP once its Kyma's shows it or a later edit. (Until session 16 a
-  // list of all of them every 100 ms: at 5,000 Kymas that list was a load of its own on the KCP API server during the
-  // very takeover it measured; a watch costs the API server one event per write and times each to the millisecond.)
+  // The ModuleConfigs, watched: an edit has reached KCP once its Kyma's shows it or a later edit. A watch, not a list
+  // of all of them every 100 ms: at 5,000 Kymas that list would be a load of its own on the KCP API server during the
+  // very takeover it measures; a watch costs the API server one event per write and times each to the millisecond.
   const shown = new Map<string, number>();
   const seen = (config: ModuleConfig) => {
     const kyma = config.metadata.labels?.[LABELS.kymaName];

@@ -1,4 +1,5 @@
-// Which admitted writes KCP must hear about (DESIGN 4.1), and the v2 event that tells it.
+// Which admitted writes KCP must hear about (as the upstream runtime-watcher decides), and the v2 event
+// that tells it.
 import {
   ANNOTATIONS,
   watchEventFor,

@@ -1,4 +1,4 @@
-// Configuration from the upstream-compatible env vars (DESIGN 4.1) and matching flags; flags win.
+// Configuration from the env vars the upstream runtime-watcher webhook reads, and matching flags; flags win.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { CONNECTION_LIMITS, DEFAULTS, KCP_LISTENER_IDENTITY, LIMITS, versionLine } from '@skr-watcher/api';
 import { IN_CLUSTER } from './configuration-watch.js';
@@ -39,7 +39,7 @@ export interface WebhookConfig {
   certPollMs: number;
   /**
    * Name of the webhook's own ValidatingWebhookConfiguration, watched so that a deletion or a foreign change asks
-   * KCP for a resync at once (issue 26 item 5); `none`: not watched.
+   * KCP for a resync at once, not at its next requeue; `none`: not watched.
    */
   watchConfiguration: string;
   /** `https://host:port` of the SKR API server; `in-cluster`: from KUBERNETES_SERVICE_HOST/PORT. */

@@ -1,4 +1,4 @@
-// The webhook watches its own ValidatingWebhookConfiguration in the SKR (issue 26 item 5): an SKR user who deletes
+// The webhook watches its own ValidatingWebhookConfiguration in the SKR: an SKR user who deletes
 // it or points it elsewhere silences the webhook, and the API server never calls a webhook about webhook
 // configurations, so nothing else would tell KCP before its next requeue. When the configuration goes, or a writer
 // other than the agent's registration changed it, the webhook asks KCP for a resync; the agent's pass applies it

@@ -1,4 +1,4 @@
-// Drift of installed module objects (issue 30): writes of objects labelled `managed-by: kyma` reach the webhook
+// Drift of installed module objects: writes of objects labelled `managed-by: kyma` reach the webhook
 // through one label-selected rule. Only a change the agent would put back wakes KCP; the agent's own applies and
 // the churn of controllers (status, volatile metadata, annotations they rewrite) do not.
 import { DRIFT, LABELS, type AdmissionRequest, type EmbeddedObject } from '@skr-watcher/api';

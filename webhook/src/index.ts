@@ -10,8 +10,8 @@ import {
 } from '@skr-watcher/telemetry';
 import { buildInfo } from '@skr-watcher/api';
 import { CONFIG_DEFAULTS, dispatchSettings, type WebhookConfig } from './config.js';
-import type { DispatchStats } from './dispatch.js';
-import { DispatchThread } from './dispatch-thread.js';
+import type { DispatchStats } from './dispatch/index.js';
+import { DispatchThread } from './dispatch/thread.js';
 import { parseKcpAddress } from './kcp-client.js';
 import { createWebhookMetrics } from './metrics.js';
 import { startAdmissionServer, type AdmissionServer } from './server.js';
@@ -19,8 +19,14 @@ import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
 import { ConfigurationWatch } from './configuration-watch.js';
 
 export { isRelevantChange, sameJson } from './admission.js';
-export { Dispatcher, dispatchKey } from './dispatch.js';
-export type { DeliveryOutcome, DispatchObserver, DispatchStats, DropReason, SendEvent } from './dispatch.js';
+export { Dispatcher, dispatchKey } from './dispatch/index.js';
+export type {
+  DeliveryOutcome,
+  DispatchObserver,
+  DispatchStats,
+  DropReason,
+  SendEvent,
+} from './dispatch/index.js';
 export { webhookCommand, CONFIG_DEFAULTS, dispatchSettings } from './config.js';
 export type { WebhookConfig } from './config.js';
 export { parseKcpAddress } from './kcp-client.js';

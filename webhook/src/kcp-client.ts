@@ -1,8 +1,8 @@
-// One callback to the KCP listener over mutual TLS and kept-alive connections (DESIGN 4.2).
+// One callback to the KCP listener over mutual TLS and kept-alive connections (decision 005).
 import { Agent, request, type RequestOptions } from 'node:https';
 import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import { eventPath, KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
-import type { DeliveryOutcome } from './dispatch.js';
+import type { DeliveryOutcome } from './dispatch/index.js';
 import type { TlsMaterial } from './tls-reload.js';
 
 export interface KcpAddress {

@@ -3,8 +3,8 @@
 import { expect } from 'chai';
 import type { WatchEventV2 } from '@skr-watcher/api';
 import { silentLogger } from '@skr-watcher/telemetry';
-import { KcpBreaker } from '../src/breaker.js';
-import { Dispatcher, isUnreachable, type DeliveryOutcome } from '../src/dispatch.js';
+import { KcpBreaker } from '../src/dispatch/breaker.js';
+import { Dispatcher, isUnreachable, type DeliveryOutcome } from '../src/dispatch/index.js';
 import { ManualClock, settle } from '../../test/support/manual-clock.js';
 
 const REFUSED: DeliveryOutcome = { result: 'retry', reason: 'ECONNREFUSED: connect ECONNREFUSED' };

@@ -1,6 +1,6 @@
 // The ring that carries relevant changes to the dispatch thread without a shared lock (decision 022).
 import { expect } from 'chai';
-import { ChangeRing } from '../src/change-ring.js';
+import { ChangeRing } from '../src/dispatch/change-ring.js';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 const texts = (records: Uint8Array[]) => records.map((record) => new TextDecoder().decode(record));

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { WatchEventV2 } from '@skr-watcher/api';
 import { silentLogger } from '@skr-watcher/telemetry';
-import { Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
+import { Dispatcher, type DeliveryOutcome } from '../src/dispatch/index.js';
 import { KcpClient } from '../src/kcp-client.js';
 import { ManualClock, settle } from '../../test/support/manual-clock.js';
 import { waitUntil } from '../../test/support/eventually.js';

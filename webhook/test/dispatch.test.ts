@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { RESYNC_EVENT, type WatchEventV2 } from '@skr-watcher/api';
 import { createLogger, silentLogger } from '@skr-watcher/telemetry';
 import { backoffDelay } from '@skr-watcher/api';
-import { dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch.js';
+import { dispatchKey, Dispatcher, type DeliveryOutcome } from '../src/dispatch/index.js';
 import { ManualClock, settle } from '../../test/support/manual-clock.js';
 
 function event(name: string, kind = 'Sample'): WatchEventV2 {

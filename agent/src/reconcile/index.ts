@@ -60,6 +60,7 @@ import {
   type KnownSecret,
   type SkrClients,
   withinDeadline,
+  workQueueRunHooks,
 } from '@skr-watcher/kube';
 import {
   Counter,
@@ -308,6 +309,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       keepAliveMs: 30_000,
       // A KCP slow for every run frees no worker (the work queue's slow runs are for hung SKRs).
       sharedByRuns: true,
+      runs: workQueueRunHooks,
       // A replica that loses a Kyma or its membership aborts the run (decision 012): no KCP write after that.
       boundByDeadline: true,
     });
@@ -317,6 +319,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       namespace,
       timeoutMs: options.skrTimeoutMs ?? DEFAULT_SKR_TIMEOUT_MS,
       logger,
+      runs: workQueueRunHooks,
       ...(requestMetrics ? { metrics: requestMetrics } : {}),
     });
     const registry = options.registry;

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { applyObject, describeRef, isNotFound, KubeRequestError, type ApplyOptions } from './apply.js';
-import type { DiscoveringObjectApi } from './skr-clients.js';
+import type { DiscoveringObjectApi } from './discovering-object-api.js';
 
 /** What our last apply of each object produced, in one cluster: the body's digest and the resourceVersion. */
 export class AppliedVersions {

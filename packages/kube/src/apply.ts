@@ -1,4 +1,4 @@
-// Server-side apply and the small read/delete helpers every reconciler needs, over client-node's
+// Server-side apply and the small reads and deletes every reconciler needs, over client-node's
 // KubernetesObjectApi (any kind, discovery cached per client) and CustomObjectsApi (our CRDs, plain JSON).
 import {
   ApiException,

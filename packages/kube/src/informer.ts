@@ -347,8 +347,8 @@ export class ResilientInformer<T extends CachedObject> {
   /**
    * Reports every cached object to onUpdate (previous and current the same object), as a relist of an unchanged
    * cache would, without one: at thousands of objects a relist per interval and replica was the KCP's largest
-   * periodic load, and its second copy of the cache, held until the swap, the agent's memory peak (decision 021,
-   * "Session 17"). The watch, resumed from its resourceVersion, is what keeps the cache true.
+   * periodic load, and its second copy of the cache, held until the swap, the agent's memory peak (decision
+   * 021). The watch, resumed from its resourceVersion, is what keeps the cache true.
    */
   private resync(): void {
     this.lastResyncAt = this.clock.now();
@@ -423,7 +423,7 @@ export class ResilientInformer<T extends CachedObject> {
    * Validates an object from the wire; objects without a name are logged and skipped. managedFields and kubectl's
    * last-applied-configuration are dropped before anything is cached: nothing reads them from a cache, and they
    * are often the largest part of metadata (the annotation is a copy of the whole applied object: for a kubeconfig
-   * Secret applied with kubectl, its data, in every replica's Secret cache; decision 012, "Session 8").
+   * Secret applied with kubectl, its data, in every replica's Secret cache; decision 012).
    */
   private accept(raw: unknown): T | undefined {
     const metadata = (raw as CachedObject | null)?.metadata;
@@ -437,7 +437,7 @@ export class ResilientInformer<T extends CachedObject> {
       return undefined;
     }
     // Copies without them, not `delete`: V8 turns an object a field was deleted from into a hash table, which for
-    // a Manifest's metadata holds ~0.8 kB more than the fields (decision 021, "Session 16").
+    // a Manifest's metadata holds ~0.8 kB more than the fields (decision 021).
     const { managedFields: _managedFields, ...withoutManagedFields } = metadata as Record<string, unknown>;
     let kept = withoutManagedFields;
     const annotations = kept['annotations'] as Record<string, string> | undefined;
@@ -696,7 +696,7 @@ export function secretSource(
 
 /**
  * `source`'s collection (path and selectors), listed and watched as PartialObjectMetadata: for caches that read
- * names, labels and resourceVersions only (decision 012, "Session 9"); client-go's metadata informers ask the same.
+ * names, labels and resourceVersions only (decision 012); client-go's metadata informers ask the same.
  * No spec, status or Secret data travels or is parsed. No plain JSON fallback: a server that cannot convert answers
  * 406, and the informer fails rather than caching whole objects. `T` is what the caller reads of it.
  */

@@ -29,7 +29,7 @@ export function parsedOnce<T>(object: unknown, slot: string, parse: (object: unk
 /**
  * An informer `transform` that caches `parse(object)` in place of the object, and as its own parse under `slot`: a
  * reader's `parsedOnce(cached, slot, parse)` then answers the cached value itself, so the cache holds one copy of
- * each object, not the object and its parsed copy beside it (decision 021, "Session 16"). `parse` must answer an
+ * each object, not the object and its parsed copy beside it (decision 021). `parse` must answer an
  * object that its readers and the informer's handlers and indexers may take for the one delivered (a schema that
  * keeps metadata). An object `parse` rejects is cached as delivered, and its readers' `parsedOnce` fail on it as
  * before.

@@ -1,4 +1,5 @@
-// The KCP Secrets that hold the PKI (DESIGN 4.5), read and written through the Kubernetes API (CoreV1Api).
+// The KCP Secrets that hold the PKI (the CA, the trust bundle and the issued leaves), read and written through the
+// Kubernetes API (CoreV1Api).
 // Shared by skr-certs (init, issue, rotation) and the agent (per-SKR certificates during registration).
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import { LABELS, MANAGED_BY } from '@skr-watcher/api';

@@ -128,7 +128,7 @@ const unheld = new FinalizationRegistry<string>((digest) => {
  * The bytes of a CA bundle, certificate or key, held once however many clients use them (in the bench every SKR
  * client of one API server carries the same three; in a fleet SKRs may share a CA) and in a buffer of their own:
  * client-node decodes them into slices of Node's shared 8 kB allocation pool, and a slice kept by a long-lived
- * Agent keeps the whole slab, with whatever garbage was cut from it, alive (decision 012, "Session 8").
+ * Agent keeps the whole slab, with whatever garbage was cut from it, alive (decision 012).
  */
 function heldOnce<T>(bytes: T): T {
   if (!Buffer.isBuffer(bytes)) return bytes;
@@ -266,7 +266,7 @@ export interface PooledAuthentication extends Omit<PooledKubeConfig, 'kubeConfig
  * (client certificate, token, basic auth; no exec or auth-provider plugin, which may refresh a token) gets its
  * headers computed once: client-node would decode the CA, certificate and key from base64 and build (and drop) an
  * undici Agent on every request, and the KubeConfig, with the kubeconfig text its fields were cut from, would
- * live as long as the client (decision 012, "Session 8"). Other users, and a KubeConfig whose own
+ * live as long as the client (decision 012). Other users, and a KubeConfig whose own
  * `applySecurityAuthentication` overrides client-node's, keep the per-request path.
  */
 export async function pooledAuthentication(

@@ -88,10 +88,11 @@ interface RunActivity {
 const activeRuns = new AsyncLocalStorage<RunActivity>();
 
 /**
- * An API server answered a request made by the current run (cluster clients call it for every answer): the run is
- * working, not waiting on a silent cluster, and its slow clock starts again. A pass that installs five modules is
- * slow on a loaded machine because it has much to do, not because a cluster hangs; giving its worker away started
- * every Kyma of the fleet at once, each then passed its deadline and nothing converged (1,000 Kymas × 5 modules).
+ * An API server answered a request made by the current run (clients given workQueueRunHooks call it for every
+ * answer): the run is working, not waiting on a silent cluster, and its slow clock starts again. A pass that installs
+ * five modules is slow on a loaded machine because it has much to do, not because a cluster hangs; giving its worker
+ * away started every Kyma of the fleet at once, each then passed its deadline and nothing converged (1,000 Kymas × 5
+ * modules).
  */
 export function noteAnswer(): void {
   activeRuns.getStore()?.answered();
@@ -112,6 +113,9 @@ export async function whileSharedClusterWorks<T>(request: () => Promise<T>): Pro
     run.answered();
   }
 }
+
+/** The hooks a cluster client built for work of these queues is given (ClusterClientOptions.runs). */
+export const workQueueRunHooks = { noteAnswer, whileSharedClusterWorks } as const;
 
 /** The queues that report into one registry; the stuck-worker gauges ask each at scrape time. */
 const queuesOf = new WeakMap<Registry, Set<WorkQueue>>();

@@ -7,7 +7,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { HOLDER_MARKS, isRecord } from '@skr-watcher/api';
 import { apiErrorCode, applyObject, createIfAbsent, isUnreachable, readObject } from '../apply.js';
-import type { ClusterClient } from '../skr-clients.js';
+import type { ClusterClient } from '../cluster-client.js';
 import { mapLimited } from './concurrency.js';
 import { removeObjects, type RemovalResult } from './delete-set.js';
 import { writeClaim, type Holding } from './holders.js';

@@ -3,7 +3,7 @@
 // the caller is told "not finished" (it comes back later; nothing here blocks waiting for finalizers).
 import { PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { isNotFound, isUnknownKind, isUnreachable, KubeRequestError, readObject } from '../apply.js';
-import type { ClusterClient } from '../skr-clients.js';
+import type { ClusterClient } from '../cluster-client.js';
 import { mapLimited } from './concurrency.js';
 import { RELEASED_ANNOTATIONS, RELEASED_LABELS, removeClaim, type Holding } from './holders.js';
 import { describeSynced, refOfSynced, uniqueSynced, type SyncedObject } from './inventory.js';

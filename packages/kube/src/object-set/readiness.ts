@@ -4,7 +4,7 @@
 // first (upstream's "manager"); a set without workloads is Ready.
 import { isRecord } from '@skr-watcher/api';
 import { isUnreachable, readObject } from '../apply.js';
-import type { ClusterClient } from '../skr-clients.js';
+import type { ClusterClient } from '../cluster-client.js';
 import { mapLimited } from './concurrency.js';
 import { describeSynced, refOfSynced, type SyncedObject } from './inventory.js';
 

@@ -3,7 +3,7 @@
 // drift rule included, treats the objects as the agent's any more.
 import { PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { isNotFound, withContext } from '../apply.js';
-import type { ClusterClient } from '../skr-clients.js';
+import type { ClusterClient } from '../cluster-client.js';
 import { mapLimited } from './concurrency.js';
 import { apiVersionOfSynced, describeSynced, uniqueSynced, type SyncedObject } from './inventory.js';
 

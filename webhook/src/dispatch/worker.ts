@@ -7,7 +7,7 @@ import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { parseWatchEvent } from '@skr-watcher/api';
 import { createLogger } from '@skr-watcher/telemetry';
-import { Dispatcher, emptyDispatchStats, type DispatchObserver } from './dispatch.js';
+import { Dispatcher, emptyDispatchStats, type DispatchObserver } from './index.js';
 import { ChangeRing } from './change-ring.js';
 import {
   CHANGE_POLL_MS,
@@ -17,14 +17,14 @@ import {
   type FromDispatch,
   type QueuedChange,
   type ToDispatch,
-} from './dispatch-protocol.js';
-import { KcpClient } from './kcp-client.js';
+} from './protocol.js';
+import { KcpClient } from '../kcp-client.js';
 
 /**
  * Counts reach the admission thread's metrics at most this late unless asked for (a scrape, `queueDepth()` and
  * shutdown ask, and get them exact). Each report is a message, and a message to the admission thread is queued under
  * a mutex the admission thread takes to read it: held by this SCHED_IDLE thread, which a woken normal thread may take
- * the core from inside it (decision 022, session 16). One a second rather than ten.
+ * the core from inside it (decision 022). One a second rather than ten.
  */
 const REPORT_INTERVAL_MS = 1000;
 /**
@@ -39,7 +39,7 @@ const MAX_NICE = 19;
 const CHRT_TIMEOUT_MS = 5_000;
 
 const port = parentPort;
-if (!port) throw new Error('dispatch-worker runs as a worker thread of skr-webhook');
+if (!port) throw new Error('the dispatch worker runs as a worker thread of skr-webhook');
 const data = workerData as DispatchThreadData;
 const post = (message: FromDispatch) => port.postMessage(message);
 

@@ -1,4 +1,4 @@
-// How relevant changes reach the dispatch thread without a lock the two threads share (decision 022, session 16):
+// How relevant changes reach the dispatch thread without a lock the two threads share (decision 022):
 // one producer (the admission thread) and one consumer (the dispatch thread) over a byte ring in shared memory.
 //
 // A MessagePort holds a mutex while it queues a message and wakes the receiver inside it. The dispatch thread is

@@ -8,7 +8,7 @@ import { ANNOTATIONS, DEFAULTS, GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 
-export const SAMPLES_DIR = fileURLToPath(new URL('../manifests/samples/', import.meta.url));
+export const SAMPLES_DIR = fileURLToPath(new URL('../../../manifests/samples/', import.meta.url));
 const KYMA_SAMPLE = 'kyma.yaml';
 
 const manifestShape = z.looseObject({

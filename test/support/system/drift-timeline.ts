@@ -1,9 +1,9 @@
-// Drift put back at once (issue 30): a user edits an object a module installed in an SKR (the greeter module's
+// Drift put back at once: a user edits an object a module installed in an SKR (the greeter module's
 // ConfigMap); skr-webhook sees the write (its label-selected rule), calls back, and skr-agent applies the object
 // again from its Manifest. Followed with a watch on the object, so "put back" is when the SKR stored the revert.
 import { CoreV1Api, PatchStrategy, Watch, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { GREETER } from './modules.js';
-import { formatSteps, type EdgeObservations } from './timeline.js';
+import { formatSteps, type EdgeObservations } from './observations.js';
 
 /** The greeter ConfigMap's key the demo edits, and the value the module installs. */
 export const DRIFT_KEY = 'greeting';

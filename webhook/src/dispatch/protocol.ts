@@ -1,9 +1,9 @@
 // Messages between the admission thread and the dispatch thread (decision 015). Both ends are this package's
 // own code in one process: the shapes are trusted, not validated.
 import type { WatchEventV2 } from '@skr-watcher/api';
-import type { DeliveryOutcome, DispatchThreadScheduling, DropReason } from './dispatch.js';
-import type { KcpAddress } from './kcp-client.js';
-import type { TlsMaterial } from './tls-reload.js';
+import type { DeliveryOutcome, DispatchThreadScheduling, DropReason } from './index.js';
+import type { KcpAddress } from '../kcp-client.js';
+import type { TlsMaterial } from '../tls-reload.js';
 
 /** What the dispatch thread starts with (its `workerData`). */
 export interface DispatchThreadData {

@@ -13,8 +13,8 @@ import {
 import { z } from 'zod';
 import type { LiveEvent } from './live-events.js';
 import { GREETER, GREETER_DEFAULT_CR } from './modules.js';
-import { formatSteps, type EdgeObservations } from './timeline.js';
-import { SKR_KYMA } from './system.js';
+import { formatSteps, type EdgeObservations } from './observations.js';
+import { SKR_KYMA } from './index.js';
 
 const manifestShape = z.looseObject({
   metadata: z.looseObject({ name: z.string() }),

@@ -1,6 +1,6 @@
 // A whole skr-watcher system on this machine: a KCP and SKR control planes (real kube-apiservers from
 // testenv), the skr-agent with its mTLS listener, and one skr-webhook process per SKR that the agent
-// registers in URL mode. Shared by the demo (demo/run.ts) and the end-to-end benchmark.
+// registers in URL mode. What the demo (demo/run.ts), the end-to-end suites and the benchmarks run on.
 import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -14,7 +14,7 @@ import { CA_BUNDLE_SECRET_NAME } from '@skr-watcher/pki';
 import { ensureBinaries, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ENTRY_POINTS, startChild, type Child } from './children.js';
 import { LISTENER_TLS_SECRET_NAME, initKcpPki } from './kcp-pki.js';
-import { startSampleManager, type SampleManagerProcess } from './manager.js';
+import { startSampleManager, type SampleManagerProcess } from './sample-manager.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import {
   agentInstallsModules,
@@ -80,16 +80,16 @@ export interface LocalSystemOptions {
   onAgentLog?: { messages: string[]; handle: (entry: Record<string, unknown>) => void };
   /** Bound of the startup, counted once kube-apiserver and etcd are at hand (a first build takes minutes). */
   startupTimeoutMs?: number;
-  /** Also runs examples/sample-manager (demo/manager.ts): Module CR → ModuleConfig → SyncResource → SKR. */
+  /** Also runs examples/sample-manager (sample-manager.ts): Module CR → ModuleConfig → SyncResource → SKR. */
   sampleManager?: boolean;
   /**
-   * Starts an OCI registry, publishes the modules (demo/modules.ts) and, when this skr-agent has the flags (issue
-   * 25), points the agent at the registry so it installs modules through Manifests.
+   * Starts an OCI registry, publishes the modules (modules.ts) and, when this skr-agent has the flags, points the
+   * agent at the registry so it installs modules through Manifests.
    */
   modules?: boolean;
   /**
-   * Each webhook watches its own ValidatingWebhookConfiguration (issue 26 item 5) with a token of the ServiceAccount
-   * the agent installs in its SKR, as the in-cluster webhook does with its mounted token.
+   * Each webhook watches its own ValidatingWebhookConfiguration with a token of the ServiceAccount the agent
+   * installs in its SKR, as the in-cluster webhook does with its mounted token.
    */
   watchWebhookConfiguration?: boolean;
 }
@@ -436,9 +436,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       if (greeter) await createCatalog(kcp, namespace, greeter);
       const agentInstalls = agentInstallsModules();
       if (!agentInstalls) {
-        progress(
-          'this skr-agent has no --oci-registry-host yet (issue 25: Manifest reconcile not landed): it runs without the module flags',
-        );
+        progress('this skr-agent has no --oci-registry-host: it runs without the module flags');
       }
       modules = { registryHost: registry.registryHost, agentInstalls };
       if (agentInstalls) extraAgentArgs.push(...registry.agentArgs);

@@ -1,8 +1,8 @@
-// Asynchronous delivery of events to KCP (DESIGN 4.2): admission never waits on this.
+// Asynchronous delivery of events to KCP (decision 003): admission never waits on this.
 import type { Logger } from '@skr-watcher/telemetry';
 import { RESYNC_EVENT, backoffDelay, systemClock, type Clock, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpBreaker, type BreakerState } from './breaker.js';
-import { LogThrottle } from './log-throttle.js';
+import { LogThrottle } from '../log-throttle.js';
 
 /**
  * Drops can come once per event (a full queue, junk from a client, the end of a long outage, a shutdown with
@@ -210,7 +210,10 @@ export class Dispatcher {
   private pumpScheduled = false;
   private closed = false;
   private emptied: (() => void) | undefined;
-  /** Managers whose events were dropped since the last pump: each gets a resync callback (issue 26 item 2). */
+  /**
+   * Managers whose events were dropped since the last pump: each gets a resync callback, so KCP reconciles what it
+   * did not hear about.
+   */
   private readonly resyncWanted = new Set<string>();
   /** Entries in `entries` that are resyncs. */
   private resyncs = 0;

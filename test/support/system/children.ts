@@ -1,11 +1,11 @@
-// The demo's child processes (skr-agent, one skr-webhook per SKR): run from source through tsx, output to a
-// log file, killed with the demo even if the demo itself is killed.
+// A local system's child processes (skr-agent, one skr-webhook per SKR): run from source through tsx, output to a
+// log file, killed with the process that started them (the demo, a suite, a bench) even if it is killed.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const REPO = fileURLToPath(new URL('..', import.meta.url));
+const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** The entry points of the two binaries, from source: a fresh clone runs the demo without a build. */
 export const ENTRY_POINTS = {
@@ -13,7 +13,7 @@ export const ENTRY_POINTS = {
   webhook: `${REPO}webhook/src/main.ts`,
 } as const;
 
-/** `setpriv --pdeathsig` makes the kernel kill a child when the demo dies, even by SIGKILL. */
+/** `setpriv --pdeathsig` makes the kernel kill a child when its starter dies, even by SIGKILL. */
 const hasSetpriv = spawnSync('setpriv', ['--help'], { stdio: 'ignore' }).status === 0;
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;

@@ -22,9 +22,9 @@ import { parseAllDocuments } from 'yaml';
 import { initKcpPki } from './kcp-pki.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import { applySamples } from './samples.js';
-import { waitFor } from './system.js';
+import { waitFor } from './index.js';
 
-const KCP_MANIFESTS = fileURLToPath(new URL('../manifests/kcp/', import.meta.url));
+const KCP_MANIFESTS = fileURLToPath(new URL('../../../manifests/kcp/', import.meta.url));
 /** The image name manifests/kcp ships with; kustomize replaces it with the run's registry and digest. */
 const SHIPPED_IMAGE = 'ghcr.io/example/skr-watcher';
 /** The listener as SKR pods reach it: a NodePort on the KCP node (a LoadBalancer in production). */

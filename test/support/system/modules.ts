@@ -1,4 +1,4 @@
-// Module installation in the demo (issue 25): a real OCI registry next to the planes (testenv's
+// Module installation in a local system: a real OCI registry next to the planes (testenv's
 // go-containerregistry build), modules published into it with skr-modules' publishModule in modulectl's layout,
 // their ModuleTemplates and ModuleReleaseMetas in KCP, and the agent pointed at the registry with upstream's flags.
 import { spawnSync } from 'node:child_process';
@@ -173,7 +173,7 @@ export function sampleModules(): ModuleVersion[] {
   }));
 }
 
-/** Whether this checkout's skr-agent has the module installation flags (issue 25) yet. */
+/** Whether the skr-agent that is run has the module installation flags (`run --help` lists --oci-registry-host). */
 export function agentInstallsModules(): boolean {
   const help = spawnSync(
     process.execPath,

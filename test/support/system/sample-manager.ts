@@ -10,7 +10,7 @@ import { freePort } from '@skr-watcher/testenv';
 import { SAMPLE_CONFIG_MAP, SAMPLE_MANAGER } from '@skr-watcher/sample-manager';
 import { startChild, type Child } from './children.js';
 
-const ENTRY = fileURLToPath(new URL('../examples/sample-manager/src/main.ts', import.meta.url));
+const ENTRY = fileURLToPath(new URL('../../../examples/sample-manager/src/main.ts', import.meta.url));
 
 /** What a watch saw: the greeting a Kyma's rendered ConfigMap carries, and when this process saw it. */
 export interface RenderedSeen {

@@ -12,23 +12,20 @@ import {
   type DispatchObserver,
   type DispatchStats,
   type DropReason,
-} from './dispatch.js';
+} from './index.js';
 import type {
   DispatchReport,
   DispatchThreadData,
   FromDispatch,
   QueuedChange,
   ToDispatch,
-} from './dispatch-protocol.js';
+} from './protocol.js';
 import { ChangeRing } from './change-ring.js';
-import { LogThrottle } from './log-throttle.js';
-import type { TlsMaterial } from './tls-reload.js';
+import { LogThrottle } from '../log-throttle.js';
+import type { TlsMaterial } from '../tls-reload.js';
 
 // Run from source (tests, the demo, under tsx) the thread loads the TypeScript file; built, the JavaScript one.
-const WORKER_URL = new URL(
-  import.meta.url.endsWith('.ts') ? './dispatch-worker.ts' : './dispatch-worker.js',
-  import.meta.url,
-);
+const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js', import.meta.url);
 
 /**
  * The thread holds the queue (10,000 entries of well under 1 KiB) and a few sockets: a small young generation
@@ -112,7 +109,7 @@ export class DispatchThread {
     this.retryTimer ??= setTimeout(() => this.offerHeld(), RING_RETRY_MS);
   }
 
-  /** Asks KCP to reconcile this SKR in full (its own configuration went or changed, issue 26 item 5). */
+  /** Asks KCP to reconcile this SKR in full (its own configuration went or changed). */
   resync(why: string): void {
     if (!this.closed) this.send({ type: 'resync', why });
   }
