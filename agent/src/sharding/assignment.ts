@@ -19,7 +19,8 @@ import {
   type RunPhase,
 } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
-import { PLACEMENT, type Member, type Membership, type Renewal } from './membership.js';
+import type { Member, Membership, Renewal } from './membership.js';
+import { PLACEMENT } from './placement.js';
 import { createPacer, type PacerOptions } from './pacing.js';
 import { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
 import { shardMetrics } from './metrics.js';
