@@ -22,13 +22,9 @@ export { defaultShardIdentity, validShardIdentity } from './identity.js';
 export { createMembership, type Membership } from './membership.js';
 export type { Member } from './peer-leases.js';
 export type { Renewal } from './renewals.js';
-export {
-  createAssignment,
-  runtimeIdShardKeyOf,
-  shardKeyOf,
-  WorkWithdrawnError,
-  type Assignment,
-} from './assignment.js';
+export { createAssignment, type Assignment } from './assignment.js';
+export { runtimeIdShardKeyOf, shardKeyOf } from './placement.js';
+export { WorkWithdrawnError } from './runs.js';
 export { createPacer, type Pacer } from './pacing.js';
 export {
   createForwarder,
