@@ -14,7 +14,7 @@ import { freePort, sharedEnvironment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKyma, seedSampleCatalog } from '../../test/support/kcp-seed.js';
 import { moduleConfigName } from '../src/reconcile/index.js';
-import { shardKeyOf } from '../src/sharding/assignment.js';
+import { shardKeyOf } from '../src/sharding/placement.js';
 import { createHashRing } from '../src/sharding/ring.js';
 import { listenerFlags, QUIET_REQUEUE_FLAGS, runAgent, type AgentChild } from './support/agent-child.js';
 import { shardOwners } from './support/shard-owners.js';

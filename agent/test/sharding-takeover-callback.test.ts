@@ -17,6 +17,8 @@ import { createBenchFleet } from '../../test/support/bench-fleet.js';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKyma, seedSampleCatalog } from '../../test/support/kcp-seed.js';
 import { moduleConfigName } from '../src/reconcile/index.js';
+import { shardKeyOf } from '../src/sharding/placement.js';
+import { createHashRing } from '../src/sharding/ring.js';
 import { listenerFlags, runAgent, QUIET_REQUEUE_FLAGS, type AgentChild } from './support/agent-child.js';
 import { createTestCa, issueTestLeaf, type TestCa } from './support/listener-certs.js';
 import { sendCallback, tlsAgent } from './support/listener-client.js';
@@ -125,9 +127,15 @@ describe('a callback for an orphaned Kyma is served as soon as its new owner is 
     dir = await mkdtemp(join(tmpdir(), 'skr-orphan-cb-'));
     ca = createTestCa('kcp-test-ca');
     await Promise.all([startReplica('orphan-a'), startReplica('orphan-b')]);
-    await wait('both replicas own Kymas and every Kyma has an owner', async () => {
-      const owners = [...(await shardOwners(kcp, namespace)).values()];
-      return owners.length === PAUSED + 1 && owners.every(Boolean) && new Set(owners).size === 2;
+    // Every Kyma with the owner the ring picks: the first replica's handovers to the second are over, so the owners
+    // read before the kill are the ones the survivor must claim from.
+    const ring = createHashRing(replicas.map((r) => r.identity));
+    await wait('every Kyma is owned by the replica the ring picks for it', async () => {
+      const owners = await shardOwners(kcp, namespace);
+      return (
+        owners.size === PAUSED + 1 &&
+        [...owners].every(([name, owner]) => owner === ring.ownerOf(shardKeyOf({ metadata: { name } })))
+      );
     });
     await wait('the probe’s Module CR is mirrored', async () => (await greetingOfProbe()) !== undefined);
   });

@@ -1,4 +1,4 @@
-// What one SKR may cost (issue 26 item 6): a token bucket per runtime-id, so a flood from one SKR's certificate is
+// What one SKR may cost: a token bucket per runtime-id, so a flood from one SKR's certificate is
 // answered 429 with Retry-After (the webhook honours it) instead of work. Only runtime-ids that carry a Kyma get a
 // bucket (the listener asks after resolving the Kyma), and full buckets are forgotten, so strangers cannot grow it.
 

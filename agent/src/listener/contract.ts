@@ -46,8 +46,8 @@ export interface ListenerOptions {
    */
   enqueue(kymaKey: string, event?: AcceptedEvent): void | Promise<void>;
   /**
-   * What one runtime-id may send (issue 26 item 6): over it, 429 with Retry-After. Default CALLBACK_BUDGET; false
-   * turns it off (benchmarks of the listener itself).
+   * What one runtime-id may send, so one SKR cannot cost the others their callbacks: over it, 429 with Retry-After.
+   * Default CALLBACK_BUDGET; false turns it off (benchmarks of the listener itself).
    */
   callbackBudget?: { perSecond?: number; burst?: number } | false;
   /** Called after enqueue for every accepted event; exceptions are logged, never answered. */

@@ -1,4 +1,4 @@
-// The authenticated callback listener of the KCP agent (DESIGN 4.3, decision 005).
+// The authenticated callback listener of the KCP agent (decision 005).
 //
 // Contract for the agent (main.ts / controller wire it in):
 //
@@ -28,7 +28,8 @@
 // skr_listener_events_accepted_total{contract}, skr_listener_enqueued_total, skr_listener_open_connections,
 // skr_listener_tls_updates_total.
 export type { AcceptedEvent, Listener, ListenerMode, ListenerOptions, TlsMaterial } from './contract.js';
-export { NotTakenYetError, startListener } from './server.js';
+export { NotTakenYetError } from './answers.js';
+export { startListener } from './server.js';
 export { ReconcileWakes } from './reconcile-wakes.js';
 export { parseXfcc, commonNamesOf, runtimeIdFromXfcc, type XfccElement } from './xfcc.js';
 export { trustedProxies, type TrustedProxies } from './trusted-proxies.js';

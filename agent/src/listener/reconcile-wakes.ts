@@ -1,4 +1,4 @@
-// Full reconciles that callbacks start, at most one per Kyma per interval (issue 26 item 6). The first callback of a
+// Full reconciles that callbacks start, at most one per Kyma per interval. The first callback of a
 // quiet Kyma wakes it at once (a user's edit waits for nothing); callbacks within the interval after it are merged into
 // one more wake at the interval's end. Safe because a reconcile reads the world when it runs: that one wake covers every
 // callback merged into it. A flood from one SKR then costs one full reconcile per interval, not one per callback.

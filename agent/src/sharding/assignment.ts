@@ -7,32 +7,25 @@
 // of it, sent or not) as soon as the replica decides to hand its Kyma over or its membership is suspended: no
 // write of ours reaches a cluster after that, and a suspended replica's work is over long before peers may take
 // over. Reconciles wait for a slot of the pacer (pacing.ts), so a start-up does not starve the Lease renewals.
-import { appendFileSync } from 'node:fs';
-import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, KINDS, LABELS, SHARDING } from '@skr-watcher/api';
-import {
-  ResilientInformer,
-  abortableBy,
-  customResourceSource,
-  metadataOnly,
-  objectKey,
-  type RunPhase,
-} from '@skr-watcher/kube';
+// This file runs the passes and ties the parts together: placement.ts decides, owner-labels.ts writes, runs.ts
+// tracks the work, kyma-owners.ts is the view.
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { SHARDING } from '@skr-watcher/api';
+import { objectKey, type RunPhase } from '@skr-watcher/kube';
 import { Gauge, type Logger, type Registry } from '@skr-watcher/telemetry';
-import { PLACEMENT, type Member, type Membership, type Renewal } from './membership.js';
-import { createPacer, type PacerOptions } from './pacing.js';
-import { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
+import { ClaimWaiters } from './claim-waiters.js';
+import { kymaOfRuntimeId, ownerOf, watchKymaOwners, type KymaOwnership } from './kyma-owners.js';
+import { limiter } from './limiter.js';
+import type { Member, Membership, Renewal } from './membership.js';
 import { shardMetrics } from './metrics.js';
+import { OwnerLabels } from './owner-labels.js';
+import { createPacer, type PacerOptions } from './pacing.js';
+import { Placement, ownerStep } from './placement.js';
+import { createHashRing } from './ring.js';
+import { Runs, fileJournal } from './runs.js';
 
-/** What the assignment keeps of every Kyma in the namespace: identity, runtime-id and owner, nothing else. */
-interface KymaOwnership {
-  metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
-  /**
-   * bucketOf(name), hashed once as the Kyma is cached: every assignment pass (one per batch of label changes during a
-   * takeover, and the sweep every second) places every Kyma, and an MD5 per Kyma per pass was most of a pass's cost.
-   */
-  bucket: number;
-}
+// The same bound serves the bucket-label writes of dependents.ts, which takes it from here.
+export { limiter } from './limiter.js';
 
 export interface AssignmentOptions {
   kubeConfig: KubeConfig;
@@ -66,9 +59,10 @@ export interface Assignment {
   /** The replica the ring picks for the Kyma (its next owner once the named one is gone), if any. */
   targetOf(kymaKey: string): string | undefined;
   /**
-   * A callback waits for this Kyma (issue 26): when its owner is gone (or it has none) and the ring picks this
-   * replica, claims it at once, ahead of the takeover's queue of claims. Resolves true once our view names us the
-   * owner (at once when it already does), false when it is not ours to take or the claim did not land in time.
+   * A callback waits for this Kyma: when its owner is gone (or it has none) and the ring picks this replica, claims
+   * it at once, ahead of the takeover's queue of claims, so the webhook is not answered 503 until that queue reaches
+   * it. Resolves true once our view names us the owner (at once when it already does), false when it is not ours to
+   * take or the claim did not land in time.
    */
   claimForCallback(kymaKey: string): Promise<boolean>;
   /**
@@ -104,59 +98,13 @@ export interface Assignment {
   stop(): Promise<void>;
 }
 
-const RUNTIME_ID_INDEX = 'runtime-id';
 /** How long a callback waits for our view to show the claim it wrote: within the forward's timeout (2 s). */
 const CALLBACK_CLAIM_WAIT_MS = 1_500;
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-
-type Placed = { metadata: { name: string; namespace?: string; labels?: Record<string, string> } };
-
-/** The ring places a Kyma by its bucket (a function of its name), so its dependents can be selected by bucket. */
-export function shardKeyOf(kyma: Placed) {
-  return bucketKey(bucketOf(kyma.metadata.name));
-}
-
-/** Placement before session 10, kept while a member of that version runs: by runtime-id, else the key. */
-export function runtimeIdShardKeyOf(kyma: Placed) {
-  return kyma.metadata.labels?.[LABELS.runtimeId] || objectKey(kyma);
-}
-
-/** What the requests of a run withdrawn by this replica are aborted with. */
-export class WorkWithdrawnError extends Error {
-  constructor(kymaKey: string, reason: string) {
-    super(`work on Kyma ${kymaKey} withdrawn: ${reason}`);
-    // Not AbortError or TimeoutError: those mean a cluster that does not answer and would trip its circuit.
-    this.name = 'WorkWithdrawnError';
-  }
-}
-
-interface Run {
-  /** Resolves when the run has ended, however. */
-  settled: Promise<unknown>;
-  abort: AbortController;
-}
-
-/** Runs tasks with at most `limit` in flight. */
-export function limiter(limit: number) {
-  let active = 0;
-  const waiting: (() => void)[] = [];
-  return async <T>(task: () => Promise<T>): Promise<T> => {
-    if (active >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
-    active += 1;
-    try {
-      return await task();
-    } finally {
-      active -= 1;
-      waiting.shift()?.();
-    }
-  };
-}
 
 export function createAssignment(options: AssignmentOptions): Assignment {
   const { namespace, membership } = options;
   const me = membership.identity;
   const logger = options.logger?.child({ subsystem: 'assignment', identity: me });
-  const api = options.kubeConfig.makeApiClient(CustomObjectsApi);
   const shard = shardMetrics(options.registry);
   /** When this replica first found each former owner gone: a takeover's duration starts there. */
   const goneSeenAt = new Map<string, number>();
@@ -171,80 +119,25 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       })
     : undefined;
 
-  const kymas = new ResilientInformer<KymaOwnership>({
+  const kymas = watchKymaOwners({
     kubeConfig: options.kubeConfig,
-    // Thousands of Kymas on every replica: the API server sends their metadata only (no spec, no status).
-    source: metadataOnly<KymaOwnership>(
-      options.kubeConfig,
-      customResourceSource(options.kubeConfig, {
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace,
-      }),
-    ),
+    namespace,
     resyncMs: options.resyncMs,
-    // Of the metadata, keep the three fields assignment reads.
-    transform: (kyma) => {
-      const labels = kyma.metadata.labels ?? {};
-      const kept: Record<string, string> = {};
-      for (const key of [LABELS.runtimeId, LABELS.shardOwner]) if (labels[key]) kept[key] = labels[key];
-      return {
-        metadata: {
-          name: kyma.metadata.name,
-          namespace: kyma.metadata.namespace,
-          resourceVersion: kyma.metadata.resourceVersion,
-          labels: kept,
-        },
-        bucket: bucketOf(kyma.metadata.name),
-      };
-    },
     logger,
     registry: options.registry,
   });
-  kymas.addIndex(RUNTIME_ID_INDEX, (kyma) => {
-    const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId];
-    return runtimeId ? [runtimeId] : [];
+  const labels = new OwnerLabels({
+    api: options.kubeConfig.makeApiClient(CustomObjectsApi),
+    namespace,
+    observeWritten: (written) => kymas.observeWritten(written),
+    logger,
   });
-
-  let ring: HashRing = createHashRing([me]);
-  /** False while a live member does not place by bucket (a rolling update from an older version). */
-  let byBucket = true;
-  const placeOf = (kyma: KymaOwnership) => (byBucket ? bucketKey(kyma.bucket) : runtimeIdShardKeyOf(kyma));
+  const placement = new Placement(me);
   const scopeListeners: (() => void)[] = [];
   const scopeChanged = () => scopeListeners.forEach((listener) => listener());
-  let ringBuckets: { ring: HashRing; buckets: number[] } | undefined;
-  const bucketsOfRing = () => {
-    if (ringBuckets?.ring !== ring) {
-      const buckets: number[] = [];
-      for (let b = 0; b < SHARDING.buckets; b++) if (ring.ownerOf(bucketKey(b)) === me) buckets.push(b);
-      ringBuckets = { ring, buckets };
-    }
-    return ringBuckets.buckets;
-  };
   /** Keys this replica is handing over: never started again, whatever the (possibly stale) label says. */
   const releasing = new Set<string>();
-  /** Relabels in flight, so a pass does not write the same Kyma twice. */
-  const writing = new Set<string>();
-  /**
-   * Owner labels this replica wrote, by key: the resourceVersion the write was conditional on. Until our cache shows
-   * a later version, a write conditional on that one again can only meet a conflict (on a loaded KCP the watch event
-   * of a claim can come seconds after it, and passes run meanwhile): no pass writes it.
-   */
-  const wrote = new Map<string, string | undefined>();
-  const awaitingOwnWrite = (kyma: KymaOwnership) => {
-    const key = objectKey(kyma);
-    return wrote.has(key) && wrote.get(key) === kyma.metadata.resourceVersion;
-  };
-  /** Reconciles (and targeted mirrors) in flight, per key. */
-  const inFlight = new Map<string, Set<Run>>();
-  const settledRuns = (key: string) => Promise.all([...(inFlight.get(key) ?? [])].map((run) => run.settled));
-  const withdraw = (key: string, reason: string) => {
-    for (const run of inFlight.get(key) ?? []) run.abort.abort(new WorkWithdrawnError(key, reason));
-  };
-  const withdrawAll = (reason: string) => {
-    for (const key of inFlight.keys()) withdraw(key, reason);
-  };
+  const runs = new Runs(options.journalFile ? fileJournal(options.journalFile, me) : undefined);
   const pacer = createPacer({
     ...options.pacing,
     renewalInFlight: () => membership.renewalInFlight(),
@@ -255,86 +148,27 @@ export function createAssignment(options: AssignmentOptions): Assignment {
   const relabel = limiter(SHARDING.relabelConcurrency);
   let stopped = false;
   let passTimer: NodeJS.Timeout | undefined;
-  /** Callbacks waiting for our view to name us the owner of a Kyma they claimed (claimForCallback). */
-  const claimWaiters = new Map<string, (() => void)[]>();
-  const ownedNow = (key: string) => {
-    for (const resolve of claimWaiters.get(key) ?? []) resolve();
-    claimWaiters.delete(key);
-  };
+  const claimWaiters = new ClaimWaiters();
 
-  const labelOf = (kyma: KymaOwnership | undefined) =>
-    kyma?.metadata.labels?.[LABELS.shardOwner] || undefined;
-  const owns = (key: string) => !stopped && !releasing.has(key) && labelOf(kymas.get(key)) === me;
-  const ownedKeys = () => kymas.keys().filter((key) => labelOf(kymas.get(key)) === me);
-
-  const journal = (kymaKey: string, phase: 'start' | 'end') => {
-    if (!options.journalFile) return;
-    // Synchronous, so a SIGKILL loses nothing written before it; hrtime is CLOCK_MONOTONIC, shared by processes.
-    appendFileSync(
-      options.journalFile,
-      `${JSON.stringify({ kyma: kymaKey, replica: me, phase, t: process.hrtime.bigint().toString() })}\n`,
-    );
-  };
-
-  /** Starts `work`, registered as in flight before its first await, so a handover decided from now on waits for it. */
-  const startRun = <T>(kymaKey: string, work: () => Promise<T>): Promise<T | undefined> => {
-    journal(kymaKey, 'start');
-    const runs = inFlight.get(kymaKey) ?? new Set<Run>();
-    inFlight.set(kymaKey, runs);
-    const abort = new AbortController();
-    const run = abortableBy(abort.signal, work).finally(() => {
-      journal(kymaKey, 'end');
-      runs.delete(entry);
-      if (runs.size === 0 && inFlight.get(kymaKey) === runs) inFlight.delete(kymaKey);
-    });
-    const entry: Run = { settled: run.catch(() => undefined), abort };
-    runs.add(entry);
-    // A withdrawn run ends like one for a Kyma that is not ours: no failure to back off; the new owner, or this
-    // replica once it resumes, runs it again.
-    return run.catch((error: unknown) => {
-      if (abort.signal.aborted) return undefined;
-      throw error;
-    });
-  };
-
-  /** One PATCH of the owner label, conditional on the resourceVersion this replica decided on. */
-  const writeOwner = async (kyma: KymaOwnership, owner: string) => {
-    const key = objectKey(kyma);
-    const written: unknown = await api.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: KINDS.kyma.version,
-        plural: KINDS.kyma.plural,
-        namespace: kyma.metadata.namespace ?? namespace,
-        name: kyma.metadata.name,
-        body: {
-          metadata: {
-            resourceVersion: kyma.metadata.resourceVersion,
-            labels: { [LABELS.shardOwner]: owner },
-          },
-        },
-      },
-      mergePatch,
-    );
-    wrote.set(key, kyma.metadata.resourceVersion);
-    logger?.debug({ kyma: key, from: labelOf(kyma), to: owner }, 'Kyma owner written');
-    // Our view takes the label now, not when its watch event comes: seconds later on a KCP busy with a takeover's
-    // claims, and a callback waiting for the claim (claimForCallback) would be answered 503 meanwhile.
-    kymas.observeWritten(written);
+  const owns = (key: string) => !stopped && !releasing.has(key) && ownerOf(kymas.get(key)) === me;
+  const ownedKeys = () => kymas.keys().filter((key) => ownerOf(kymas.get(key)) === me);
+  const tookOver = (from: string | undefined) => {
+    const since = from === undefined ? undefined : goneSeenAt.get(from);
+    if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
   };
 
   const handOver = (kyma: KymaOwnership, to: string) => {
     const key = objectKey(kyma);
     releasing.add(key);
     // Its requests end now rather than when the run would: the handover below waits for the run to be over.
-    withdraw(key, `handed over to ${to}`);
-    writing.add(key);
+    runs.withdraw(key, `handed over to ${to}`);
+    labels.begin(key);
     void relabel(async () => {
       // The last reconcile of ours must be over before the new owner can see the label.
-      await settledRuns(key);
+      await runs.settled(key);
       const current = kymas.get(key) ?? kyma;
-      if (labelOf(current) !== me) return;
-      await writeOwner(current, to);
+      if (ownerOf(current) !== me) return;
+      await labels.write(current, to);
       logger?.info({ kyma: key, to }, 'Kyma handed over');
       shard?.handover();
     })
@@ -342,31 +176,33 @@ export function createAssignment(options: AssignmentOptions): Assignment {
         // A conflict means the Kyma changed since we read it; its update event brings the next pass.
         logger?.debug({ err: error, kyma: key, to }, 'handover not written; next pass retries'),
       )
-      .finally(() => writing.delete(key));
+      .finally(() => labels.done(key));
   };
 
   const claim = (kyma: KymaOwnership) => {
     const key = objectKey(kyma);
-    writing.add(key);
-    const from = labelOf(kyma);
+    labels.begin(key);
+    const from = ownerOf(kyma);
     void relabel(async () => {
       // Queued behind other claims: written meanwhile (for a callback) or changed since the pass decided, the next
       // pass decides again rather than this write meeting a conflict.
       const current = kymas.get(key);
-      if (current?.metadata.resourceVersion !== kyma.metadata.resourceVersion || awaitingOwnWrite(kyma)) {
+      if (
+        current?.metadata.resourceVersion !== kyma.metadata.resourceVersion ||
+        labels.awaitingOwnWrite(kyma)
+      ) {
         throw new Error('changed or written since the pass decided');
       }
-      await writeOwner(kyma, me);
+      await labels.write(kyma, me);
     })
       .then(() => {
         logger?.info({ kyma: key, from }, 'Kyma claimed');
-        const since = from === undefined ? undefined : goneSeenAt.get(from);
-        if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
+        tookOver(from);
       })
       .catch((error: unknown) =>
         logger?.debug({ err: error, kyma: key }, 'claim not written; next pass retries'),
       )
-      .finally(() => writing.delete(key));
+      .finally(() => labels.done(key));
   };
 
   /** Compares every Kyma's owner with the ring's choice and writes what this replica may write. */
@@ -376,13 +212,13 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     if (stopped || !membership.isActive()) return;
     for (const kyma of kymas.list()) {
       const key = objectKey(kyma);
-      if (writing.has(key) || awaitingOwnWrite(kyma)) continue;
-      const owner = labelOf(kyma);
-      const target = ring.ownerOf(placeOf(kyma));
-      if (owner === me) {
-        if (target !== me && target !== undefined) handOver(kyma, target);
-        else if (releasing.delete(key)) options.onAcquired(key); // the ring moved it back before we let go
-      } else if (target === me && (owner === undefined || membership.isGone(owner))) {
+      if (labels.busy(key) || labels.awaitingOwnWrite(kyma)) continue;
+      const owner = ownerOf(kyma);
+      const next = ownerStep(me, owner, placement.targetOf(kyma), (gone) => membership.isGone(gone));
+      if (next.step === 'hand-over') handOver(kyma, next.to);
+      else if (next.step === 'keep') {
+        if (releasing.delete(key)) options.onAcquired(key); // the ring moved it back before we let go
+      } else if (next.step === 'claim') {
         if (owner !== undefined && !goneSeenAt.has(owner)) goneSeenAt.set(owner, Date.now());
         claim(kyma);
       }
@@ -397,33 +233,33 @@ export function createAssignment(options: AssignmentOptions): Assignment {
 
   kymas.addHandler({
     onAdd: (kyma) => {
-      if (labelOf(kyma) === me) {
+      if (ownerOf(kyma) === me) {
         options.onAcquired(objectKey(kyma));
-        ownedNow(objectKey(kyma));
+        claimWaiters.owned(objectKey(kyma));
       }
-      if (labelOf(kyma) === me || !byBucket) scopeChanged();
+      if (ownerOf(kyma) === me || !placement.byBucket) scopeChanged();
       schedulePass();
     },
     onUpdate: (previous, kyma) => {
       const key = objectKey(kyma);
-      if (previous.metadata.resourceVersion !== kyma.metadata.resourceVersion) wrote.delete(key);
-      if (labelOf(kyma) !== me) {
+      if (previous.metadata.resourceVersion !== kyma.metadata.resourceVersion) labels.forget(key);
+      if (ownerOf(kyma) !== me) {
         releasing.delete(key);
-        withdraw(key, 'its owner label names another replica');
-      } else if (labelOf(previous) !== me) {
+        runs.withdraw(key, 'its owner label names another replica');
+      } else if (ownerOf(previous) !== me) {
         options.onAcquired(key);
-        ownedNow(key);
+        claimWaiters.owned(key);
       }
       // Other changes (our status writes) need no pass; the sweep retries writes that met a conflict.
-      if (labelOf(previous) !== labelOf(kyma)) {
-        if (labelOf(previous) === me || labelOf(kyma) === me) scopeChanged();
+      if (ownerOf(previous) !== ownerOf(kyma)) {
+        if (ownerOf(previous) === me || ownerOf(kyma) === me) scopeChanged();
         schedulePass();
       }
     },
     onDelete: (kyma) => {
       releasing.delete(objectKey(kyma));
-      wrote.delete(objectKey(kyma));
-      if (labelOf(kyma) === me || !byBucket) scopeChanged();
+      labels.forget(objectKey(kyma));
+      if (ownerOf(kyma) === me || !placement.byBucket) scopeChanged();
     },
   });
 
@@ -436,11 +272,8 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       schedulePass();
     },
     setMembers(members) {
-      ring = createHashRing(members.map((m) => m.identity));
-      const wasByBucket = byBucket;
-      byBucket = members.every((m) => m.placement === PLACEMENT);
-      if (byBucket !== wasByBucket) {
-        logger?.info({ placement: byBucket ? 'buckets' : 'runtime-id' }, 'ring placement changed');
+      if (placement.setMembers(members)) {
+        logger?.info({ placement: placement.byBucket ? 'buckets' : 'runtime-id' }, 'ring placement changed');
       }
       scopeChanged();
       schedulePass();
@@ -453,82 +286,65 @@ export function createAssignment(options: AssignmentOptions): Assignment {
         return false;
       };
       if (!admitted()) return undefined;
-      if (!paced) return startRun(kymaKey, work);
+      if (!paced) return runs.start(kymaKey, work);
       phase?.waiting();
       const release = await pacer.acquire();
       phase?.working();
       try {
         // Ownership and membership may have changed while it waited; checked and registered in one tick.
         if (!release || !admitted()) return undefined;
-        return await startRun(kymaKey, work);
+        return await runs.start(kymaKey, work);
       } finally {
         release?.();
       }
     },
-    ownerOf: (kymaKey) => labelOf(kymas.get(kymaKey)),
+    ownerOf: (kymaKey) => ownerOf(kymas.get(kymaKey)),
     targetOf(kymaKey) {
       const kyma = kymas.get(kymaKey);
-      return kyma ? ring.ownerOf(placeOf(kyma)) : undefined;
+      return kyma ? placement.targetOf(kyma) : undefined;
     },
     async claimForCallback(kymaKey) {
       const kyma = kymas.get(kymaKey);
       if (!kyma || stopped || !membership.isActive()) return false;
-      const from = labelOf(kyma);
+      const from = ownerOf(kyma);
       if (from === me) return owns(kymaKey);
-      // The pass's own rule (assign): ours by the ring, and the named owner gone, so no one else may write it.
-      if (ring.ownerOf(placeOf(kyma)) !== me || (from !== undefined && !membership.isGone(from)))
-        return false;
-      let seenNow = () => {};
-      const seen = new Promise<void>((resolve) => (seenNow = resolve));
-      claimWaiters.set(kymaKey, [...(claimWaiters.get(kymaKey) ?? []), seenNow]);
-      const queued = writing.has(kymaKey);
-      writing.add(kymaKey);
+      // The pass's own rule: ours by the ring, and the named owner gone, so no one else may write it.
+      const next = ownerStep(me, from, placement.targetOf(kyma), (gone) => membership.isGone(gone));
+      if (next.step !== 'claim') return false;
+      const waiter = claimWaiters.add(kymaKey);
+      const queued = labels.busy(kymaKey);
+      labels.begin(kymaKey);
       try {
         // The resourceVersion read is the precondition, as for the pass's claim: a claim the pass queued for the same
         // version then sees it written and writes nothing. Claimed already (our view lags): only wait for the view.
-        if (!awaitingOwnWrite(kyma)) {
-          await writeOwner(kyma, me);
+        if (!labels.awaitingOwnWrite(kyma)) {
+          await labels.write(kyma, me);
           logger?.info({ kyma: kymaKey, from, forCallback: true }, 'Kyma claimed');
-          const since = from === undefined ? undefined : goneSeenAt.get(from);
-          if (since !== undefined) shard?.takeover((Date.now() - since) / 1000);
+          tookOver(from);
         }
       } catch (error) {
         // A conflict: the pass's claim (or the Kyma's own change) came first; our view tells who owns it now.
         logger?.debug({ err: error, kyma: kymaKey }, 'claim for a callback not written');
       } finally {
-        if (!queued) writing.delete(kymaKey);
+        if (!queued) labels.done(kymaKey);
       }
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        seen,
-        new Promise((resolve) => (timer = setTimeout(resolve, CALLBACK_CLAIM_WAIT_MS))),
-      ]);
-      clearTimeout(timer);
-      const left = (claimWaiters.get(kymaKey) ?? []).filter((waiter) => waiter !== seenNow);
-      if (left.length) claimWaiters.set(kymaKey, left);
-      else claimWaiters.delete(kymaKey);
+      await waiter.until(CALLBACK_CLAIM_WAIT_MS);
       return owns(kymaKey);
     },
     neededBuckets() {
-      const needed = new Set<number>(byBucket ? bucketsOfRing() : []);
+      const needed = new Set<number>(placement.byBucket ? placement.bucketsOfRing() : []);
       for (const kyma of kymas.list()) {
-        if (labelOf(kyma) === me || (!byBucket && ring.ownerOf(placeOf(kyma)) === me)) {
+        if (ownerOf(kyma) === me || (!placement.byBucket && placement.targetOf(kyma) === me)) {
           needed.add(kyma.bucket);
         }
       }
       return needed;
     },
-    labelsBucket: (bucket) => ring.ownerOf(bucketKey(bucket)) === me,
+    labelsBucket: (bucket) => placement.ownsBucket(bucket),
     onScopeChange: (listener) => scopeListeners.push(listener),
-    resolveKyma(runtimeId) {
-      const matches = kymas.byIndex(RUNTIME_ID_INDEX, runtimeId).map(objectKey).sort();
-      const first = matches[0];
-      if (!first) return undefined;
-      const kyma = kymas.get(first) as KymaOwnership;
-      return { namespace: kyma.metadata.namespace ?? namespace, name: kyma.metadata.name };
-    },
+    resolveKyma: (runtimeId) => kymaOfRuntimeId(kymas, runtimeId, namespace),
     ownedKeys,
-    idle: () => inFlight.size === 0,
+    idle: () => runs.idle,
     resumed() {
       const again = [...refused];
       refused.clear();
@@ -538,10 +354,10 @@ export function createAssignment(options: AssignmentOptions): Assignment {
     renewed: (renewal) => pacer.renewed(renewal),
     suspended() {
       pacer.narrow();
-      for (const key of inFlight.keys()) refused.add(key);
-      withdrawAll('membership renewal overdue');
+      for (const key of runs.keys()) refused.add(key);
+      runs.withdrawAll('membership renewal overdue');
     },
-    withdrawAll,
+    withdrawAll: (reason) => runs.withdrawAll(reason),
     stopStarting: () => pacer.close(),
     async handOverAll() {
       stopped = true;
@@ -553,15 +369,15 @@ export function createAssignment(options: AssignmentOptions): Assignment {
           .map((m) => m.identity)
           .filter((identity) => identity !== me),
       );
-      const mine = kymas.list().filter((kyma) => labelOf(kyma) === me);
+      const mine = kymas.list().filter((kyma) => ownerOf(kyma) === me);
       let handed = 0;
       await Promise.all(
         mine.map((kyma) =>
           relabel(async () => {
-            const to = others.ownerOf(placeOf(kyma));
+            const to = others.ownerOf(placement.keyOf(kyma));
             if (!to) return;
-            await settledRuns(objectKey(kyma));
-            await writeOwner(kymas.get(objectKey(kyma)) ?? kyma, to);
+            await runs.settled(objectKey(kyma));
+            await labels.write(kymas.get(objectKey(kyma)) ?? kyma, to);
             handed += 1;
           }).catch((error: unknown) =>
             logger?.debug({ err: error, kyma: objectKey(kyma) }, 'handover at shutdown not written'),

@@ -18,21 +18,13 @@ import {
 import { createMembership } from './membership.js';
 
 export { bucketKey, bucketOf, createHashRing, type HashRing } from './ring.js';
-export {
-  createMembership,
-  defaultShardIdentity,
-  validShardIdentity,
-  type Member,
-  type Membership,
-  type Renewal,
-} from './membership.js';
-export {
-  createAssignment,
-  runtimeIdShardKeyOf,
-  shardKeyOf,
-  WorkWithdrawnError,
-  type Assignment,
-} from './assignment.js';
+export { defaultShardIdentity, validShardIdentity } from './identity.js';
+export { createMembership, type Membership } from './membership.js';
+export type { Member } from './peer-leases.js';
+export type { Renewal } from './renewals.js';
+export { createAssignment, type Assignment } from './assignment.js';
+export { runtimeIdShardKeyOf, shardKeyOf } from './placement.js';
+export { WorkWithdrawnError } from './runs.js';
 export { createPacer, type Pacer } from './pacing.js';
 export {
   createForwarder,
@@ -188,7 +180,7 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
     if (owner === me) return route?.(kymaKey, event);
     if (!event) return;
     // The old owner gone (or none yet), the new one is known: the ring's pick. It claims the Kyma for this callback
-    // at once (issue 26) instead of the webhook being answered 503 until the takeover's claims reach it.
+    // at once instead of the webhook being answered 503 until the takeover's claims reach it.
     if (owner === undefined || membership.isGone(owner)) {
       owner = owned.targetOf(kymaKey);
       if (owner === me) {
@@ -200,7 +192,7 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       if (!owner) return Promise.reject(new Error(`Kyma ${kymaKey} has no owner and no replica to take it`));
     }
     const address = membership.members().find((m) => m.identity === owner)?.peerAddress;
-    // The listener answers only once the owner took it, so a webhook sends a lost event again (issue 26).
+    // The listener answers only once the owner took it, so a webhook sends a lost event again.
     if (!address || !forwarder) {
       return Promise.reject(new Error(`the owner ${owner} has no peer address this replica can reach`));
     }
@@ -215,7 +207,7 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
       if (!rechecked && (await membership.recheck(named))) return routeTo(kymaKey, event, true);
       log.warn({ err: error, kyma: kymaKey, owner: named }, 'forwarding a callback to its owner failed');
       // Sending again is worth it once its Lease has run out, not every second before (a webhook whose backoff
-      // grew meanwhile would wait past that moment; issue 26).
+      // grew meanwhile would wait past that moment).
       const expiresInMs = membership.expiresInMs(named);
       if (expiresInMs === undefined) throw error;
       throw new NotTakenYetError(

@@ -11,7 +11,7 @@
 // overload, so they keep their slots; and at most `maxLingering` runs go on without one.
 import { SHARDING } from '@skr-watcher/api';
 import { Gauge, type Registry } from '@skr-watcher/telemetry';
-import type { Renewal } from './membership.js';
+import type { Renewal } from './renewals.js';
 
 export interface PacerOptions {
   /** True while a membership renewal is in flight: no run starts then. */

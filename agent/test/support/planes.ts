@@ -16,6 +16,25 @@ export function refTo(kind: keyof typeof KINDS, namespace: string, name: string)
 
 export const kymaRef = (namespace: string, name: string) => refTo('kyma', namespace, name);
 
+/** A Kyma with no modules and these labels, for suites that need only its metadata; resolves to what was stored. */
+export function createBareKyma(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  labels: Record<string, string>,
+): Promise<unknown> {
+  const { name: _name, ...ref } = kymaRef(namespace, name);
+  return custom(kc).createNamespacedCustomObject({
+    ...ref,
+    body: {
+      apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+      kind: 'Kyma',
+      metadata: { name, namespace, labels },
+      spec: { channel: 'regular', modules: [] },
+    },
+  });
+}
+
 /** A read that answers undefined on 404 and waits out the 429 a fresh CRD answers for a moment. */
 export async function getOrUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {
   for (let attempt = 0; ; attempt++) {
