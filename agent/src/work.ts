@@ -12,7 +12,7 @@ import { registerFleetMetrics } from './fleet-metrics.js';
 import type { EventStream } from './event-stream.js';
 import { ReconcileWakes, startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createReconciler, type Reconciler } from './reconcile/index.js';
-import { createRegistryInstallation } from './reconcile/manifest-source.js';
+import { createRegistryInstallation } from './reconcile/manifests/source.js';
 import { watchPolicy } from './rollout/policy-file.js';
 import { createWatcherHealth } from './registration/index.js';
 import type { Sharding } from './sharding/index.js';

@@ -12,7 +12,7 @@ import { ApiextensionsV1Api } from '@kubernetes/client-node';
 import { GROUP, KINDS } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { seedKcp } from '../../test/support/kcp-seed.js';
-import { CRD_DIGEST_ANNOTATION } from '../src/reconcile/crds.js';
+import { CRD_DIGEST_ANNOTATION } from '../src/reconcile/kyma/crds.js';
 
 const BUNDLE = fileURLToPath(new URL('../dist/bundle/', import.meta.url));
 const CRDS = fileURLToPath(new URL('../../manifests/crds/', import.meta.url));

@@ -6,8 +6,8 @@ import { GROUP, KINDS, LABELS, parseManifest, parseModuleConfig } from '@skr-wat
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createController, type Controller } from '../src/controller.js';
 import type { ReconcileContext } from '../src/reconcile/context.js';
-import { manifestsOf } from '../src/reconcile/manifest-kyma.js';
-import { moduleConfigsOf } from '../src/reconcile/module-config.js';
+import { manifestsOf } from '../src/reconcile/manifests/manifests-of-kyma.js';
+import { moduleConfigsOf } from '../src/reconcile/modules/module-config.js';
 import { waitUntil } from '../../test/support/eventually.js';
 
 describe('controller triggers on a real KCP', function () {

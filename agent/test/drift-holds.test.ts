@@ -1,6 +1,6 @@
 // What the targeted drift revert counts as drift: the SKR's object against what the module sets (drift.ts holds).
 import { expect } from 'chai';
-import { holds } from '../src/reconcile/drift.js';
+import { holds } from '../src/targeted/drift.js';
 
 describe('drift: the SKR object holds what the module sets', () => {
   const wanted = {

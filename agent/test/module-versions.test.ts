@@ -1,6 +1,6 @@
 // The order of module versions that the no-downgrade rule follows: semantic versioning's, pre-releases included.
 import { expect } from 'chai';
-import { compareVersions } from '../src/reconcile/resolution.js';
+import { compareVersions } from '../src/reconcile/modules/resolution.js';
 
 describe('module version order', () => {
   it('orders numeric pre-release identifiers as numbers: rc.10 follows rc.9 and rc.2', () => {

@@ -2,7 +2,7 @@
 // the other flags refused without it, a scheme other than http(s) refused, the cache bound parsed.
 import { expect } from 'chai';
 import { agentConfigFromFlags, ConfigError, DEFAULT_MODULE_CACHE_BYTES } from '../src/config.js';
-import { failureBackoff } from '../src/reconcile/manifest-source.js';
+import { failureBackoff } from '../src/reconcile/manifests/source.js';
 import { testRunFlags } from './support/run-flags.js';
 
 describe('module installation flags', function () {

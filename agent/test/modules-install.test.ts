@@ -14,7 +14,7 @@ import { agentConfigFromFlags } from '../src/config.js';
 import { testRunFlags } from './support/run-flags.js';
 import { createEventStream } from '../src/event-stream.js';
 import { startWork } from '../src/work.js';
-import { ensureFinalizers } from '../src/reconcile/manifest-install.js';
+import { ensureFinalizers } from '../src/reconcile/manifests/install.js';
 import { bucketOf } from '../src/sharding/ring.js';
 import { custom, getOrUndefined, kymaRef, refTo } from './support/planes.js';
 import { configMapYaml, crdYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';

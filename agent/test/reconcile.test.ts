@@ -16,7 +16,7 @@ import { freePort, startEnvironment, type Environment } from '@skr-watcher/teste
 import { createClusterClient } from '@skr-watcher/kube';
 import { createRegistry } from '@skr-watcher/telemetry';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
-import { CRD_DIGEST_ANNOTATION, ensureSkrCrds } from '../src/reconcile/crds.js';
+import { CRD_DIGEST_ANNOTATION, ensureSkrCrds } from '../src/reconcile/kyma/crds.js';
 import { SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from '../src/registration/skr-resources.js';
 import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
 import { custom, getOrUndefined, kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';

@@ -16,7 +16,7 @@ import {
 } from '@skr-watcher/kube';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
-import { CATALOG_DIGEST_ANNOTATION, syncModuleCatalog } from '../src/reconcile/catalog.js';
+import { CATALOG_DIGEST_ANNOTATION, syncModuleCatalog } from '../src/reconcile/modules/catalog.js';
 import { realisticCatalog } from '../../test/support/module-catalog.js';
 import { refTo } from './support/planes.js';
 

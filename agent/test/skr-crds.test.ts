@@ -21,7 +21,7 @@ import {
 } from '@skr-watcher/kube';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { createRegistry, type Registry } from '@skr-watcher/telemetry';
-import { CRD_DIGEST_ANNOTATION, SKR_CRDS, ensureSkrCrds } from '../src/reconcile/crds.js';
+import { CRD_DIGEST_ANNOTATION, SKR_CRDS, ensureSkrCrds } from '../src/reconcile/kyma/crds.js';
 
 /**
  * Above the metadata-only list of the CRDs labelled ours (here the test environment's six or seven, 1.6 kB each with

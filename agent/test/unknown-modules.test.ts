@@ -2,7 +2,7 @@
 // lists a bounded number of them and counts the rest.
 import { expect } from 'chai';
 import type { KymaModuleStatus } from '@skr-watcher/api';
-import { boundUnknownModules, MAX_UNKNOWN_MODULE_ENTRIES } from '../src/reconcile/modules.js';
+import { boundUnknownModules, MAX_UNKNOWN_MODULE_ENTRIES } from '../src/reconcile/modules/modules.js';
 import { isUnknownModule } from '../src/reconcile/status.js';
 
 const unknown = (name: string): KymaModuleStatus => ({

@@ -47,7 +47,7 @@ import {
 import { timeModuleInstall } from '../support/system/module-timeline.js';
 import { GREETER, createCatalog, publishModules } from '../support/system/modules.js';
 import { SKR_KYMA, startLocalSystem, type AdmissionSeen, type LocalSystem } from '../support/system/index.js';
-import type { DriftSteps } from '../../agent/src/reconcile/drift.js';
+import type { DriftSteps } from '../../agent/src/targeted/drift.js';
 import { DRIFTER, drifterModule } from '../support/drifter-module.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { latencySummary, nearestRank } from '../support/latency.js';

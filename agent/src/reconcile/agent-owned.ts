@@ -7,7 +7,7 @@ import { GROUP, KINDS, splitApiVersion, type KymaModuleStatus } from '@skr-watch
 import { describeSynced, syncedKey, syncedObjectOf, type SyncedObject } from '@skr-watcher/kube';
 import { inClusterResourcesFor, tlsSecretFor, webhookIdentityFor } from '../registration/skr-resources.js';
 import { webhookConfigurationFor } from '../registration/webhook-configuration.js';
-import { SKR_CRDS } from './crds.js';
+import { SKR_CRDS } from './kyma/crds.js';
 
 /** What a pass knows the agent runs in this SKR beyond the fixed objects. */
 export interface AgentOwnedObjects {

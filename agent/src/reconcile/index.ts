@@ -83,29 +83,39 @@ import {
   type WatchCaches,
   type SyncResourceNames,
 } from './context.js';
-import { DEFAULT_CRD_DIR } from './crds.js';
-import { deleteKyma } from './deletion.js';
+import { DEFAULT_CRD_DIR } from './kyma/crds.js';
+import { deleteKyma } from './kyma/deletion.js';
 import { createEventRecorder } from './events.js';
-import { createDriftReverter } from './drift.js';
-import { isPaused, reconcileLiveKyma } from './kyma.js';
-import { markOrphanedManifests } from './manifest-install.js';
-import { MirrorLanes, mirrorLaneKey, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
-import { epochMs, mirrorChangedModuleCr, moduleOfChange, type MirrorSteps } from './module-mirror.js';
+import { createDriftReverter } from '../targeted/drift.js';
+import { isPaused, reconcileLiveKyma } from './kyma/pass.js';
+import { markOrphanedManifests } from './manifests/install.js';
+import {
+  MirrorLanes,
+  mirrorLaneKey,
+  type ModuleCrChange,
+  type ModuleMirrorResult,
+} from './modules/mirror-lanes.js';
+import {
+  epochMs,
+  mirrorChangedModuleCr,
+  moduleOfChange,
+  type MirrorSteps,
+} from '../targeted/module-mirror.js';
 import { watchPkiSecrets } from '../registration/index.js';
 import {
   applyChangedSyncResource,
   type SyncResourceApplyOutcome,
   type SyncResourceApplySteps,
-} from './sync-resource.js';
+} from './sync-resources/sync-resource.js';
 
 export type { ModuleDescription, ModuleInstallation, RegistrationSettings, WatchCaches } from './context.js';
-export { MirrorLanes, mirrorLaneKey } from './mirror-lanes.js';
-export { cachedModuleConfig, isOwnMirror, moduleConfigName } from './module-config.js';
-export { cachedManifest } from './manifest-kyma.js';
-export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './mirror-lanes.js';
-export type { SyncResourceApplyOutcome } from './sync-resource.js';
+export { MirrorLanes, mirrorLaneKey } from './modules/mirror-lanes.js';
+export { cachedModuleConfig, isOwnMirror, moduleConfigName } from './modules/module-config.js';
+export { cachedManifest } from './manifests/manifests-of-kyma.js';
+export type { ModuleCrChange, ModuleMirrorOutcome, ModuleMirrorResult } from './modules/mirror-lanes.js';
+export type { SyncResourceApplyOutcome } from './sync-resources/sync-resource.js';
 export { CONDITIONS } from './status.js';
-export { SKR_WEBHOOK_CONDITION } from './skr-webhook.js';
+export { SKR_WEBHOOK_CONDITION } from './kyma/skr-webhook.js';
 
 export interface ReconcilerOptions {
   /** KCP access (@kubernetes/client-node). */

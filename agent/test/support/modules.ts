@@ -12,7 +12,7 @@ import {
   createRegistryInstallation,
   type RegistryInstallation,
   type RegistryInstallationOptions,
-} from '../../src/reconcile/manifest-source.js';
+} from '../../src/reconcile/manifests/source.js';
 import { custom, getOrUndefined, kcpAndSkrForSuite, kymaRef, refTo, untilInWatchCache } from './planes.js';
 
 export type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any

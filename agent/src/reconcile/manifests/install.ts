@@ -3,7 +3,7 @@
 // in place), the default CR created once after its CRD exists, readiness from every workload of the set; deletion in
 // upstream's order (users' CRs of the module's kind block it, then the default CR, then the set in two phases, then
 // the finalizers). It runs inside its Kyma's pass, with the Kyma's SKR client, so it shares the Kyma's lane and shard.
-import { checkState, parseStateChecks, type StateCheck } from '../rollout/custom-state-check.js';
+import { checkState, parseStateChecks, type StateCheck } from '../../rollout/custom-state-check.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
@@ -48,10 +48,10 @@ import {
   type MemberResult,
   type SetMember,
 } from '@skr-watcher/kube';
-import { agentOwnedObjects } from './agent-owned.js';
-import { apiVersionOf, listKcp, refOf, type ModuleInstallation, type ReconcileContext } from './context.js';
-import type { KymaEventTarget } from './events.js';
-import { conditionsFor } from './status.js';
+import { agentOwnedObjects } from '../agent-owned.js';
+import { apiVersionOf, listKcp, refOf, type ModuleInstallation, type ReconcileContext } from '../context.js';
+import type { KymaEventTarget } from '../events.js';
+import { conditionsFor } from '../status.js';
 
 const OWN_FINALIZERS: readonly string[] = [
   MANIFEST.finalizer,

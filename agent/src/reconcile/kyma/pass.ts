@@ -12,13 +12,13 @@ import {
   type SyncedObject,
 } from '@skr-watcher/api';
 import { isNotFound, isUnreachable, KubeRequestError } from '@skr-watcher/kube';
-import { listWatchers } from '../registration/index.js';
-import { mandatoryModules, readCatalog, syncModuleCatalog } from './catalog.js';
-import { eventTarget, refOfKyma, type ReconcileContext } from './context.js';
+import { listWatchers } from '../../registration/index.js';
+import { mandatoryModules, readCatalog, syncModuleCatalog } from '../modules/catalog.js';
+import { eventTarget, refOfKyma, type ReconcileContext } from '../context.js';
 import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
 import { addFinalizerAt } from './finalizers.js';
-import { moduleConfigsOf } from './module-config.js';
-import { reconcileModules, wantedModules } from './modules.js';
+import { moduleConfigsOf } from '../modules/module-config.js';
+import { reconcileModules, wantedModules } from '../modules/modules.js';
 import { ensureSkrKyma, skrKymaRef, watchedLabels } from './skr-kyma.js';
 import { reconcileSkrWebhook, type SkrWebhookOutcome } from './skr-webhook.js';
 import {
@@ -29,11 +29,15 @@ import {
   worstState,
   writeKymaStatus,
   type ConditionInput,
-} from './status.js';
-import { agentOwnedObjects } from './agent-owned.js';
+} from '../status.js';
+import { agentOwnedObjects } from '../agent-owned.js';
 import { syncImagePullSecret } from './image-pull-secret.js';
-import { leaveDeletedModules } from './manifest-install.js';
-import { reconcileSyncResource, syncResourcesOf, type SyncResourceOutcome } from './sync-resource.js';
+import { leaveDeletedModules } from '../manifests/install.js';
+import {
+  reconcileSyncResource,
+  syncResourcesOf,
+  type SyncResourceOutcome,
+} from '../sync-resources/sync-resource.js';
 
 export interface KymaOutcome {
   state: ResourceState | undefined;

@@ -28,9 +28,9 @@ import {
   trackingOf,
   type ModuleInstallation,
   type ReconcileContext,
-} from './context.js';
-import type { ResolvedModule } from './resolution.js';
-import { bucketOf } from '../sharding/ring.js';
+} from '../context.js';
+import type { ResolvedModule } from '../modules/resolution.js';
+import { bucketOf } from '../../sharding/ring.js';
 
 const LISTED = 'Manifest';
 const parseListed = (object: unknown) => parseManifest(object, 'Manifest');

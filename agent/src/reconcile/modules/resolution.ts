@@ -19,7 +19,7 @@ import {
   ShapeError,
 } from '@skr-watcher/api';
 import { getCustomObject, parsedOnce } from '@skr-watcher/kube';
-import { refOf, type ReconcileContext } from './context.js';
+import { refOf, type ReconcileContext } from '../context.js';
 
 export interface ResolvedModule {
   name: string;

@@ -10,17 +10,17 @@ import {
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { removeModuleCatalog } from './catalog.js';
-import { eventTarget, refOf, type ReconcileContext } from './context.js';
+import { removeModuleCatalog } from '../modules/catalog.js';
+import { eventTarget, refOf, type ReconcileContext } from '../context.js';
 import { dropFinalizer } from './finalizers.js';
 import { removeImagePullSecret } from './image-pull-secret.js';
-import { removeModulesOfKyma } from './manifest-install.js';
-import { moduleConfigsOf } from './module-config.js';
-import { recordedModuleCr } from './modules.js';
+import { removeModulesOfKyma } from '../manifests/install.js';
+import { moduleConfigsOf } from '../modules/module-config.js';
+import { recordedModuleCr } from '../modules/modules.js';
 import { skrKymaRef } from './skr-kyma.js';
 import { removeSkrWebhook } from './skr-webhook.js';
-import { CONDITIONS, kymaStatus, kymaStatusChanged, writeKymaStatus } from './status.js';
-import { removeAppliedObjects, removeFinalizer, syncResourcesOf } from './sync-resource.js';
+import { CONDITIONS, kymaStatus, kymaStatusChanged, writeKymaStatus } from '../status.js';
+import { removeAppliedObjects, removeFinalizer, syncResourcesOf } from '../sync-resources/sync-resource.js';
 
 export interface DeletionOutcome {
   requeueAfterMs: number | undefined;

@@ -26,9 +26,9 @@ import {
   withContext,
   type ClusterClient,
 } from '@skr-watcher/kube';
-import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
+import { apiVersionOf, refOf, type ReconcileContext } from '../context.js';
 import { releaseMetaRefusal, templateRefusal } from './resolution.js';
-import { CONDITIONS, summarize, type ConditionInput } from './status.js';
+import { CONDITIONS, summarize, type ConditionInput } from '../status.js';
 
 /** On each copy: a digest of what was copied, so an unchanged copy is not written again. */
 export const CATALOG_DIGEST_ANNOTATION = 'operator.kyma-project.io/catalog-digest';

@@ -23,8 +23,8 @@ import {
   parsedInPlace,
   parsedOnce,
 } from '@skr-watcher/kube';
-import { bucketOf } from '../sharding/ring.js';
-import { apiVersionOf, listKcp, refOf, type ReconcileContext } from './context.js';
+import { bucketOf } from '../../sharding/ring.js';
+import { apiVersionOf, listKcp, refOf, type ReconcileContext } from '../context.js';
 
 const MAX_NAME = 253;
 

@@ -9,8 +9,9 @@
 // takes over (decisions 012, 016). One list, from the watch cache, finds the CRDs this project installed; only a CRD
 // it lacks (missing, someone else's, or not in the cache yet) is read by name.
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadYaml, setHeaderOptions, type V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, MANAGED_BY } from '@skr-watcher/api';
@@ -24,8 +25,19 @@ import {
   type ClusterClient,
 } from '@skr-watcher/kube';
 
-/** manifests/crds of this repository, from src/reconcile or dist/reconcile alike. */
-export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
+/**
+ * manifests/crds of this repository (or of the image, which keeps the repository's layout): the nearest such
+ * directory above this module, so src/, dist/ and the bundle in dist/bundle/ find the same one.
+ */
+export const DEFAULT_CRD_DIR = nearestCrdDir(fileURLToPath(new URL('.', import.meta.url)));
+
+function nearestCrdDir(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'manifests', 'crds');
+    if (existsSync(join(candidate, 'kymas.yaml'))) return `${candidate}/`;
+    if (dirname(dir) === dir) return join(from, 'manifests', 'crds') + '/';
+  }
+}
 
 /** CRDs an SKR needs, by file in the CRD directory: the Kyma first, then the module catalog. */
 export const SKR_CRDS = [

@@ -10,10 +10,14 @@ import {
   trackedObject,
 } from '@skr-watcher/api';
 import { readObject } from '@skr-watcher/kube';
-import type { ReconcileContext } from './context.js';
-import { mirroredObjectOf, type ModuleCrChange, type ModuleMirrorResult } from './mirror-lanes.js';
-import { mirrorModuleCr, readModuleConfig } from './module-config.js';
-import { isResourceState } from './status.js';
+import type { ReconcileContext } from '../reconcile/context.js';
+import {
+  mirroredObjectOf,
+  type ModuleCrChange,
+  type ModuleMirrorResult,
+} from '../reconcile/modules/mirror-lanes.js';
+import { mirrorModuleCr, readModuleConfig } from '../reconcile/modules/module-config.js';
+import { isResourceState } from '../reconcile/status.js';
 
 /**
  * When each step of one targeted mirror ended (epoch ms, sub-millisecond), for the debug log that says where an

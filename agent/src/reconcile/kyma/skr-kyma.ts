@@ -19,7 +19,7 @@ import {
   type ClusterClient,
   type CustomObjectRef,
 } from '@skr-watcher/kube';
-import { apiVersionOf, refOf, type ReconcileContext } from './context.js';
+import { apiVersionOf, refOf, type ReconcileContext } from '../context.js';
 
 /** Where the SKR Kyma lives: `kyma-system/default`, or `spec.sync.namespace`. */
 export function skrKymaRef(kyma: Kyma): CustomObjectRef {

@@ -2,7 +2,7 @@
 // Module CR in the SKR (created from the template's spec.data when absent) and its ModuleConfig mirror in KCP;
 // for each module no longer wanted, its ModuleConfig and the Module CR the agent created. The result is the
 // Kyma's status.modules in upstream's shape.
-import { gateUpgrade, runtimeOfKyma } from '../rollout/maintenance-window.js';
+import { gateUpgrade, runtimeOfKyma } from '../../rollout/maintenance-window.js';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   DEFAULTS,
@@ -32,8 +32,8 @@ import {
   type ClusterClient,
   type ObjectRef,
 } from '@skr-watcher/kube';
-import { eventTarget, refOf, trackingOf, type ReconcileContext } from './context.js';
-import { leaveModule, reconcileManifest } from './manifest-install.js';
+import { eventTarget, refOf, trackingOf, type ReconcileContext } from '../context.js';
+import { leaveModule, reconcileManifest } from '../manifests/install.js';
 import {
   applyManifest,
   deleteManifest,
@@ -41,7 +41,7 @@ import {
   manifestsOf,
   manifestTracking,
   rewriteReason,
-} from './manifest-kyma.js';
+} from '../manifests/manifests-of-kyma.js';
 import {
   deleteModuleConfig,
   markModuleConfigError,
@@ -50,7 +50,7 @@ import {
 } from './module-config.js';
 import { mirroredObjectOf } from './mirror-lanes.js';
 import { isModuleFailure, resolveModule, type ModuleFailure, type ResolvedModule } from './resolution.js';
-import { isResourceState, isUnknownModule, worstState } from './status.js';
+import { isResourceState, isUnknownModule, worstState } from '../status.js';
 
 /** What a module is reconciled from; `mandatory` is its ModuleReleaseMeta when the module is mandatory. */
 export interface WantedModule {

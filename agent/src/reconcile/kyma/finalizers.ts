@@ -2,7 +2,7 @@
 // resourceVersion it was read at; on a conflict the object is read again and the change retried.
 import { KYMA_FINALIZER, isRecord } from '@skr-watcher/api';
 import { getCustomObject, isConflict, mergePatchCustomObject, type CustomObjectRef } from '@skr-watcher/kube';
-import type { ReconcileContext } from './context.js';
+import type { ReconcileContext } from '../context.js';
 
 const ATTEMPTS = 3;
 

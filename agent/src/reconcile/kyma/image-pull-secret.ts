@@ -12,9 +12,9 @@ import {
   KubeRequestError,
   type ClusterClient,
 } from '@skr-watcher/kube';
-import { appliedVersionsOf } from '../registration/index.js';
-import type { ReconcileContext } from './context.js';
-import { CONDITIONS, type ConditionInput } from './status.js';
+import { appliedVersionsOf } from '../../registration/index.js';
+import type { ReconcileContext } from '../context.js';
+import { CONDITIONS, type ConditionInput } from '../status.js';
 
 /** The SKR copy of the KCP Secret `source`: its type and data, nothing of the KCP object's metadata. */
 export function pullSecretCopy(source: V1Secret, name: string, skrNamespace: string): KubernetesObject {

@@ -5,7 +5,7 @@
 // of one object that wait coalesce: under a flood of callbacks a lane holds at most one waiting targeted mirror,
 // and that one waits for the newest write announced (it reads the object when it runs anyway).
 import type { ChangeFingerprint } from '@skr-watcher/api';
-import type { MirroredObject } from './context.js';
+import type { MirroredObject } from '../context.js';
 
 /** The SKR object a callback named, and what its webhook said about the write. */
 export interface ModuleCrChange {

@@ -10,9 +10,9 @@ import {
   type Watcher,
 } from '@skr-watcher/api';
 import { mergePatchCustomObject, type ClusterClient } from '@skr-watcher/kube';
-import { registerSkrWebhook, unregisterSkrWebhook } from '../registration/index.js';
-import type { ReconcileContext, RegistrationSettings } from './context.js';
-import { CONDITIONS, type ConditionInput } from './status.js';
+import { registerSkrWebhook, unregisterSkrWebhook } from '../../registration/index.js';
+import type { ReconcileContext, RegistrationSettings } from '../context.js';
+import { CONDITIONS, type ConditionInput } from '../status.js';
 
 export const SKR_WEBHOOK_CONDITION = CONDITIONS.skrWebhook;
 

@@ -22,10 +22,10 @@ import {
   type ObjectRef,
 } from '@skr-watcher/kube';
 import { Counter, type Registry } from '@skr-watcher/telemetry';
-import type { ReconcileContext } from './context.js';
-import { manifestTransforms, setMembers } from './manifest-install.js';
-import { manifestsOf } from './manifest-kyma.js';
-import type { ModuleCrChange } from './mirror-lanes.js';
+import type { ReconcileContext } from '../reconcile/context.js';
+import { manifestTransforms, setMembers } from '../reconcile/manifests/install.js';
+import { manifestsOf } from '../reconcile/manifests/manifests-of-kyma.js';
+import type { ModuleCrChange } from '../reconcile/modules/mirror-lanes.js';
 
 /**
  * reverted: the SKR held something else than the module sets (or nothing) and the object was applied again;

@@ -45,8 +45,8 @@ import {
   type SetMember,
   type SyncedObject,
 } from '@skr-watcher/kube';
-import { bucketOf } from '../sharding/ring.js';
-import { agentOwnedObjects, type AgentOwnedObjects } from './agent-owned.js';
+import { bucketOf } from '../../sharding/ring.js';
+import { agentOwnedObjects, type AgentOwnedObjects } from '../agent-owned.js';
 import {
   apiVersionOf,
   listKcp,
@@ -54,10 +54,10 @@ import {
   type MirroredObject,
   type ReconcileContext,
   type SyncResourcePolicy,
-} from './context.js';
-import { addFinalizer, dropFinalizer } from './finalizers.js';
-import { manifestsOf } from './manifest-kyma.js';
-import { worstState } from './status.js';
+} from '../context.js';
+import { addFinalizer, dropFinalizer } from '../kyma/finalizers.js';
+import { manifestsOf } from '../manifests/manifests-of-kyma.js';
+import { worstState } from '../status.js';
 
 type Applied = NonNullable<SyncItemStatus['applied']>;
 

@@ -15,7 +15,7 @@ import {
   type ModuleSourceBounds,
 } from '@skr-watcher/oci';
 import { Counter, registeredMetric, type Registry } from '@skr-watcher/telemetry';
-import type { ModuleDescription, ModuleInstallation } from './context.js';
+import type { ModuleDescription, ModuleInstallation } from '../context.js';
 
 /** Upstream lifecycle-manager's three flags, and our bound on what is kept in memory. */
 export interface ModuleRegistrySettings {
