@@ -6,7 +6,6 @@ import {
   GROUP,
   KINDS,
   LABELS,
-  MODULE_MIRROR,
   type Kyma,
   type Manifest,
   type ModuleConfig,
@@ -38,21 +37,17 @@ import { cachedManifest, cachedModuleConfig, isOwnMirror, type WatchCaches } fro
 export interface KymaReconciler {
   /** `phase`: the work queue's view of the run; a sharded replica says when it waits for a pacing slot. */
   reconcile(kymaKey: string, phase?: RunPhase): Promise<{ requeueAfterMs?: number }>;
-  /**
-   * The targeted path of a SyncResource change (reconcile/sync-resource.ts): applies that one into its SKR at once.
-   * Without it a SyncResource change wakes the Kyma's full reconcile. `kymaStatusChanged: false`: the apply left what
-   * the Kyma's status says of the SyncResource as it was, so no full pass follows it.
-   */
-  applySyncResource?(
-    kymaKey: string,
-    name: string,
-  ): Promise<{ outcome: 'applied' | 'skipped'; kymaStatusChanged?: boolean }>;
 }
 
 export interface ControllerOptions {
   kcp: KubeConfig;
   namespace: string;
   reconciler: KymaReconciler;
+  /**
+   * A SyncResource's spec changed while the workers run (the targeted path, agent/src/targeted/router.ts): the
+   * router applies it at once and decides whether a full pass follows. Without it the change wakes the full pass.
+   */
+  onSyncResourceChange?: (kymaKey: string, name: string) => void;
   workers?: number;
   /** Full relist of every watched kind; a Kyma relist reconciles every Kyma. Default 10 min. */
   resyncMs?: number;
@@ -254,17 +249,14 @@ export function createController(options: ControllerOptions): Controller {
     logger,
     ...(options.dependents ? { scope: options.dependents } : {}),
   };
-  // A SyncResource's spec change is applied on its own at once (the targeted path); the Kyma's full reconcile, which
-  // writes the Kyma's status, follows after the window when the apply changed what that status says of the
-  // SyncResource (its state, failed items, count), so a burst of changes costs one, and a render that stays Ready
-  // none: on a busy agent those passes competed with the targeted applies and mirrors of the next edits.
-  // Anything the targeted path did not do (Kyma absent or paused, no credentials, a failure) is the full pass's, now.
-  // Until the workers start, the initial lists' adds only enqueue: every Kyma's first pass applies them anyway.
+  // A SyncResource's spec change goes to the targeted path (the router says what follows it). Until the workers
+  // start, the initial lists' adds only enqueue: every Kyma's first pass applies them anyway; so do a Kyma this
+  // replica does not hold (sharded) and a SyncResource without a name or Kyma.
   let live = false;
   const syncResourceChanged = (sync: SyncResource) => {
     const kymaName = kymaNameOf(sync);
     const name = sync.metadata?.name;
-    const targeted = reconciler.applySyncResource?.bind(reconciler);
+    const targeted = options.onSyncResourceChange;
     if (
       !targeted ||
       !live ||
@@ -275,22 +267,8 @@ export function createController(options: ControllerOptions): Controller {
       enqueueDependentKymaOf('syncresource', kymaName);
       return;
     }
-    const kymaKey = `${namespace}/${kymaName}`;
     triggers?.inc({ source: 'syncresource-targeted' });
-    void targeted(kymaKey, name).then(
-      (result) => {
-        if (result.outcome !== 'applied') enqueueKymaOf('syncresource', kymaName);
-        else if (result.kymaStatusChanged !== false)
-          queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
-      },
-      (error: unknown) => {
-        logger?.debug(
-          { err: error, kyma: kymaKey, syncResource: name },
-          'targeted SyncResource apply failed',
-        );
-        enqueueKymaOf('syncresource', kymaName);
-      },
-    );
+    targeted(`${namespace}/${kymaName}`, name);
   };
   // The reconciler asks which SyncResources belong to a Kyma; the cache answers without a list call.
   const syncResources = createDependentCache<SyncResource>({

@@ -1,17 +1,20 @@
-// The work of one active replica: the KCP watches and work queue (controller), the reconciler they drive,
-// and the callback listener that wakes single Kymas.
+// The work of one active replica: the KCP watches and work queue (controller), the reconciler they drive, the
+// targeted paths and their router, and the callback listener that wakes single Kymas.
 import { watchFile, unwatchFile } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CALLBACK_BUDGET, MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
-import type { PooledKubeConfig, RunPhase } from '@skr-watcher/kube';
+import { CALLBACK_BUDGET } from '@skr-watcher/api';
+import type { PooledKubeConfig } from '@skr-watcher/kube';
 import type { Logger, Registry } from '@skr-watcher/telemetry';
 import { readListenerTls, type AgentConfig, type ListenerConfig } from './config.js';
-import { createController, type Controller } from './controller.js';
+import { createController, type Controller, type KymaReconciler } from './controller.js';
 import { reportCertificates } from './certificate-metrics.js';
 import { registerFleetMetrics } from './fleet-metrics.js';
 import type { EventStream } from './event-stream.js';
 import { ReconcileWakes, startListener, type AcceptedEvent, type Listener } from './listener/index.js';
-import { createReconciler, type Reconciler } from './reconcile/index.js';
+import { createManager } from './manager/index.js';
+import type { Reconciler } from './reconcile/index.js';
+import { createTargetedRouter, type TargetedRouter } from './targeted/router.js';
+import type { TargetedPaths } from './targeted/paths.js';
 import { createRegistryInstallation } from './reconcile/manifests/source.js';
 import { watchPolicy } from './rollout/policy-file.js';
 import { createWatcherHealth } from './registration/index.js';
@@ -64,7 +67,7 @@ export async function startWork(
       policy: () => policy?.current(),
       minWindowMs: config.modules.minMaintenanceWindowMs,
     };
-  const unguarded = createReconciler({
+  const manager = createManager({
     kcp,
     namespace: config.namespace,
     logger,
@@ -115,10 +118,9 @@ export async function startWork(
         : undefined,
   });
   const measured: Reconciler = {
-    ...unguarded,
     reconcile: async (key) => {
       try {
-        const result = await unguarded.reconcile(key);
+        const result = await manager.reconciler.reconcile(key);
         fleet.reconciled(key, result.requeueAfterMs ?? config.resyncMs);
         return result;
       } catch (error) {
@@ -128,30 +130,12 @@ export async function startWork(
     },
   };
   // With sharding, a Kyma is reconciled only while this replica owns it, and a handover waits for the run.
-  const reconciler: Reconciler = sharding
+  const reconciler: KymaReconciler = sharding
     ? {
-        reconcile: (key: string, phase?: RunPhase) =>
-          sharding.guard(key, () => measured.reconcile(key), {}, true, phase),
-        // A targeted mirror is one small write an SKR user waits for: not paced.
-        mirrorModuleCr: (key, change) =>
-          sharding.guard(
-            key,
-            () => unguarded.mirrorModuleCr(key, change),
-            { outcome: 'not-a-module' as const, reads: 0 },
-            false,
-          ),
-        // As a mirror: one SyncResource a user's edit waits for, not paced.
-        applySyncResource: (key, name) =>
-          sharding.guard(
-            key,
-            () => unguarded.applySyncResource(key, name),
-            { outcome: 'skipped' as const, reason: 'Kyma not owned here' },
-            false,
-          ),
-        acquired: (key) => unguarded.acquired(key),
-        close: () => unguarded.close(),
+        reconcile: (key, phase) => sharding.guard(key, () => measured.reconcile(key), {}, true, phase),
       }
     : measured;
+  const targeted: TargetedPaths = sharding ? ownedOnly(manager.targeted, sharding) : manager.targeted;
   let listener: Listener | undefined;
   let stopTlsWatch: (() => void) | undefined;
   // A Kyma's callbacks start at most one full reconcile per interval, whichever replica took them: a flood from
@@ -160,6 +144,14 @@ export async function startWork(
     controller?.enqueue(key),
   );
   const wake = (key: string) => wakes.request(key);
+  const router: TargetedRouter = createTargetedRouter({
+    paths: targeted,
+    fullPass: {
+      now: (key, trigger) => (trigger === 'callback' ? wake(key) : controller?.enqueue(key, trigger)),
+      after: (key, ms) => controller?.queue.addAfter(key, ms),
+    },
+    logger,
+  });
   const stop = async () => {
     stopTlsWatch?.();
     // Reconciles still waiting for a pacing slot are not started: the ones running finish, the rest go to peers.
@@ -168,7 +160,7 @@ export async function startWork(
     await listener?.close();
     wakes.close();
     await controller?.stop();
-    await reconciler.close();
+    await manager.close();
     await modules?.close();
     policy?.stop();
   };
@@ -177,6 +169,7 @@ export async function startWork(
       kcp: pool.kubeConfig,
       namespace: config.namespace,
       reconciler,
+      onSyncResourceChange: (key, name) => router.syncResourceChanged(key, name),
       workers: config.workers,
       resyncMs: config.resyncMs,
       logger,
@@ -186,10 +179,10 @@ export async function startWork(
     });
     const started = controller;
     sharding?.attach(
-      (key, event) => routeCallback(started, reconciler, logger, key, event, wake),
+      (key, event) => router.callback(key, event),
       (key) => {
         // Another replica may have written it since our Kyma watch last held it: its first pass reads it fresh.
-        reconciler.acquired(key);
+        manager.acquired(key);
         started.enqueueAcquired(key);
       },
     );
@@ -205,9 +198,8 @@ export async function startWork(
         logger,
         registry,
         onAccepted,
-        reconciler,
+        router,
         sharding,
-        wake,
       );
       listener = serving.listener;
       stopTlsWatch = serving.stopTlsWatch;
@@ -220,58 +212,27 @@ export async function startWork(
 }
 
 /**
- * Where a callback goes (decision 010). Validating admission runs before the API server stores the write, so a
- * read right after the callback may not show it yet. An event with a fingerprint takes the targeted path: wait
- * (milliseconds) until the SKR shows the write, mirror a Module CR at once, then the full reconcile: after
- * MODULE_MIRROR.fullReconcileAfterMirrorMs when the mirror took the edit and the Kyma's status does not show the
- * Module CR's state (none when it does), at once otherwise.
- * Without a fingerprint (upstream's webhook) nothing says when the write is in: the full reconcile now and once
- * more a moment later. `wake` starts a full reconcile now (the agent passes ReconcileWakes, so a flood of one Kyma's
- * callbacks costs one per interval; the delayed ones are bounded by the queue, where the earliest schedule wins).
+ * The targeted paths of a sharded replica: each runs only while this replica owns the Kyma (a handover waits for
+ * it), unpaced, since an SKR user waits for it. Not owned here: the router sends the Kyma to its full pass, which
+ * the owner runs.
  */
-export function routeCallback(
-  controller: Pick<Controller, 'enqueue' | 'queue'>,
-  reconciler: Pick<Reconciler, 'mirrorModuleCr'>,
-  logger: Logger,
-  kymaKey: string,
-  event: AcceptedEvent | undefined,
-  wake: (kymaKey: string) => void = (key) => controller.enqueue(key),
-): void {
-  if (!event?.fingerprint || !hasFingerprint(event.fingerprint)) {
-    wake(kymaKey);
-    if (event) controller.queue.addAfter(kymaKey, MODULE_MIRROR.unfingerprintedRecheckMs);
-    return;
-  }
-  const change = {
-    gvk: event.gvk,
-    namespace: event.watched.namespace,
-    name: event.watched.name,
-    fingerprint: event.fingerprint,
-    receivedAtMs: event.receivedAt.getTime(),
+function ownedOnly(paths: TargetedPaths, sharding: Sharding): TargetedPaths {
+  return {
+    objectChanged: (key, change) =>
+      sharding.guard(
+        key,
+        () => paths.objectChanged(key, change),
+        { path: 'mirror' as const, outcome: 'not-a-module' as const, reads: 0 },
+        false,
+      ),
+    syncResourceChanged: (key, name) =>
+      sharding.guard(
+        key,
+        () => paths.syncResourceChanged(key, name),
+        { outcome: 'skipped' as const, reason: 'Kyma not owned here' },
+        false,
+      ),
   };
-  void reconciler.mirrorModuleCr(kymaKey, change).then(
-    ({ outcome, kymaStatusChanged }) => {
-      // The edit is in its ModuleConfig: the full reconcile (Kyma status, the other modules) can wait for the
-      // window, so a burst of edits costs one, and follows only when the Kyma's status does not show the Module CR's
-      // state yet (a spec edit leaves the status as it is: on a busy agent those passes competed with the targeted
-      // mirrors and SyncResource applies of the next edits). Anything else (a Kyma edit, a module without
-      // ModuleConfig yet, a Module CR gone or never shown) is the full reconcile's job, at once.
-      if (outcome === 'mirrored' || outcome === 'unchanged') {
-        if (kymaStatusChanged !== false)
-          controller.queue.addAfter(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
-      } else {
-        wake(kymaKey);
-      }
-    },
-    (error: unknown) => {
-      // The full reconcile retries whatever failed here, with backoff and status.
-      logger.debug(
-        { err: error, kyma: kymaKey, gvk: event.gvk, name: event.watched.name },
-        'targeted mirror failed',
-      );
-      wake(kymaKey);
-    },
-  );
 }
 
 async function startConfiguredListener(
@@ -280,9 +241,8 @@ async function startConfiguredListener(
   logger: Logger,
   registry: Registry,
   onAccepted: (event: AcceptedEvent) => void,
-  reconciler: Reconciler,
+  router: TargetedRouter,
   sharding: Sharding | undefined,
-  wake: (kymaKey: string) => void,
 ): Promise<{ listener: Listener; stopTlsWatch?: () => void }> {
   const common = {
     host: config.address.host,
@@ -293,9 +253,7 @@ async function startConfiguredListener(
     resolveKyma: (runtimeId: string) =>
       sharding ? sharding.resolveKyma(runtimeId) : controller.resolveKyma(runtimeId),
     enqueue: (kymaKey: string, event?: AcceptedEvent) =>
-      sharding
-        ? sharding.route(kymaKey, event)
-        : routeCallback(controller, reconciler, logger, kymaKey, event, wake),
+      sharding ? sharding.route(kymaKey, event) : router.callback(kymaKey, event),
     // Accepted callbacks are streamed to viewers of GET /events on the metrics port.
     onAccepted,
     logger,

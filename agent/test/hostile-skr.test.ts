@@ -29,7 +29,8 @@ import {
 } from '../../test/support/hostile-skr.js';
 import { SAMPLE_MODULE_CR, seedKcp, seedKyma } from '../../test/support/kcp-seed.js';
 import { createController, type Controller } from '../src/controller.js';
-import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
+import { moduleConfigName } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -78,7 +79,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
   let kcpCore: CoreV1Api;
   let seq = 0;
   let ns: string;
-  let reconciler: Reconciler | undefined;
+  let manager: Manager | undefined;
   let logLines: string[];
   const servers: HostileSkr[] = [];
 
@@ -103,7 +104,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
         done();
       },
     });
-    reconciler = createReconciler({
+    manager = createManager({
       kcp: env.plane('kcp').kubeConfig(),
       namespace: ns,
       // Long bounds, so a hung request is still hanging while the test looks (nothing here waits them out).
@@ -114,7 +115,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
   });
 
   afterEach(async function () {
-    await reconciler?.close();
+    await manager?.close();
     for (const server of servers.splice(0)) await server.close();
   });
 
@@ -173,7 +174,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
     const hostile = await started(body.handler);
     await hostileKyma('huge', hostile.kubeconfig);
 
-    const failure = await reconciler!.reconcile(`${ns}/huge`).catch((error: unknown) => error);
+    const failure = await manager!.reconciler.reconcile(`${ns}/huge`).catch((error: unknown) => error);
     expect(String(failure)).to.include(`exceeds the limit of ${LIMITS.skrResponseBytes} bytes`);
     const status = await kymaStatus('huge');
     expect(status.state).to.equal('Error');
@@ -183,14 +184,14 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
     expect(body.sent()).to.be.below(LIMITS.skrResponseBytes + 16 * 1024 * 1024);
 
     await eventually('the healthy Kyma Ready', async () => {
-      await reconciler!.reconcile(`${ns}/skr1`);
+      await manager!.reconciler.reconcile(`${ns}/skr1`);
       return (await kymaStatus('skr1')).state === 'Ready' || undefined;
     });
   });
 
   it('makes a Module CR nested 9,000 levels an Error on its module, in status, and finishes the reconcile', async function () {
     await eventually('the healthy Kyma Ready', async () => {
-      await reconciler!.reconcile(`${ns}/skr1`);
+      await manager!.reconciler.reconcile(`${ns}/skr1`);
       return (await kymaStatus('skr1')).state === 'Ready' || undefined;
     });
     // Written as text: JSON.stringify itself overflows the stack at this depth (as a 40 KB request does).
@@ -198,7 +199,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
     await rawMergePatch(env.plane('skr1').kubeConfig(), sampleModulePath(), `{"spec":{"deep":${deep}}}`);
     const skrCustom = env.plane('skr1').kubeConfig().makeApiClient(CustomObjectsApi);
     try {
-      await reconciler!.reconcile(`${ns}/skr1`);
+      await manager!.reconciler.reconcile(`${ns}/skr1`);
       const status = await kymaStatus('skr1');
       expect(status.state).to.equal('Error');
       const sample = status.modules?.find((m) => m.name === 'sample');
@@ -215,7 +216,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
         { ...SAMPLE_MODULE_CR, body: { spec: { deep: null } } },
         mergePatch,
       );
-      await reconciler!.reconcile(`${ns}/skr1`);
+      await manager!.reconciler.reconcile(`${ns}/skr1`);
       const mirroredAgain = await moduleConfigStatus();
       expect(mirroredAgain?.state, 'mirrored again once the spec can be').to.equal('Ready');
       expect(mirroredAgain?.conditions ?? []).to.deep.equal([]);
@@ -237,7 +238,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
         `{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ["-c", "touch ${ran}"], interactiveMode: Never}}`,
       );
       await hostileKyma('exec', kubeconfig);
-      await reconciler!.reconcile(`${ns}/exec`).catch(() => undefined);
+      await manager!.reconciler.reconcile(`${ns}/exec`).catch(() => undefined);
       const condition = (await kymaStatus('exec')).conditions?.find((c) => c.type === 'SKRConnected');
       expect(condition).to.include({ status: 'False', reason: 'KubeconfigInvalid' });
       expect(condition?.message).to.include('users[0].user uses "exec", which is refused');
@@ -253,7 +254,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
     const malformed = malformedKubeconfig(marker);
     await hostileKyma('malformed', malformed);
     for (let attempt = 0; attempt < 3; attempt++)
-      await reconciler!.reconcile(`${ns}/malformed`).catch(() => undefined);
+      await manager!.reconciler.reconcile(`${ns}/malformed`).catch(() => undefined);
     const status = await kymaStatus('malformed');
     expect(status.conditions?.find((c) => c.type === 'SKRConnected')?.reason).to.equal('KubeconfigInvalid');
     const events = await kcpCore.listNamespacedEvent({ namespace: ns });
@@ -283,7 +284,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
       controller = createController({
         kcp: env.plane('kcp').kubeConfig(),
         namespace: ns,
-        reconciler: reconciler!,
+        reconciler: manager!.reconciler,
         workers: 4,
       });
       await controller.start();
@@ -319,7 +320,7 @@ describe('hostile SKRs (real KCP, real SKR, hostile TLS servers)', function () {
         reconciler: {
           reconcile: (key) => {
             runs.push(key.slice(ns.length + 1));
-            return reconciler!.reconcile(key);
+            return manager!.reconciler.reconcile(key);
           },
         },
         workers: 2,

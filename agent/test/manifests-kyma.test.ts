@@ -7,12 +7,8 @@ import { expect } from 'chai';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName } from '@skr-watcher/api';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
-import {
-  createReconciler,
-  type ModuleDescription,
-  type ModuleInstallation,
-  type Reconciler,
-} from '../src/reconcile/index.js';
+import { type ModuleDescription, type ModuleInstallation } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 import {
   custom,
   getOrUndefined,
@@ -60,7 +56,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
   const planes = kcpAndSkrForSuite();
   let counter = 0;
   let ns: string;
-  let reconciler: Reconciler | undefined;
+  let manager: Manager | undefined;
 
   const api = () => custom(planes.kcp);
   const manifestsIn = async (namespace: string) =>
@@ -143,14 +139,14 @@ describe('Manifests from the Kyma (module installation on)', function () {
   async function start(
     modules: ModuleInstallation | undefined,
     kc: KubeConfig = planes.kcp,
-  ): Promise<Reconciler> {
-    reconciler = createReconciler({
+  ): Promise<Manager> {
+    manager = createManager({
       kcp: await kubeConfigAsAgent(kc, ns),
       namespace: ns,
       skrTimeoutMs: 5_000,
       ...(modules ? { modules } : {}),
     });
-    return reconciler;
+    return manager;
   }
 
   beforeEach(async function () {
@@ -159,8 +155,8 @@ describe('Manifests from the Kyma (module installation on)', function () {
     await planes.kcp.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: ns } } });
   });
   afterEach(async function () {
-    await reconciler?.close();
-    reconciler = undefined;
+    await manager?.close();
+    manager = undefined;
     await getOrUndefined(() =>
       custom(planes.skr).deleteNamespacedCustomObject(kymaRef('kyma-system', 'default')),
     );
@@ -171,7 +167,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
     await catalog('base', '2.0.0', true);
     const kcpKyma = await kyma('k1', [{ name: 'alpha' }]);
     const modules = installation();
-    await (await start(modules)).reconcile(`${ns}/k1`);
+    await (await start(modules)).reconciler.reconcile(`${ns}/k1`);
 
     const manifests = await manifestsIn(ns);
     expect(manifests.map((m) => m.metadata.name).sort()).to.deep.equal(
@@ -228,7 +224,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
     const asked = modules.asked.length;
     const versions = manifests.map((m) => m.metadata.resourceVersion).sort();
     await untilInWatchCache(async () => ({ items: await manifestsIn(ns) }) as never, alpha.metadata.name);
-    await reconciler!.reconcile(`${ns}/k1`);
+    await manager!.reconciler.reconcile(`${ns}/k1`);
     expect(modules.asked.length).to.equal(asked);
     expect((await manifestsIn(ns)).map((m) => m.metadata.resourceVersion).sort()).to.deep.equal(versions);
   });
@@ -237,7 +233,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
     await catalog('alpha', '1.0.0');
     await catalog('beta', '1.0.0');
     await kyma('k2', [{ name: 'alpha' }, { name: 'beta' }]);
-    await (await start(installation())).reconcile(`${ns}/k2`);
+    await (await start(installation())).reconciler.reconcile(`${ns}/k2`);
     expect(await manifestsIn(ns)).to.have.length(2);
     // A finalizer stands for the Manifest's own reconcile, which removes the module from the SKR first.
     const betaName = manifestName(COMPONENT('beta'), 'k2', 'beta');
@@ -246,7 +242,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
       mergePatch,
     );
     await skrModules([{ name: 'alpha' }]);
-    await reconciler!.reconcile(`${ns}/k2`);
+    await manager!.reconciler.reconcile(`${ns}/k2`);
     const beta = (await api().getNamespacedCustomObject(refTo('manifest', ns, betaName))) as Json;
     expect(beta.metadata.deletionTimestamp).to.be.a('string');
     let status = ((await api().getNamespacedCustomObject(kymaRef(ns, 'k2'))) as Json).status;
@@ -258,7 +254,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
       mergePatch,
     );
     for (let attempt = 0; ; attempt++) {
-      await reconciler!.reconcile(`${ns}/k2`);
+      await manager!.reconciler.reconcile(`${ns}/k2`);
       status = ((await api().getNamespacedCustomObject(kymaRef(ns, 'k2'))) as Json).status;
       if (!status.modules.some((m: Json) => m.name === 'beta')) break;
       if (attempt > 50) throw new Error('the beta entry never left the status');
@@ -337,7 +333,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
       },
       mergePatch,
     );
-    await (await start(modules)).reconcile(`${ns}/k3`);
+    await (await start(modules)).reconciler.reconcile(`${ns}/k3`);
     const manifests = await manifestsIn(ns);
     expect(manifests.map((m) => m.metadata.name)).to.deep.equal([name]);
     expect(modules.asked).to.deep.equal([]);
@@ -350,7 +346,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
     await catalog('alpha', '1.0.0');
     await catalog('broken', '1.0.0');
     await kyma('k4', [{ name: 'alpha' }, { name: 'broken' }]);
-    await (await start(installation(new Set(['broken'])))).reconcile(`${ns}/k4`);
+    await (await start(installation(new Set(['broken'])))).reconciler.reconcile(`${ns}/k4`);
     const status = ((await api().getNamespacedCustomObject(kymaRef(ns, 'k4'))) as Json).status;
     const broken = status.modules.find((m: Json) => m.name === 'broken');
     expect(broken.state).to.equal('Error');
@@ -364,7 +360,7 @@ describe('Manifests from the Kyma (module installation on)', function () {
   it('writes no Manifest without module installation (the agent as before)', async function () {
     await catalog('alpha', '1.0.0');
     await kyma('k5', [{ name: 'alpha' }]);
-    await (await start(undefined)).reconcile(`${ns}/k5`);
+    await (await start(undefined)).reconciler.reconcile(`${ns}/k5`);
     expect(await manifestsIn(ns)).to.deep.equal([]);
     const sample = await getOrUndefined(() =>
       custom(planes.skr).getNamespacedCustomObject(refTo('sample', 'kyma-system', 'alpha-default')),

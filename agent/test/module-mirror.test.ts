@@ -19,8 +19,9 @@ import { sharedEnvironment } from '@skr-watcher/testenv';
 import { createLogger, createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { createController, type Controller } from '../src/controller.js';
 import type { AcceptedEvent } from '../src/listener/index.js';
-import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
-import { routeCallback } from '../src/work.js';
+import { moduleConfigName } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
+import { createTargetedRouter } from '../src/targeted/router.js';
 import { ManualClock, settle } from '../../test/support/manual-clock.js';
 import { custom, getOrUndefined, refTo, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
@@ -185,7 +186,7 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
     const registry = createRegistry();
     /** Per full reconcile: the greeting the test Kyma's ModuleConfig showed when the pass started. */
     const passes: { key: string; mirroredAtStart: unknown }[] = [];
-    const reconciler = createReconciler({
+    const manager = createManager({
       kcp,
       namespace: names.namespace,
       registry,
@@ -214,9 +215,18 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
             key,
             mirroredAtStart: key === names.kymaKey ? await mirroredGreeting(names.namespace) : undefined,
           });
-          return reconciler.reconcile(key);
+          return manager.reconciler.reconcile(key);
         },
       },
+    });
+    // Callbacks routed as the agent routes them (work.ts), without the pacing of its listener wakes.
+    const router = createTargetedRouter({
+      paths: manager.targeted,
+      fullPass: {
+        now: (key) => controller.enqueue(key),
+        after: (key, ms) => controller.queue.addAfter(key, ms),
+      },
+      logger: createLogger('test', 'silent'),
     });
     await controller.start();
     // The first pass creates the Module CR in the SKR and its ModuleConfig.
@@ -228,10 +238,7 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
     const editAndCallBack = async (greeting: string): Promise<void> => {
       const before = await readSample(names.skrNamespace);
       const edited = await editSample(names.skrNamespace, greeting);
-      routeCallback(
-        controller,
-        reconciler,
-        createLogger('test', 'silent'),
+      router.callback(
         names.kymaKey,
         callbackFor(names.namespace, names.skrNamespace, {
           uid: edited.metadata.uid,
@@ -242,9 +249,9 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
     };
     const stop = async () => {
       await controller.stop();
-      await reconciler.close();
+      await manager.close();
     };
-    return { names, registry, reconciler, controller, passes, editAndCallBack, stop };
+    return { names, registry, manager, controller, passes, editAndCallBack, stop };
   }
 
   describe('with the controller running', () => {
@@ -409,13 +416,13 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
   });
 
   describe('without the controller (the reconciler alone)', () => {
-    let reconciler: Reconciler;
+    let manager: Manager;
     let names: Awaited<ReturnType<typeof world>>;
     const log = new LogLines();
 
     before(async () => {
       names = await world();
-      reconciler = createReconciler({
+      manager = createManager({
         kcp,
         namespace: names.namespace,
         requeue: QUIET_REQUEUE,
@@ -442,15 +449,15 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
           },
         }),
       });
-      await reconciler.reconcile(names.kymaKey);
+      await manager.reconciler.reconcile(names.kymaKey);
     });
 
-    after(async () => reconciler?.close());
+    after(async () => manager?.close());
 
     it('waits for a write announced before it is stored, re-reading until the SKR shows it', async () => {
       // What validating admission sees: the next generation, while the stored object is still the old one.
       const stored = await readSample(names.skrNamespace);
-      const mirror = reconciler.mirrorModuleCr(names.kymaKey, {
+      const mirror = manager.targeted.objectChanged(names.kymaKey, {
         gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
         namespace: names.skrNamespace,
         name: 'sample',
@@ -477,7 +484,7 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
     it('mirrors on the callback alone: no full reconcile runs', async () => {
       const before = await readSample(names.skrNamespace);
       const edited = await editSample(names.skrNamespace, 'callback only');
-      const result = await reconciler.mirrorModuleCr(names.kymaKey, {
+      const result = await manager.targeted.objectChanged(names.kymaKey, {
         gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
         namespace: names.skrNamespace,
         name: 'sample',
@@ -488,20 +495,25 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
         },
       });
       // The reconcile in before() wrote the Module CR's state (Ready) into the Kyma's status: no pass needs to follow.
-      expect(result).to.deep.equal({ outcome: 'mirrored', reads: 1, kymaStatusChanged: false });
+      expect(result).to.deep.equal({
+        path: 'mirror',
+        outcome: 'mirrored',
+        reads: 1,
+        kymaStatusChanged: false,
+      });
       expect(await mirroredGreeting(names.namespace)).to.equal('callback only');
     });
   });
 
   describe('alongside a full reconcile (the reconciler alone)', () => {
-    let reconciler: Reconciler;
+    let manager: Manager;
     let names: Awaited<ReturnType<typeof world>>;
     /** While set, a full reconcile waits in its SyncResources step (after its modules) until it is opened. */
     let hold: { reached: () => void; opened: Promise<void> } | undefined;
 
     before(async () => {
       names = await world();
-      reconciler = createReconciler({
+      manager = createManager({
         kcp,
         namespace: names.namespace,
         requeue: QUIET_REQUEUE,
@@ -513,10 +525,10 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
           return [];
         },
       });
-      await reconciler.reconcile(names.kymaKey);
+      await manager.reconciler.reconcile(names.kymaKey);
     });
 
-    after(async () => reconciler?.close());
+    after(async () => manager?.close());
 
     const changeOf = (edited: { metadata: Meta }, before: { metadata: Meta }) => ({
       gvk: { group: GROUP, version: KINDS.sample.version, kind: KINDS.sample.kind },
@@ -535,13 +547,13 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       let open: () => void = () => {};
       hold = { reached, opened: new Promise<void>((resolve) => (open = resolve)) };
       let passDone = false;
-      const pass = reconciler.reconcile(names.kymaKey).finally(() => (passDone = true));
+      const pass = manager.reconciler.reconcile(names.kymaKey).finally(() => (passDone = true));
       try {
         await inPass;
         const before = await readSample(names.skrNamespace);
         const edited = await editSample(names.skrNamespace, 'during a full reconcile');
         const result = await Promise.race([
-          reconciler.mirrorModuleCr(names.kymaKey, changeOf(edited, before)),
+          manager.targeted.objectChanged(names.kymaKey, changeOf(edited, before)),
           until<never>('the targeted mirror (it waited for the full reconcile)', () => undefined),
         ]);
         // Mirrored by the targeted path, or by the pass's own mirror step if that read the edit first: either way
@@ -561,11 +573,11 @@ describe('targeted Module CR mirror on a callback (real KCP and SKR)', function 
       await mergePatchCustomObject(custom(skr), skrKyma, {
         spec: { modules: [{ name: 'sample', managed: false }] },
       });
-      await reconciler.reconcile(names.kymaKey);
+      await manager.reconciler.reconcile(names.kymaKey);
       expect(await mirroredGreeting(names.namespace)).to.equal(undefined);
       const before = await readSample(names.skrNamespace);
       const edited = await editSample(names.skrNamespace, 'the user runs it');
-      const result = await reconciler.mirrorModuleCr(names.kymaKey, changeOf(edited, before));
+      const result = await manager.targeted.objectChanged(names.kymaKey, changeOf(edited, before));
       expect(result.outcome).to.equal('not-a-module');
       expect(await mirroredGreeting(names.namespace)).to.equal(undefined);
     });

@@ -163,7 +163,8 @@ describe('module installation from a hostile registry', function () {
 
     // No hot loop: passes within the backoff ask the registry nothing, failed or not.
     const sent = { ...suite.state.installation!.source.requests() };
-    for (let pass = 0; pass < 3; pass++) await suite.state.reconciler!.reconcile(`${suite.state.ns}/k1`);
+    for (let pass = 0; pass < 3; pass++)
+      await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k1`);
     expect(suite.state.installation!.source.requests()).to.deep.equal(sent);
     expect(
       (

@@ -131,7 +131,7 @@ describe('module installation from a registry (Manifests)', function () {
       name: `${module}-default`,
     });
     const sent = { ...suite.state.installation!.source.requests() };
-    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k1`);
+    await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k1`);
     expect(await moduleCr(module, `${module}-default`)).to.equal(undefined);
     // Everything came from the cache: not one registry request for a pass over an installed module.
     expect(suite.state.installation!.source.requests()).to.deep.equal(sent);
@@ -223,7 +223,7 @@ describe('module installation from a registry (Manifests)', function () {
       'removal blocked by the user CR',
     );
     // Nothing was removed while a user's CR of the module's kind exists.
-    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k3`);
+    await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k3`);
     expect((await suite.moduleStatus('k3', module))?.state).to.equal('Deleting');
     expect(await moduleCr(module, `${module}-default`)).to.not.equal(undefined);
     expect(await configMap(`${module}-config`)).to.not.equal(undefined);
@@ -348,10 +348,10 @@ describe('module installation from a registry (Manifests)', function () {
       namespace: suite.state.ns,
       body: { metadata: { name: secretName }, type: 'kubernetes.io/dockerconfigjson', data: rotated },
     });
-    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k8`);
+    await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k8`);
     const after = await skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' });
     expect(after.data).to.deep.equal(rotated);
-    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k8`);
+    await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k8`);
     expect(
       (await skrCore().readNamespacedSecret({ name: secretName, namespace: 'kyma-system' })).metadata
         ?.resourceVersion,
@@ -421,7 +421,7 @@ describe('module installation from a registry (Manifests)', function () {
         (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, 'k9')))) ===
         undefined,
     );
-    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k9`);
+    await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k9`);
     const [manifest] = await suite.manifests();
     expect(manifest?.status.state).to.equal('Error');
     expect(manifest?.status.lastOperation.operation).to.match(/^orphaned: Kyma .*\/k9 does not exist/);

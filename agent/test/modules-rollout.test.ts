@@ -76,7 +76,8 @@ describe('module rollouts: maintenance windows and customStateCheck (real planes
       async () => (await entry('w1', module))?.maintenance === true,
       'upgrade held for the window',
     );
-    for (let pass = 0; pass < 3; pass++) await suite.state.reconciler!.reconcile(`${suite.state.ns}/w1`);
+    for (let pass = 0; pass < 3; pass++)
+      await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/w1`);
     const held = await entry('w1', module);
     expect(held).to.deep.include({ state: 'Ready', version: '1.0.0', maintenance: true });
     expect(held?.message).to.match(/from 1\.0\.0 to 2\.0\.0: opens 2026-11-28T21:00:00\.000Z \(default\)/);
@@ -148,7 +149,8 @@ describe('module rollouts: maintenance windows and customStateCheck (real planes
     await suite.start({ metrics: registry });
     await readyAt('w5', module, '1.0.0');
     // More passes over an installed module count nothing more.
-    for (let pass = 0; pass < 2; pass++) await suite.state.reconciler!.reconcile(`${suite.state.ns}/w5`);
+    for (let pass = 0; pass < 2; pass++)
+      await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/w5`);
     expect(await count('install', 'success')).to.equal(1);
     await publishVersion(module, '2.0.0', false);
     await readyAt('w5', module, '2.0.0');

@@ -21,7 +21,8 @@ import { seedKcp } from '../../test/support/kcp-seed.js';
 import { agentConfigFromFlags } from '../src/config.js';
 import { testRunFlags } from './support/run-flags.js';
 import { createEventStream } from '../src/event-stream.js';
-import { createReconciler, type Reconciler, type WatchCaches } from '../src/reconcile/index.js';
+import { type WatchCaches } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 import { startWork } from '../src/work.js';
 import { kcpAndSkrForSuite, kymaRef, untilInWatchCache } from './support/planes.js';
 
@@ -122,15 +123,15 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
       moduleConfigs: () => undefined,
       kyma: () => held.kyma,
     };
-    const reconciler = createReconciler({
+    const manager = createManager({
       kcp: await kubeConfigAsAgent(kcp, namespace),
       namespace,
       registry,
       skrTimeoutMs: 5_000,
       caches,
     });
-    cleanups.push(() => reconciler.close());
-    return { reconciler, registry };
+    cleanups.push(() => manager.close());
+    return { manager, registry };
   }
 
   /** The agent's work as `skr-agent run` starts it, for `namespace`; `passes` counts its reconciles so far. */
@@ -204,8 +205,8 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
   it('reads the Kyma fresh when the cached copy is older than its own last status write, so the status is corrected', async function () {
     const { namespace, name, key, skrNamespace } = await kymaOnSkr();
     const held: { kyma?: unknown } = {};
-    const { reconciler, registry } = await reconcilerWithCache(namespace, held);
-    await reconciler.reconcile(key);
+    const { manager, registry } = await reconcilerWithCache(namespace, held);
+    await manager.reconciler.reconcile(key);
     // The watch holds the Kyma as the first pass left it: Ready.
     held.kyma = await readKyma(namespace, name);
     expect((held.kyma as KymaJson).status?.state).to.equal('Ready');
@@ -213,14 +214,14 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
     // The user enables a module that does not exist: the pass (from the cache, which is current) writes Error.
     await setSkrModules(skrNamespace, [{ name: 'no-such-module' }]);
     const gets = await kymaGets(registry);
-    await reconciler.reconcile(key);
+    await manager.reconciler.reconcile(key);
     expect(await kymaGets(registry), 'a pass from a current cache').to.equal(gets);
     expect((await readKyma(namespace, name)).status?.state).to.equal('Error');
 
     // The user takes it back before the watch delivered the Error write: the cache still shows Ready. A pass that
     // believed it would find Ready unchanged and leave Error standing (the next look: the Ready requeue, minutes).
     await setSkrModules(skrNamespace, []);
-    await reconciler.reconcile(key);
+    await manager.reconciler.reconcile(key);
     expect((await readKyma(namespace, name)).status?.state).to.equal('Ready');
     expect(await kymaGets(registry), 'the stale copy is not used').to.equal(gets + 1);
   });
@@ -228,10 +229,10 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
   it('reads a Kyma acquired by this replica from the API server: not cached yet, or cached from before a peer had it', async function () {
     const { namespace, name, key, skrNamespace } = await kymaOnSkr();
     const held: { kyma?: unknown } = {};
-    const { reconciler, registry } = await reconcilerWithCache(namespace, held);
+    const { manager, registry } = await reconcilerWithCache(namespace, held);
     // Acquired, and the watch has not delivered it yet.
-    reconciler.acquired(key);
-    await reconciler.reconcile(key);
+    manager.acquired(key);
+    await manager.reconciler.reconcile(key);
     expect(await kymaGets(registry)).to.equal(1);
     expect((await readKyma(namespace, name)).status?.state).to.equal('Ready');
     held.kyma = await readKyma(namespace, name);
@@ -239,18 +240,18 @@ describe('the KCP Kyma from the watch cache (real KCP and SKR)', function () {
     // Handed to a peer, which reconciles it after the user enabled a missing module (Error), then handed back;
     // this replica's watch still holds the copy from before the handover.
     await setSkrModules(skrNamespace, [{ name: 'no-such-module' }]);
-    const peer: Reconciler = createReconciler({
+    const peer: Manager = createManager({
       kcp: await kubeConfigAsAgent(kcp, namespace),
       namespace,
       skrTimeoutMs: 5_000,
     });
     cleanups.push(() => peer.close());
-    await peer.reconcile(key);
+    await peer.reconciler.reconcile(key);
     expect((await readKyma(namespace, name)).status?.state).to.equal('Error');
     await setSkrModules(skrNamespace, []);
 
-    reconciler.acquired(key);
-    await reconciler.reconcile(key);
+    manager.acquired(key);
+    await manager.reconciler.reconcile(key);
     expect((await readKyma(namespace, name)).status?.state).to.equal('Ready');
     expect(await kymaGets(registry)).to.equal(2);
   });

@@ -9,7 +9,8 @@ import { DEFAULTS, GROUP, KINDS, LABELS, REQUEUE_MS } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { parseAllDocuments } from 'yaml';
 import { webhookConfigurationFor } from '../src/registration/webhook-configuration.js';
-import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
+import { moduleConfigName } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 import {
   custom,
   getOrUndefined,
@@ -173,7 +174,7 @@ async function wipeSkr(): Promise<void> {
 
 describe('upstream API parity (real KCP and SKR)', function () {
   this.timeout(120_000);
-  let reconciler: Reconciler;
+  let manager: Manager;
   let ns: string;
 
   before(async function () {
@@ -190,11 +191,11 @@ describe('upstream API parity (real KCP and SKR)', function () {
   beforeEach(async function () {
     ns = await kcpNamespace();
     currentNamespace = ns;
-    reconciler = createReconciler({ kcp, namespace: ns, skrTimeoutMs: 5_000 });
+    manager = createManager({ kcp, namespace: ns, skrTimeoutMs: 5_000 });
   });
 
   afterEach(async function () {
-    await reconciler.close();
+    await manager.close();
     await wipeSkr();
   });
 
@@ -390,7 +391,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
         },
       });
 
-      expect(await reconciler.reconcile(`${ns}/taken-over`)).to.deep.equal({
+      expect(await manager.reconciler.reconcile(`${ns}/taken-over`)).to.deep.equal({
         requeueAfterMs: REQUEUE_MS.Ready,
       });
       const status = await kymaStatus(ns, 'taken-over');
@@ -421,7 +422,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
       });
       // A second pass finds nothing to change.
       const before = (await read(kcp, 'kyma', ns, 'taken-over'))?.['metadata'] as Json;
-      await reconciler.reconcile(`${ns}/taken-over`);
+      await manager.reconciler.reconcile(`${ns}/taken-over`);
       const after = (await read(kcp, 'kyma', ns, 'taken-over'))?.['metadata'] as Json;
       expect(after['resourceVersion']).to.equal(before['resourceVersion']);
     });
@@ -437,7 +438,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
       await moduleTemplate(ns, 'guard', '2.0.0', { mandatory: true });
       await createKyma(ns, 'kyma-mandatory', { modules: [{ name: 'sample' }] });
 
-      expect(await reconciler.reconcile(`${ns}/kyma-mandatory`)).to.deep.equal({
+      expect(await manager.reconciler.reconcile(`${ns}/kyma-mandatory`)).to.deep.equal({
         requeueAfterMs: REQUEUE_MS.Ready,
       });
       const status = await kymaStatus(ns, 'kyma-mandatory');
@@ -450,7 +451,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
       await catalogEntry(ns, 'sample', { regular: '1.0.0' }, { meta: { beta: true } });
       await createKyma(ns, 'kyma-beta', { modules: [{ name: 'sample' }] });
 
-      expect(await reconciler.reconcile(`${ns}/kyma-beta`)).to.deep.equal({
+      expect(await manager.reconciler.reconcile(`${ns}/kyma-beta`)).to.deep.equal({
         requeueAfterMs: REQUEUE_MS.Error,
       });
       let status = await kymaStatus(ns, 'kyma-beta');
@@ -462,7 +463,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
         { ...kymaRef(ns, 'kyma-beta'), body: { metadata: { labels: { [LABELS.beta]: 'true' } } } },
         mergePatch,
       );
-      await reconciler.reconcile(`${ns}/kyma-beta`);
+      await manager.reconciler.reconcile(`${ns}/kyma-beta`);
       status = await kymaStatus(ns, 'kyma-beta');
       expect(moduleOf(status, 'sample')).to.include({ state: 'Ready' });
     });
@@ -475,7 +476,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
         { templateLabels: { [LABELS.internal]: 'true' } },
       );
       await createKyma(ns, 'kyma-internal', { modules: [{ name: 'sample' }] });
-      await reconciler.reconcile(`${ns}/kyma-internal`);
+      await manager.reconciler.reconcile(`${ns}/kyma-internal`);
       const status = await kymaStatus(ns, 'kyma-internal');
       expect(moduleOf(status, 'sample')?.['message']).to.match(/^ModuleNotAllowed: .* is internal/);
     });
@@ -503,7 +504,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
           'kyma-project.io/global-account-id': 'bronze',
         },
       );
-      await reconciler.reconcile(`${ns}/kyma-restricted`);
+      await manager.reconciler.reconcile(`${ns}/kyma-restricted`);
       let status = await kymaStatus(ns, 'kyma-restricted');
       expect(moduleOf(status, 'sample')?.['message']).to.match(/^ModuleNotAllowed: .* restricted/);
 
@@ -514,7 +515,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
         },
         mergePatch,
       );
-      await reconciler.reconcile(`${ns}/kyma-restricted`);
+      await manager.reconciler.reconcile(`${ns}/kyma-restricted`);
       status = await kymaStatus(ns, 'kyma-restricted');
       expect(moduleOf(status, 'sample')).to.include({ state: 'Ready' });
     });
@@ -522,7 +523,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
     it('leaves an unmanaged module to the user: state Unmanaged, Module CR untouched and kept, no ModuleConfig', async function () {
       await catalogEntry(ns, 'sample', { regular: '1.0.0' });
       await createKyma(ns, 'kyma-unmanaged', { modules: [{ name: 'sample' }] });
-      await reconciler.reconcile(`${ns}/kyma-unmanaged`);
+      await manager.reconciler.reconcile(`${ns}/kyma-unmanaged`);
       const configRef = refTo('moduleConfig', ns, moduleConfigName('kyma-unmanaged', 'sample'));
       expect(await read(kcp, 'moduleConfig', ns, configRef.name)).to.not.equal(undefined);
 
@@ -531,7 +532,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
         { ...refTo('sample', SKR_NS, 'sample'), body: { spec: { greeting: 'mine now' } } },
         mergePatch,
       );
-      expect(await reconciler.reconcile(`${ns}/kyma-unmanaged`)).to.deep.equal({
+      expect(await manager.reconciler.reconcile(`${ns}/kyma-unmanaged`)).to.deep.equal({
         requeueAfterMs: REQUEUE_MS.Ready,
       });
       const status = await kymaStatus(ns, 'kyma-unmanaged');
@@ -541,7 +542,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
 
       // Dropped from the list while unmanaged: the user's Module CR stays.
       await patchSkrKyma({ spec: { modules: [] } });
-      await reconciler.reconcile(`${ns}/kyma-unmanaged`);
+      await manager.reconciler.reconcile(`${ns}/kyma-unmanaged`);
       const sample = await read(skr, 'sample', SKR_NS, 'sample');
       expect((sample?.['spec'] as Json)['greeting']).to.equal('mine now');
     });
@@ -549,7 +550,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
     it('installs a module whose template has no default CR without one, Ready', async function () {
       await catalogEntry(ns, 'sample', { regular: '1.0.0' }, { data: false });
       await createKyma(ns, 'kyma-nodata', { modules: [{ name: 'sample' }] });
-      expect(await reconciler.reconcile(`${ns}/kyma-nodata`)).to.deep.equal({
+      expect(await manager.reconciler.reconcile(`${ns}/kyma-nodata`)).to.deep.equal({
         requeueAfterMs: REQUEUE_MS.Ready,
       });
       const status = await kymaStatus(ns, 'kyma-nodata');
@@ -564,11 +565,11 @@ describe('upstream API parity (real KCP and SKR)', function () {
     it('refuses a downgrade on a channel switch: Warning, the installed version stays', async function () {
       await catalogEntry(ns, 'sample', { regular: '1.0.0', fast: '1.1.0' });
       await createKyma(ns, 'kyma-downgrade', { channel: 'fast', modules: [{ name: 'sample' }] });
-      await reconciler.reconcile(`${ns}/kyma-downgrade`);
+      await manager.reconciler.reconcile(`${ns}/kyma-downgrade`);
       expect(moduleOf(await kymaStatus(ns, 'kyma-downgrade'), 'sample')).to.include({ version: '1.1.0' });
 
       await patchSkrKyma({ spec: { channel: 'regular' } });
-      expect(await reconciler.reconcile(`${ns}/kyma-downgrade`)).to.deep.equal({
+      expect(await manager.reconciler.reconcile(`${ns}/kyma-downgrade`)).to.deep.equal({
         requeueAfterMs: REQUEUE_MS.Warning,
       });
       const status = await kymaStatus(ns, 'kyma-downgrade');
@@ -582,17 +583,17 @@ describe('upstream API parity (real KCP and SKR)', function () {
     it('keeps the previous module status when its ModuleReleaseMeta goes: Error once, then Warning', async function () {
       await catalogEntry(ns, 'sample', { regular: '1.0.0' });
       await createKyma(ns, 'kyma-nomrm', { modules: [{ name: 'sample' }] });
-      await reconciler.reconcile(`${ns}/kyma-nomrm`);
+      await manager.reconciler.reconcile(`${ns}/kyma-nomrm`);
       await kcpApi().deleteNamespacedCustomObject(refTo('moduleReleaseMeta', ns, 'sample'));
 
-      await reconciler.reconcile(`${ns}/kyma-nomrm`);
+      await manager.reconciler.reconcile(`${ns}/kyma-nomrm`);
       let sample = moduleOf(await kymaStatus(ns, 'kyma-nomrm'), 'sample')!;
       expect(sample).to.include({ state: 'Error', version: '1.0.0' });
       expect(sample['message']).to.match(/^ModuleReleaseMetaNotFound/);
       expect(sample['template']).to.nested.include({ 'metadata.name': 'sample-1.0.0' });
 
       for (let pass = 0; pass < 2; pass++) {
-        expect(await reconciler.reconcile(`${ns}/kyma-nomrm`)).to.deep.equal({
+        expect(await manager.reconciler.reconcile(`${ns}/kyma-nomrm`)).to.deep.equal({
           requeueAfterMs: REQUEUE_MS.Warning,
         });
         sample = moduleOf(await kymaStatus(ns, 'kyma-nomrm'), 'sample')!;
@@ -609,7 +610,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
       await moduleTemplate(ns, 'hidden', '1.0.0', { templateLabels: { [LABELS.sync]: 'false' } });
       await createKyma(ns, 'kyma-catalog', { modules: [{ name: 'sample' }] });
 
-      await reconciler.reconcile(`${ns}/kyma-catalog`);
+      await manager.reconciler.reconcile(`${ns}/kyma-catalog`);
       const names = async (kind: Kind) => {
         const { group, version, plural } = refTo(kind, SKR_NS, '');
         const list = (await skrApi().listNamespacedCustomObject({
@@ -643,7 +644,7 @@ describe('upstream API parity (real KCP and SKR)', function () {
       await untilCached('moduleReleaseMeta', (items) =>
         items.some((item) => item.metadata.name === 'trial' && item.spec?.['beta'] === false),
       );
-      await reconciler.reconcile(`${ns}/kyma-catalog`);
+      await manager.reconciler.reconcile(`${ns}/kyma-catalog`);
       expect(await names('moduleTemplate')).to.deep.equal(['sample-1.0.0', 'trial-1.0.0']);
       expect(await names('moduleReleaseMeta')).to.deep.equal(['sample', 'trial']);
     });

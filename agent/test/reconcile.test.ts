@@ -18,7 +18,8 @@ import { createRegistry } from '@skr-watcher/telemetry';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
 import { CRD_DIGEST_ANNOTATION, ensureSkrCrds } from '../src/reconcile/kyma/crds.js';
 import { SKR_WEBHOOK_TLS_SECRET, tlsSecretFor } from '../src/registration/skr-resources.js';
-import { createReconciler, moduleConfigName, type Reconciler } from '../src/reconcile/index.js';
+import { moduleConfigName } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 import { custom, getOrUndefined, kymaRef, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
 const SKR_NS = DEFAULTS.skrNamespace;
@@ -217,7 +218,7 @@ async function skrConfigMap(kc: KubeConfig, name: string) {
 
 describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   this.timeout(120_000);
-  let reconciler: Reconciler;
+  let manager: Manager;
 
   before(async function () {
     env = await startEnvironment({ planes: ['kcp', 'skr1', 'skr2'] });
@@ -242,7 +243,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   beforeEach(async function () {
     ns = await kcpNamespace();
     registry = createRegistry();
-    reconciler = createReconciler({
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       registry,
@@ -251,7 +252,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   });
 
   afterEach(async function () {
-    await reconciler.close();
+    await manager.close();
     await wipeSkr(planes.skr1);
     await wipeSkr(planes.skr2);
   });
@@ -260,8 +261,12 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     await createKyma(ns, 'kyma-a', 'skr1', [{ name: 'sample' }]);
     await createKyma(ns, 'kyma-b', 'skr2', [{ name: 'sample' }]);
 
-    expect(await reconciler.reconcile(`${ns}/kyma-a`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
-    expect(await reconciler.reconcile(`${ns}/kyma-b`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-a`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Ready,
+    });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-b`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Ready,
+    });
 
     const kymaA = (await kcpKyma(ns, 'kyma-a')) as { metadata: Json; status: Json };
     expect(kymaA.metadata['finalizers']).to.include(KYMA_FINALIZER);
@@ -330,7 +335,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       { ...sampleRef(), body: { spec: { replicas: 3, greeting: 'edited' } } },
       mergePatch,
     )) as { metadata: { resourceVersion: string } };
-    await reconciler.reconcile(`${ns}/kyma-a`);
+    await manager.reconciler.reconcile(`${ns}/kyma-a`);
 
     const mirrored = (await moduleConfig(ns, 'kyma-a', 'sample')) as {
       spec: { resource: Json };
@@ -346,7 +351,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     // A second pass with nothing changed writes nothing.
     const before = (await moduleConfig(ns, 'kyma-a', 'sample')) as { metadata: { resourceVersion: string } };
     const kymaBefore = (await kcpKyma(ns, 'kyma-a')) as { metadata: { resourceVersion: string } };
-    await reconciler.reconcile(`${ns}/kyma-a`);
+    await manager.reconciler.reconcile(`${ns}/kyma-a`);
     const after = (await moduleConfig(ns, 'kyma-a', 'sample')) as { metadata: { resourceVersion: string } };
     const kymaAfter = (await kcpKyma(ns, 'kyma-a')) as { metadata: { resourceVersion: string } };
     expect(after.metadata.resourceVersion).to.equal(before.metadata.resourceVersion);
@@ -360,14 +365,14 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('disabling a module in the SKR Kyma removes its ModuleConfig and the Module CR the agent created', async function () {
     await createKyma(ns, 'kyma-d', 'skr1', [{ name: 'sample' }]);
-    await reconciler.reconcile(`${ns}/kyma-d`);
+    await manager.reconciler.reconcile(`${ns}/kyma-d`);
     expect(await moduleConfig(ns, 'kyma-d', 'sample')).to.not.equal(undefined);
 
     await custom(planes.skr1).patchNamespacedCustomObject(
       { ...skrKymaRef, body: { spec: { modules: [] } } },
       mergePatch,
     );
-    await reconciler.reconcile(`${ns}/kyma-d`);
+    await manager.reconciler.reconcile(`${ns}/kyma-d`);
 
     expect(await moduleConfig(ns, 'kyma-d', 'sample')).to.equal(undefined);
     expect(await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()))).to.equal(
@@ -380,7 +385,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('a missing template puts that module in Error with a reason, records an Event, and does not crash', async function () {
     await createKyma(ns, 'kyma-m', 'skr1', [{ name: 'sample' }, { name: 'nosuch', version: '9.9.9' }]);
-    expect(await reconciler.reconcile(`${ns}/kyma-m`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Error });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-m`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Error,
+    });
 
     const kyma = (await kcpKyma(ns, 'kyma-m')) as {
       status: { state: string; modules: Json[]; conditions: Json[] };
@@ -404,7 +411,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('skip-reconciliation=true pauses a Kyma: no finalizer, nothing in the SKR', async function () {
     await createKyma(ns, 'kyma-p', 'skr1', [{ name: 'sample' }], { [LABELS.skipReconciliation]: 'true' });
-    expect(await reconciler.reconcile(`${ns}/kyma-p`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-p`)).to.deep.equal({});
     const kyma = (await kcpKyma(ns, 'kyma-p')) as { metadata: Json; status?: Json };
     expect(kyma.metadata['finalizers'] ?? []).to.not.include(KYMA_FINALIZER);
     expect(kyma.status).to.equal(undefined);
@@ -417,14 +424,14 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       { ...kymaRef(ns, 'kyma-p'), body: { metadata: { labels: { [LABELS.skipReconciliation]: null } } } },
       mergePatch,
     );
-    await reconciler.reconcile(`${ns}/kyma-p`);
+    await manager.reconciler.reconcile(`${ns}/kyma-p`);
     expect(
       await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(skrKymaRef)),
     ).to.not.equal(undefined);
   });
 
   it('a reconcile of a Kyma that does not exist is a no-op', async function () {
-    expect(await reconciler.reconcile(`${ns}/ghost`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/ghost`)).to.deep.equal({});
   });
 
   it('a missing kubeconfig Secret fails the reconcile (back off) with status and Event', async function () {
@@ -438,7 +445,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     let failure: unknown;
-    await reconciler.reconcile(`${ns}/kyma-n`).catch((error: unknown) => (failure = error));
+    await manager.reconciler.reconcile(`${ns}/kyma-n`).catch((error: unknown) => (failure = error));
     expect(String(failure)).to.match(
       /reconcile Kyma .*kyma-n: no Secret in .* labelled operator.kyma-project.io\/kyma-name=kyma-n/,
     );
@@ -453,7 +460,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       events.items.some((e) => e.reason === 'KubeconfigMissing' && e.involvedObject.name === 'kyma-n'),
     ).to.equal(true);
     // The same failure again folds into that Event: the agent reads it back (`get` on Events) and bumps its count.
-    await reconciler.reconcile(`${ns}/kyma-n`).catch(() => undefined);
+    await manager.reconciler.reconcile(`${ns}/kyma-n`).catch(() => undefined);
     const repeated = await kcpCore.listNamespacedEvent({ namespace: ns });
     expect(
       repeated.items.find((e) => e.reason === 'KubeconfigMissing' && e.involvedObject.name === 'kyma-n')
@@ -462,7 +469,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
     // Deleting it does not wait for an SKR nobody can reach: the SKR side is skipped, with an Event.
     await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-n'));
-    expect(await reconciler.reconcile(`${ns}/kyma-n`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-n`)).to.deep.equal({});
     expect(await kcpKyma(ns, 'kyma-n')).to.equal(undefined);
     const after = await kcpCore.listNamespacedEvent({ namespace: ns });
     expect(
@@ -473,7 +480,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   it('applies SyncResource items by strategy: drift reverted for CreateAndSync, kept for CreateAndIgnore, dropped items removed', async function () {
     await createKyma(ns, 'kyma-s', 'skr1', []);
     const skrCore = planes.skr1.makeApiClient(CoreV1Api);
-    await reconciler.reconcile(`${ns}/kyma-s`); // creates kyma-system in the SKR
+    await manager.reconciler.reconcile(`${ns}/kyma-s`); // creates kyma-system in the SKR
     await skrCore.createNamespacedConfigMap({
       namespace: SKR_NS,
       body: { metadata: { name: 'cm-unwanted' }, data: { a: '1' } },
@@ -483,7 +490,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       configMapItem('ignored', 'CreateAndIgnore', 'cm-ignored', { a: '1' }),
       configMapItem('unwanted', 'Delete', 'cm-unwanted', {}),
     ]);
-    expect(await reconciler.reconcile(`${ns}/kyma-s`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-s`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Ready,
+    });
 
     expect((await skrConfigMap(planes.skr1, 'cm-synced'))?.data).to.deep.equal({ a: '1' });
     expect((await skrConfigMap(planes.skr1, 'cm-ignored'))?.data).to.deep.equal({ a: '1' });
@@ -513,7 +522,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         mergePatch,
       );
     }
-    await reconciler.reconcile(`${ns}/kyma-s`);
+    await manager.reconciler.reconcile(`${ns}/kyma-s`);
     expect((await skrConfigMap(planes.skr1, 'cm-synced'))?.data).to.deep.equal({ a: '1' });
     expect((await skrConfigMap(planes.skr1, 'cm-ignored'))?.data).to.deep.equal({ a: '2' });
 
@@ -525,7 +534,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
       mergePatch,
     );
-    await reconciler.reconcile(`${ns}/kyma-s`);
+    await manager.reconciler.reconcile(`${ns}/kyma-s`);
     expect(await skrConfigMap(planes.skr1, 'cm-synced')).to.equal(undefined);
     expect(await skrConfigMap(planes.skr1, 'cm-ignored')).to.not.equal(undefined);
     const after = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-s'))) as {
@@ -535,7 +544,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
     // Deleting the SyncResource removes what it applied, then lets it go.
     await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-s'));
-    await reconciler.reconcile(`${ns}/kyma-s`);
+    await manager.reconciler.reconcile(`${ns}/kyma-s`);
     expect(await skrConfigMap(planes.skr1, 'cm-ignored')).to.equal(undefined);
     expect(await getOrUndefined(() => kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-s')))).to.equal(
       undefined,
@@ -544,7 +553,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('a bad SyncResource item fails that item only', async function () {
     await createKyma(ns, 'kyma-b', 'skr1', []);
-    await reconciler.reconcile(`${ns}/kyma-b`);
+    await manager.reconciler.reconcile(`${ns}/kyma-b`);
     await createSyncResource(ns, 'sync-b', 'kyma-b', [
       configMapItem('good', 'CreateAndSync', 'cm-good', { a: '1' }),
       {
@@ -557,7 +566,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         },
       },
     ]);
-    expect(await reconciler.reconcile(`${ns}/kyma-b`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Error });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-b`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Error,
+    });
     expect(await skrConfigMap(planes.skr1, 'cm-good')).to.not.equal(undefined);
     const sync = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-b'))) as {
       status: { state: string; items: Json[] };
@@ -573,7 +584,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('refuses SyncResource items outside the allow-list of kinds and namespaces, item by item', async function () {
     await createKyma(ns, 'kyma-p', 'skr1', []);
-    await reconciler.reconcile(`${ns}/kyma-p`);
+    await manager.reconciler.reconcile(`${ns}/kyma-p`);
     const skrCore = planes.skr1.makeApiClient(CoreV1Api);
     const guarded = `guarded-${counter}`;
     await skrCore.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: guarded } } });
@@ -596,7 +607,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         resource: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: guarded, namespace: 'default' } },
       },
     ]);
-    await reconciler.reconcile(`${ns}/kyma-p`);
+    await manager.reconciler.reconcile(`${ns}/kyma-p`);
     expect(await skrConfigMap(planes.skr1, 'cm-allowed')).to.not.equal(undefined);
     const roles = await planes.skr1
       .makeApiClient(RbacAuthorizationV1Api)
@@ -621,8 +632,8 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   });
 
   it('refuses SyncResource items naming what the agent runs in the SKR (webhook Secret, SKR Kyma, Module CR) whatever the allow-list, and never deletes them', async function () {
-    await reconciler.close();
-    reconciler = createReconciler({
+    await manager.close();
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       skrTimeoutMs: 5_000,
@@ -633,7 +644,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     await createKyma(ns, 'kyma-o', 'skr1', [{ name: 'sample' }]);
-    await reconciler.reconcile(`${ns}/kyma-o`);
+    await manager.reconciler.reconcile(`${ns}/kyma-o`);
     const skrCore = planes.skr1.makeApiClient(CoreV1Api);
     // The webhook's TLS Secret as the registration writes it.
     const webhookSecret = tlsSecretFor({ caBundlePem: 'ca', certPem: 'cert', keyPem: 'key' });
@@ -672,7 +683,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         },
         configMapItem('allowed', 'CreateAndSync', 'cm-owned-test', { a: '1' }),
       ]);
-      await reconciler.reconcile(`${ns}/kyma-o`);
+      await manager.reconciler.reconcile(`${ns}/kyma-o`);
       const secret = await skrCore.readNamespacedSecret({ namespace: SKR_NS, name: SKR_WEBHOOK_TLS_SECRET });
       expect(secret.data, 'the webhook Secret was overwritten').to.deep.equal(webhookSecret.data);
       const skrKyma = (await custom(planes.skr1).getNamespacedCustomObject(skrKymaRef)) as { spec: Json };
@@ -715,7 +726,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         mergePatch,
       );
       await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-o'));
-      await reconciler.reconcile(`${ns}/kyma-o`);
+      await manager.reconciler.reconcile(`${ns}/kyma-o`);
       expect(await getOrUndefined(() => kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-o')))).to.equal(
         undefined,
       );
@@ -734,19 +745,19 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   });
 
   it('refuses a SyncResource an object another SyncResource holds, and a service-account-token Secret; deleting it deletes neither', async function () {
-    await reconciler.close();
-    reconciler = createReconciler({
+    await manager.close();
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       skrTimeoutMs: 5_000,
       syncResourcePolicy: { kinds: ['ConfigMap', 'Secret'], namespaces: [SKR_NS] },
     });
     await createKyma(ns, 'kyma-h', 'skr1', [{ name: 'sample' }]);
-    await reconciler.reconcile(`${ns}/kyma-h`);
+    await manager.reconciler.reconcile(`${ns}/kyma-h`);
     await createSyncResource(ns, 'sync-first', 'kyma-h', [
       configMapItem('shared', 'CreateAndSync', 'cm-held', { holder: 'first' }),
     ]);
-    await reconciler.reconcile(`${ns}/kyma-h`);
+    await manager.reconciler.reconcile(`${ns}/kyma-h`);
     const held = await skrConfigMap(planes.skr1, 'cm-held');
     expect(held?.data).to.deep.equal({ holder: 'first' });
     await createSyncResource(ns, 'sync-second', 'kyma-h', [
@@ -766,7 +777,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         },
       },
     ]);
-    await reconciler.reconcile(`${ns}/kyma-h`);
+    await manager.reconciler.reconcile(`${ns}/kyma-h`);
     expect((await skrConfigMap(planes.skr1, 'cm-held'))?.data).to.deep.equal({ holder: 'first' });
     const second = (await kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-second'))) as {
       status: { items: { name: string; state: string; message?: string }[] };
@@ -783,7 +794,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     ).to.equal(undefined);
 
     await kcpCustom.deleteNamespacedCustomObject(syncRef(ns, 'sync-second'));
-    await reconciler.reconcile(`${ns}/kyma-h`);
+    await manager.reconciler.reconcile(`${ns}/kyma-h`);
     expect(
       await getOrUndefined(() => kcpCustom.getNamespacedCustomObject(syncRef(ns, 'sync-second'))),
     ).to.equal(undefined);
@@ -794,16 +805,16 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('deleting a Kyma leaves nothing of it in KCP or its SKR', async function () {
     await createKyma(ns, 'kyma-x', 'skr2', [{ name: 'sample' }]);
-    await reconciler.reconcile(`${ns}/kyma-x`);
+    await manager.reconciler.reconcile(`${ns}/kyma-x`);
     await createSyncResource(ns, 'sync-x', 'kyma-x', [
       configMapItem('c', 'CreateAndSync', 'cm-x', { a: '1' }),
     ]);
-    await reconciler.reconcile(`${ns}/kyma-x`);
+    await manager.reconciler.reconcile(`${ns}/kyma-x`);
     expect(await skrConfigMap(planes.skr2, 'cm-x')).to.not.equal(undefined);
     expect(await moduleConfig(ns, 'kyma-x', 'sample')).to.not.equal(undefined);
 
     await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-x'));
-    expect(await reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
 
     expect(await kcpKyma(ns, 'kyma-x')).to.equal(undefined);
     const configs = (await kcpCustom.listNamespacedCustomObject({
@@ -829,12 +840,12 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(sync.metadata.finalizers ?? []).to.not.include(KYMA_FINALIZER);
     expect(sync.status.items).to.deep.equal([]);
     // A second reconcile of the gone Kyma is a no-op.
-    expect(await reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-x`)).to.deep.equal({});
   });
 
   it('deletion removes a ModuleConfig that the watch cache has not delivered yet, and its Module CR', async function () {
-    await reconciler.close();
-    reconciler = createReconciler({
+    await manager.close();
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       // A cache that lags behind the last pass's writes: it holds none of the Kyma's ModuleConfigs yet.
@@ -846,11 +857,11 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     await createKyma(ns, 'kyma-l', 'skr1', [{ name: 'sample' }]);
-    await reconciler.reconcile(`${ns}/kyma-l`);
+    await manager.reconciler.reconcile(`${ns}/kyma-l`);
     expect(await moduleConfig(ns, 'kyma-l', 'sample')).to.not.equal(undefined);
 
     await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-l'));
-    expect(await reconciler.reconcile(`${ns}/kyma-l`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-l`)).to.deep.equal({});
     expect(await kcpKyma(ns, 'kyma-l')).to.equal(undefined);
     expect(await moduleConfig(ns, 'kyma-l', 'sample')).to.equal(undefined);
     expect(await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()))).to.equal(
@@ -860,8 +871,8 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('deletion with an unreachable SKR retries until deletionTimeoutMs, then records an Event and lets the Kyma go', async function () {
     let now = Date.now();
-    await reconciler.close();
-    reconciler = createReconciler({
+    await manager.close();
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       skrTimeoutMs: 1_000,
@@ -884,7 +895,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     let failure: unknown;
-    await reconciler.reconcile(`${ns}/kyma-u`).catch((error: unknown) => (failure = error));
+    await manager.reconciler.reconcile(`${ns}/kyma-u`).catch((error: unknown) => (failure = error));
     expect(failure).to.be.instanceOf(Error);
     let kyma = (await kcpKyma(ns, 'kyma-u')) as {
       metadata: { finalizers: string[] };
@@ -898,13 +909,13 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     await kcpCustom.deleteNamespacedCustomObject(kymaRef(ns, 'kyma-u'));
     now = Date.now();
     failure = undefined;
-    await reconciler.reconcile(`${ns}/kyma-u`).catch((error: unknown) => (failure = error));
+    await manager.reconciler.reconcile(`${ns}/kyma-u`).catch((error: unknown) => (failure = error));
     expect(String(failure)).to.match(/SKR cleanup failed \(retrying\)/);
     kyma = (await kcpKyma(ns, 'kyma-u')) as typeof kyma;
     expect(kyma.metadata.finalizers).to.include(KYMA_FINALIZER);
 
     now = Date.now() + 61_000;
-    expect(await reconciler.reconcile(`${ns}/kyma-u`)).to.deep.equal({});
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-u`)).to.deep.equal({});
     expect(await kcpKyma(ns, 'kyma-u')).to.equal(undefined);
     const events = await kcpCore.listNamespacedEvent({ namespace: ns });
     expect(
@@ -953,7 +964,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     await createKyma(ns, 'kyma-c', 'skr1', [{ name: 'sample', channel: 'fast' }]);
-    await reconciler.reconcile(`${ns}/kyma-c`);
+    await manager.reconciler.reconcile(`${ns}/kyma-c`);
     let kyma = (await kcpKyma(ns, 'kyma-c')) as { status: { modules: Json[] } };
     expect(kyma.status.modules[0]).to.include({ channel: 'fast', version: '1.1.0' });
     expect(kyma.status.modules[0]?.['template']).to.nested.include({ 'metadata.name': 'sample-1.1.0' });
@@ -965,7 +976,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       { ...skrKymaRef, body: { spec: { modules: [{ name: 'sample', version: '1.0.0' }] } } },
       mergePatch,
     );
-    await reconciler.reconcile(`${ns}/kyma-c`);
+    await manager.reconciler.reconcile(`${ns}/kyma-c`);
     kyma = (await kcpKyma(ns, 'kyma-c')) as typeof kyma;
     expect(kyma.status.modules[0]).to.include({ version: '1.0.0', state: 'Ready' });
     expect(kyma.status.modules[0]?.['template']).to.nested.include({ 'metadata.name': 'sample-1.0.0' });
@@ -975,14 +986,14 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       { ...skrKymaRef, body: { spec: { modules: [{ name: 'sample', channel: 'nightly' }] } } },
       mergePatch,
     );
-    await reconciler.reconcile(`${ns}/kyma-c`);
+    await manager.reconciler.reconcile(`${ns}/kyma-c`);
     kyma = (await kcpKyma(ns, 'kyma-c')) as typeof kyma;
     expect(kyma.status.modules[0]).to.include({ state: 'Error' });
     expect(kyma.status.modules[0]?.['message']).to.match(/^ChannelNotFound: .* has no channel nightly/);
   });
 
   it('answers with the requeue interval configured for the state the pass ended in', async function () {
-    const configured = createReconciler({
+    const configured = createManager({
       kcp: planes.kcp,
       namespace: ns,
       skrTimeoutMs: 5_000,
@@ -990,9 +1001,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     });
     try {
       await createKyma(ns, 'kyma-q', 'skr1', [{ name: 'sample' }]);
-      expect(await configured.reconcile(`${ns}/kyma-q`)).to.deep.equal({ requeueAfterMs: 1_234 });
+      expect(await configured.reconciler.reconcile(`${ns}/kyma-q`)).to.deep.equal({ requeueAfterMs: 1_234 });
       await createKyma(ns, 'kyma-w', 'skr2', [{ name: 'sample', customResourcePolicy: 'Ignore' }]);
-      expect(await configured.reconcile(`${ns}/kyma-w`)).to.deep.equal({ requeueAfterMs: 4_321 });
+      expect(await configured.reconciler.reconcile(`${ns}/kyma-w`)).to.deep.equal({ requeueAfterMs: 4_321 });
     } finally {
       await configured.close();
     }
@@ -1000,7 +1011,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it('with customResourcePolicy Ignore creates no Module CR (Warning) but mirrors one the user creates', async function () {
     await createKyma(ns, 'kyma-i', 'skr1', [{ name: 'sample', customResourcePolicy: 'Ignore' }]);
-    expect(await reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Warning });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Warning,
+    });
     expect(await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()))).to.equal(
       undefined,
     );
@@ -1017,13 +1030,15 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
         spec: { replicas: 7 },
       },
     });
-    expect(await reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
+    expect(await manager.reconciler.reconcile(`${ns}/kyma-i`)).to.deep.equal({
+      requeueAfterMs: REQUEUE_MS.Ready,
+    });
     const config = (await moduleConfig(ns, 'kyma-i', 'sample')) as { spec: { resource: Json } };
     expect(config.spec.resource['spec']).to.deep.equal({ replicas: 7 });
 
     // Gone again: the ModuleConfig follows.
     await custom(planes.skr1).deleteNamespacedCustomObject(sampleRef());
-    await reconciler.reconcile(`${ns}/kyma-i`);
+    await manager.reconciler.reconcile(`${ns}/kyma-i`);
     expect(await moduleConfig(ns, 'kyma-i', 'sample')).to.equal(undefined);
     kyma = (await kcpKyma(ns, 'kyma-i')) as typeof kyma;
     expect(kyma.status.state).to.equal('Warning');
@@ -1046,7 +1061,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     // A fresh CRD may answer 429 for a moment; the pass then fails and the next one converges.
     let result;
     for (let attempt = 0; attempt < 10 && !result; attempt++) {
-      result = await reconciler.reconcile(`${ns}/kyma-r`).catch(() => undefined);
+      result = await manager.reconciler.reconcile(`${ns}/kyma-r`).catch(() => undefined);
     }
     expect(result).to.deep.equal({ requeueAfterMs: REQUEUE_MS.Ready });
     const crd = await crds.readCustomResourceDefinition({ name });
@@ -1105,7 +1120,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
 
   it("leaves another controller's Kyma condition alone and does not rewrite status for it", async function () {
     await createKyma(ns, 'kyma-f', 'skr1', []);
-    await reconciler.reconcile(`${ns}/kyma-f`);
+    await manager.reconciler.reconcile(`${ns}/kyma-f`);
     await kcpCustom.patchNamespacedCustomObjectStatus(
       {
         ...kymaRef(ns, 'kyma-f'),
@@ -1130,7 +1145,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
     );
     const before = (await kcpKyma(ns, 'kyma-f')) as { metadata: { resourceVersion: string } };
-    await reconciler.reconcile(`${ns}/kyma-f`);
+    await manager.reconciler.reconcile(`${ns}/kyma-f`);
     const after = (await kcpKyma(ns, 'kyma-f')) as {
       metadata: { resourceVersion: string };
       status: { conditions: Json[] };
@@ -1144,9 +1159,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
   });
 
   it('takes the names of SyncResources from the caller when given (an informer index), reading each fresh', async function () {
-    await reconciler.close();
+    await manager.close();
     const asked: string[] = [];
-    reconciler = createReconciler({
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       syncResourceNames: (namespace, kyma) => {
@@ -1155,21 +1170,21 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     await createKyma(ns, 'kyma-h', 'skr1', []);
-    await reconciler.reconcile(`${ns}/kyma-h`);
+    await manager.reconciler.reconcile(`${ns}/kyma-h`);
     await createSyncResource(ns, 'sync-h', 'kyma-h', [
       configMapItem('c', 'CreateAndSync', 'cm-h', { a: '1' }),
     ]);
     await createSyncResource(ns, 'sync-unindexed', 'kyma-h', [
       configMapItem('c', 'CreateAndSync', 'cm-u', { a: '1' }),
     ]);
-    await reconciler.reconcile(`${ns}/kyma-h`);
+    await manager.reconciler.reconcile(`${ns}/kyma-h`);
     expect(asked).to.include(`${ns}/kyma-h`);
     expect(await skrConfigMap(planes.skr1, 'cm-h')).to.not.equal(undefined);
     expect(await skrConfigMap(planes.skr1, 'cm-u')).to.equal(undefined);
   });
 
   it("reads the catalog, Watchers and ModuleConfigs from the caller's watch caches when given: no list of them per pass", async function () {
-    await reconciler.close();
+    await manager.close();
     const listed = async (kind: 'moduleTemplate' | 'moduleReleaseMeta') =>
       (
         (await kcpCustom.listNamespacedCustomObject({
@@ -1183,7 +1198,7 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     const templates = await listed('moduleTemplate');
     const metas = await listed('moduleReleaseMeta');
     registry = createRegistry();
-    reconciler = createReconciler({
+    manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, ns),
       namespace: ns,
       registry,
@@ -1195,8 +1210,8 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
       },
     });
     await createKyma(ns, 'kyma-c', 'skr1', [{ name: 'sample' }]);
-    await reconciler.reconcile(`${ns}/kyma-c`);
-    await reconciler.reconcile(`${ns}/kyma-c`);
+    await manager.reconciler.reconcile(`${ns}/kyma-c`);
+    await manager.reconciler.reconcile(`${ns}/kyma-c`);
     // The module resolved from the cached catalog: its Module CR is in the SKR.
     const sample = await getOrUndefined(() => custom(planes.skr1).getNamespacedCustomObject(sampleRef()));
     expect(sample).to.not.equal(undefined);

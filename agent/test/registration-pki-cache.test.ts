@@ -12,7 +12,8 @@ import { createRegistry, type Registry } from '@skr-watcher/telemetry';
 import { waitUntil } from '../../test/support/eventually.js';
 import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
 import { seedKcp } from '../../test/support/kcp-seed.js';
-import { createReconciler, type WatchCaches } from '../src/reconcile/index.js';
+import { type WatchCaches } from '../src/reconcile/index.js';
+import { createManager } from '../src/manager/index.js';
 import { kcpAndSkrForSuite, kymaRef, untilInWatchCache } from './support/planes.js';
 
 const NO_CACHES: WatchCaches = {
@@ -66,7 +67,7 @@ describe('registration: the CA, bundle and leaf Secrets from watches (real KCP a
       },
     });
     const registry = createRegistry();
-    const reconciler = createReconciler({
+    const manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, namespace),
       namespace,
       registry,
@@ -76,8 +77,8 @@ describe('registration: the CA, bundle and leaf Secrets from watches (real KCP a
         options: { image: 'example/skr-webhook:test', kcpAddress: 'kcp.example.com:8082', skrNamespace },
       },
     });
-    planes.cleanups.push(() => reconciler.close());
-    const pass = () => reconciler.reconcile(`${namespace}/${name}`);
+    planes.cleanups.push(() => manager.close());
+    const pass = () => manager.reconciler.reconcile(`${namespace}/${name}`);
     return { namespace, name, skrNamespace, pki, ca, registry, pass };
   }
 

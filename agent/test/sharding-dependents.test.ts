@@ -17,7 +17,7 @@ import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKcp, seedKyma } from '../../test/support/kcp-seed.js';
 import { createController, type Controller } from '../src/controller.js';
-import { createReconciler } from '../src/reconcile/index.js';
+import { createManager } from '../src/manager/index.js';
 import { bucketOf, startSharding, type Sharding } from '../src/sharding/index.js';
 import { untilCrdsServe } from './support/planes.js';
 
@@ -56,7 +56,7 @@ describe('sharded replicas watch only their own Kymas’ dependents', function (
   /** The work of one replica as `skr-agent run --shard` wires it (agent/src/work.ts), without a listener. */
   async function startWork(sharding: Sharding): Promise<Replica> {
     const late: { controller?: Controller } = {};
-    const unguarded = createReconciler({
+    const unguarded = createManager({
       kcp,
       namespace: NAMESPACE,
       syncResourceNames: (_namespace, kyma) => late.controller?.syncResourceNames(kyma),
@@ -72,7 +72,9 @@ describe('sharded replicas watch only their own Kymas’ dependents', function (
     const controller = createController({
       kcp,
       namespace: NAMESPACE,
-      reconciler: { reconcile: (key) => sharding.guard(key, () => unguarded.reconcile(key), {}, true) },
+      reconciler: {
+        reconcile: (key) => sharding.guard(key, () => unguarded.reconciler.reconcile(key), {}, true),
+      },
       kymaLabelSelector: sharding.kymaLabelSelector,
       dependents: sharding.dependents,
     });

@@ -9,7 +9,7 @@ import { GROUP, KINDS, type Kyma } from '@skr-watcher/api';
 import { startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKcp } from '../../test/support/kcp-seed.js';
-import { createReconciler, type Reconciler } from '../src/reconcile/index.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 import {
   createAssignment,
   createMembership,
@@ -29,7 +29,7 @@ describe('a withdrawn reconcile (the reconciler under a sharded replica)', funct
   let gate: GatedKubeConfig;
   let membership: Membership;
   let assignment: Assignment;
-  let reconciler: Reconciler;
+  let manager: Manager;
 
   before(async () => {
     env = await startEnvironment({ planes: ['kcp', SKR] });
@@ -60,11 +60,11 @@ describe('a withdrawn reconcile (the reconciler under a sharded replica)', funct
     // Only the reconciler's requests pass the gate; membership and assignment talk to the KCP directly.
     gate = new GatedKubeConfig();
     gate.loadFromFile(env.plane('kcp').kubeconfigPath);
-    reconciler = createReconciler({ kcp: gate, namespace: NAMESPACE });
+    manager = createManager({ kcp: gate, namespace: NAMESPACE });
   });
   after(async () => {
     gate?.releaseAll();
-    await reconciler?.close();
+    await manager?.close();
     assignment?.withdrawAll('test over');
     assignment?.stopStarting();
     await assignment?.stop();
@@ -76,7 +76,7 @@ describe('a withdrawn reconcile (the reconciler under a sharded replica)', funct
     const statusWrite = (request: GatedRequest) =>
       request.method === 'PATCH' && request.url.includes(`/kymas/${SKR}/status`);
     gate.hold(statusWrite);
-    const run = assignment.guard(KEY, () => reconciler.reconcile(KEY), false);
+    const run = assignment.guard(KEY, () => manager.reconciler.reconcile(KEY), false);
     // Everything before it went through: the SKR Kyma exists, the finalizer is on the KCP Kyma.
     await waitUntil('the status write waits at the gate', () => gate.heldCount() === 1, 90_000, 20);
 

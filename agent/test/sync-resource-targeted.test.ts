@@ -7,10 +7,11 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, KINDS, LABELS, MODULE_MIRROR } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
-import { createRegistry } from '@skr-watcher/telemetry';
+import { createLogger, createRegistry } from '@skr-watcher/telemetry';
 import { readFile } from 'node:fs/promises';
 import { createController, type Controller } from '../src/controller.js';
-import { createReconciler, type Reconciler } from '../src/reconcile/index.js';
+import { createTargetedRouter } from '../src/targeted/router.js';
+import { createManager, type Manager } from '../src/manager/index.js';
 import { eventually } from '../../test/support/eventually.js';
 import { custom, getOrUndefined, refTo, untilCrdsServe, untilInWatchCache } from './support/planes.js';
 
@@ -24,7 +25,7 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
   let kcp: KubeConfig;
   let skr: KubeConfig;
   let controller: Controller | undefined;
-  let reconciler: Reconciler | undefined;
+  let manager: Manager | undefined;
   let release: () => void = () => {};
   const namespace = `sync-targeted-${process.pid}`;
   const skrNamespace = `sync-targeted-skr-${process.pid}`;
@@ -67,14 +68,14 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
       },
     });
     registry = createRegistry();
-    const real = createReconciler({
+    const real = createManager({
       kcp,
       namespace,
       registry,
       requeue: QUIET_REQUEUE,
       syncResourcePolicy: { kinds: ['ConfigMap'], namespaces: [skrNamespace] },
     });
-    reconciler = real;
+    manager = real;
     const gate = new Promise<void>((resolve) => (release = resolve));
     controller = createController({
       kcp,
@@ -89,12 +90,21 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
             passes += 1;
             if (held) await gate;
           }
-          const result = await real.reconcile(key);
+          const result = await real.reconciler.reconcile(key);
           if (key === kymaKey) completed += 1;
           return result;
         },
-        applySyncResource: (key, name) => real.applySyncResource(key, name),
       },
+      // The targeted path as the agent routes it (work.ts).
+      onSyncResourceChange: (key, name) => router.syncResourceChanged(key, name),
+    });
+    const router = createTargetedRouter({
+      paths: real.targeted,
+      fullPass: {
+        now: (key, trigger) => controller?.enqueue(key, trigger),
+        after: (key, ms) => controller?.queue.addAfter(key, ms),
+      },
+      logger: createLogger('test', 'silent'),
     });
     await controller.start();
     await eventually(
@@ -113,7 +123,7 @@ describe('targeted SyncResource apply: a change reaches the SKR without a full K
   after(async () => {
     release();
     await controller?.stop();
-    await reconciler?.close();
+    await manager?.close();
     await kcp
       ?.makeApiClient(CoreV1Api)
       .deleteNamespace({ name: namespace })

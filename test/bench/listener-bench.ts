@@ -1,5 +1,5 @@
 // Listener benchmark: events/s over mTLS with kept-alive connections, and the listener under overload:
-// events offered at 10× what the workers can reconcile, for 30 s, through the agent's wake-up path (routeCallback,
+// events offered at 10× what the workers can reconcile, for 30 s, through the agent's wake-up path (the targeted router,
 // the mirror lanes, the coalescing work queue), with reconciles simulated by waits.
 //
 //   npm run bench:listener -- [--events 40000] [--connections 64] [--clients 1]
@@ -21,7 +21,7 @@ import { WorkQueue } from '@skr-watcher/kube';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { startListener, type ListenerOptions } from '../../agent/src/listener/index.js';
 import { MirrorLanes, type ModuleCrChange } from '../../agent/src/reconcile/index.js';
-import { routeCallback } from '../../agent/src/work.js';
+import { createTargetedRouter } from '../../agent/src/targeted/router.js';
 import {
   createTestCa,
   createTestKey,
@@ -291,7 +291,7 @@ function percentile(sorted: number[], p: number): number {
 
 /**
  * The listener under overload: events offered at `overload` × what the workers can reconcile, for
- * `seconds`, through the listener and the agent's own wake-up path (routeCallback → targeted mirror in its
+ * `seconds`, through the listener and the agent's own wake-up path (the targeted router → targeted mirror in its
  * Module CR's mirror lane, then the coalescing work queue). Reconciles and mirrors are simulated by waits (a real one waits
  * on two API servers). Prints the three figures an operator needs: most keys the queue held (never above the
  * SKRs), overlapping runs of one key (0), and per SKR the time from the burst's end until its last change was
@@ -342,18 +342,20 @@ async function overload(
         await runOnce(key, reconcileMs, fullRuns);
       }),
   });
-  const controller = {
-    queue,
-    enqueue: (key: string) => queue.add(key),
-  };
-  const reconciler = {
-    mirrorModuleCr: (key: string, change: ModuleCrChange) =>
-      lanes.mirror(key, change, async () => {
-        mirrors++;
-        await runOnce(key, mirrorMs, mirrorRuns);
-        return { outcome: 'mirrored' as const, reads: 1 };
-      }),
-  };
+  const logger = silentLogger();
+  const router = createTargetedRouter({
+    paths: {
+      objectChanged: (key: string, change: ModuleCrChange) =>
+        lanes.mirror(key, change, async () => {
+          mirrors++;
+          await runOnce(key, mirrorMs, mirrorRuns);
+          return { path: 'mirror' as const, outcome: 'mirrored' as const, reads: 1 };
+        }),
+      syncResourceChanged: () => Promise.resolve({ outcome: 'skipped' as const, reason: 'not benchmarked' }),
+    },
+    fullPass: { now: (key) => queue.add(key), after: (key, ms) => queue.addAfter(key, ms) },
+    logger,
+  });
   let maxQueueKeys = 0;
   let maxDelayed = 0;
   let maxLanes = 0;
@@ -367,12 +369,11 @@ async function overload(
   };
   const sampler = setInterval(sample, 5);
   queue.start();
-  const logger = silentLogger();
   const listener = await startListener(
     listenerOptions(fixture, {
       enqueue: (key, event) => {
         lastEventAt.set(key, performance.now());
-        routeCallback(controller, reconciler, logger, key, event);
+        router.callback(key, event);
         sample();
       },
     }),

@@ -4,7 +4,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, type Kyma } from '@skr-watcher/api';
 import { createLogger } from '@skr-watcher/telemetry';
 import { loadKcpKubeConfig, logLevelOption, parseDurationFlag, parseLogLevel } from '../config.js';
-import { createReconciler } from '../reconcile/index.js';
+import { createManager } from '../manager/index.js';
 
 async function reconcileOnce(flags: {
   kubeconfig?: string;
@@ -19,7 +19,7 @@ async function reconcileOnce(flags: {
   const kcp = loadKcpKubeConfig(flags.kubeconfig);
   const namespace = flags.namespace || DEFAULTS.kcpNamespace;
   const key = `${namespace}/${flags.kyma}`;
-  const reconciler = createReconciler({ kcp, namespace, logger });
+  const manager = createManager({ kcp, namespace, logger });
   const api = kcp.makeApiClient(CustomObjectsApi);
   const deadline = Date.now() + waitMs;
   let state = 'Unknown';
@@ -27,7 +27,7 @@ async function reconcileOnce(flags: {
     for (;;) {
       let requeueAfterMs: number | undefined;
       try {
-        requeueAfterMs = (await reconciler.reconcile(key)).requeueAfterMs;
+        requeueAfterMs = (await manager.reconciler.reconcile(key)).requeueAfterMs;
       } catch {
         // The reconciler has logged the failure; the Kyma's state below decides the exit code.
       }
@@ -49,7 +49,7 @@ async function reconcileOnce(flags: {
       await new Promise((resolve) => setTimeout(resolve, Math.min(requeueAfterMs ?? 1_000, 2_000, left)));
     }
   } finally {
-    await reconciler.close();
+    await manager.close();
   }
   return state === 'Ready' ? 0 : 1;
 }

@@ -1,6 +1,6 @@
 // Drift put back at once: a callback about an object a module installed (the SKR webhook watches them by
 // their `managed-by: kyma` label) re-applies that object from its Manifest's rendered set now, records an Event on
-// the Kyma naming what was put back, and the Kyma's full pass follows at once (work.ts routeCallback), which
+// the Kyma naming what was put back, and the Kyma's full pass follows at once (router.ts), which
 // re-applies the whole set as every pass does.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {

@@ -7,7 +7,7 @@ import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { publishModule, registryConfigFromFlags, type ModuleVersion } from '@skr-watcher/oci';
 import { startRegistry, type Registry } from '@skr-watcher/testenv';
 import { kubeConfigAsAgent } from '../../../test/support/kcp-rbac.js';
-import { createReconciler, type Reconciler } from '../../src/reconcile/index.js';
+import { createManager, type Manager } from '../../src/manager/index.js';
 import {
   createRegistryInstallation,
   type RegistryInstallation,
@@ -62,7 +62,7 @@ export function moduleSuite() {
     registry: undefined as unknown as Registry,
     ns: '',
     counter: 0,
-    reconciler: undefined as Reconciler | undefined,
+    manager: undefined as Manager | undefined,
     installation: undefined as RegistryInstallation | undefined,
   };
   before(async function () {
@@ -77,9 +77,9 @@ export function moduleSuite() {
     await planes.kcp.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: state.ns } } });
   });
   afterEach(async function () {
-    await state.reconciler?.close();
+    await state.manager?.close();
     await state.installation?.close();
-    state.reconciler = undefined;
+    state.manager = undefined;
     state.installation = undefined;
     await getOrUndefined(() =>
       custom(planes.skr).deleteNamespacedCustomObject(kymaRef('kyma-system', 'default')),
@@ -147,16 +147,16 @@ export function moduleSuite() {
   async function start(
     options: Partial<RegistryInstallationOptions> = {},
     reconcilerOptions: { clock?: () => Date } = {},
-  ): Promise<Reconciler> {
+  ): Promise<Manager> {
     state.installation = await createRegistryInstallation({ settings: settings(), ...options });
-    state.reconciler = createReconciler({
+    state.manager = createManager({
       kcp: await kubeConfigAsAgent(planes.kcp, state.ns),
       namespace: state.ns,
       skrTimeoutMs: 10_000,
       modules: state.installation,
       ...reconcilerOptions,
     });
-    return state.reconciler;
+    return state.manager;
   }
 
   async function kcpKyma(name: string): Promise<Json> {
@@ -177,7 +177,7 @@ export function moduleSuite() {
     let last: unknown;
     for (let attempt = 0; attempt < tries; attempt++) {
       try {
-        await state.reconciler!.reconcile(`${state.ns}/${kymaName}`);
+        await state.manager!.reconciler.reconcile(`${state.ns}/${kymaName}`);
       } catch (error) {
         last = error;
       }

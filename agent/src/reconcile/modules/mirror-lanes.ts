@@ -40,7 +40,7 @@ export interface ModuleMirrorResult {
 
 interface WaitingMirror {
   change: ModuleCrChange;
-  result: Promise<ModuleMirrorResult>;
+  result: Promise<unknown>;
 }
 
 /** Of two fingerprints of one object, the one a read must show last: the higher generation, else the later. */
@@ -94,11 +94,11 @@ export class MirrorLanes {
    * targeted mirror of the object waits behind it: that one reads the object and the ModuleConfig again and writes
    * what this one would only have written a moment earlier (the ModuleConfig status).
    */
-  mirror(
+  mirror<R>(
     kymaKey: string,
     change: ModuleCrChange,
-    work: (change: ModuleCrChange, superseded: () => boolean) => Promise<ModuleMirrorResult>,
-  ): Promise<ModuleMirrorResult> {
+    work: (change: ModuleCrChange, superseded: () => boolean) => Promise<R>,
+  ): Promise<R> {
     const key = mirrorLaneKey(kymaKey, {
       group: change.gvk.group,
       kind: change.gvk.kind,
@@ -108,15 +108,17 @@ export class MirrorLanes {
     const queued = this.waiting.get(key);
     if (queued) {
       queued.change = { ...queued.change, fingerprint: newer(queued.change.fingerprint, change.fingerprint) };
-      return queued.result;
+      // One lane, one kind of work: every caller of `mirror` passes work of the same result type.
+      return queued.result as Promise<R>;
     }
     const entry = { change } as WaitingMirror;
-    entry.result = this.run(key, () => {
+    const result = this.run(key, () => {
       this.waiting.delete(key);
       return work(entry.change, () => this.waiting.has(key));
     });
+    entry.result = result;
     this.waiting.set(key, entry);
-    return entry.result;
+    return result;
   }
 
   /** Resolves once everything queued so far in the lanes of the Kyma `kymaKey` has run. */
