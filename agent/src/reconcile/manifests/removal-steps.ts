@@ -1,0 +1,85 @@
+// The removal of a deleted Manifest's module in upstream's order, one step per pass until each is through: users' CRs
+// of the module's kind block it, then the default CR goes, then the set in two phases (dependents, then operators),
+// then the finalizers, after which the API server removes the Manifest.
+import type { Manifest } from '@skr-watcher/api';
+import { deleteIfExists, readObject, removeObjects, type ClusterClient } from '@skr-watcher/kube';
+import type { Logger } from '@skr-watcher/telemetry';
+import { defaultCrRef, usersCrs } from './default-cr.js';
+import { releaseManifest } from './finalizers.js';
+import { hasDefaultCr, hasOwnFinalizer, holdingOf } from './manifest.js';
+import type { StatusWriter } from './manifest-status.js';
+import { endWith, halt, proceed, type ManifestOutcome, type StepResult } from './step-result.js';
+
+/** What the removal steps use of the pass: the Manifest's store, the clock, the KCP namespace and the log. */
+export interface RemovalContext extends StatusWriter {
+  namespace: string;
+  logger: Pick<Logger, 'info'>;
+}
+
+interface RemovalPass {
+  ctx: RemovalContext;
+  skr: ClusterClient;
+  manifest: Manifest;
+}
+
+type RemovalStep = (pass: RemovalPass) => Promise<StepResult<void>>;
+
+const DONE: StepResult<void> = proceed(undefined);
+
+/** The steps in upstream's order; each ends the pass with `Deleting` while what it waits for is not through. */
+const REMOVAL_STEPS: readonly RemovalStep[] = [waitForUsersCrs, deleteDefaultCr, removeSet];
+
+/** Removal of a deleted Manifest's module, one step per pass: user CRs gone, default CR, the set, the finalizers. */
+export async function removeModule(
+  ctx: RemovalContext,
+  skr: ClusterClient,
+  manifest: Manifest,
+): Promise<ManifestOutcome> {
+  if (!hasOwnFinalizer(manifest)) return { manifest };
+  for (const step of REMOVAL_STEPS) {
+    const result = await step({ ctx, skr, manifest });
+    if (!result.proceed) return endWith(ctx, manifest, result.status);
+  }
+  await releaseManifest(ctx, manifest);
+  ctx.logger.info({ manifest: manifest.metadata.name }, 'module removed from the SKR');
+  return { manifest: undefined };
+}
+
+function deleting(manifest: Manifest, operation: string): StepResult<never> {
+  return halt({ state: 'Deleting', operation, synced: manifest.status?.synced ?? [] });
+}
+
+/** Users' CRs of the module's kind block the removal until they are gone. */
+async function waitForUsersCrs({ skr, manifest }: RemovalPass): Promise<StepResult<void>> {
+  if (!manifest.spec.resource) return DONE;
+  const users = await usersCrs(skr, manifest);
+  if (users.length === 0) return DONE;
+  const more = users.length > 5 ? ` and ${users.length - 5} more` : '';
+  return deleting(
+    manifest,
+    `waiting for module CRs deletion: ${manifest.spec.resource.kind} ${users.slice(0, 5).join(', ')}${more}`,
+  );
+}
+
+/** The default CR, deleted and waited for before the set goes (its operator may still need to clean up). */
+async function deleteDefaultCr({ skr, manifest }: RemovalPass): Promise<StepResult<void>> {
+  if (!manifest.spec.resource || !hasDefaultCr(manifest)) return DONE;
+  const ref = defaultCrRef(manifest);
+  if (!(await readObject(skr.objects, ref))) return DONE;
+  await deleteIfExists(skr.objects, ref);
+  return deleting(manifest, `deleting the default CR ${ref.kind} ${ref.namespace ?? ''}/${ref.name}`);
+}
+
+/** The set in two phases, only what this Manifest holds; the inventory keeps what may still exist. */
+async function removeSet({ ctx, skr, manifest }: RemovalPass): Promise<StepResult<void>> {
+  const removal = await removeObjects(skr, manifest.status?.synced ?? [], {
+    holding: holdingOf(manifest, manifest.metadata.namespace ?? ctx.namespace),
+  });
+  if (removal.finished) return DONE;
+  const pending = removal.results.find((result) => result.outcome !== 'deleted' && result.outcome !== 'kept');
+  return halt({
+    state: 'Deleting',
+    operation: pending?.message ?? 'waiting for resources to be deleted',
+    synced: removal.remaining,
+  });
+}
