@@ -1,43 +1,27 @@
-// One reconcile pass of a live KCP Kyma, in order: finalizer, SKR client, CRDs, the SKR Kyma (skr-kyma.ts),
-// modules (modules.ts), the module catalog (catalog.ts), SyncResources (sync-resource.ts), the SKR webhook
-// (skr-webhook.ts), then status on both Kymas (status.ts). Each pass reads both clusters and converges;
-// nothing is remembered between passes that the clusters do not hold.
-import {
-  DEFAULTS,
-  LABELS,
-  type Kyma,
-  type KymaModuleStatus,
-  type KymaStatus,
-  type ResourceState,
-  type SyncedObject,
-} from '@skr-watcher/api';
-import { isNotFound, isUnreachable, KubeRequestError } from '@skr-watcher/kube';
+// One reconcile pass of a live KCP Kyma, as a list of named steps: the finalizer, the SKR client, the SKR side
+// (CRDs and the SKR Kyma), then SKR_STEPS in order (the image pull Secret, modules, the module catalog,
+// SyncResources, the SKR webhook), then status on both Kymas. Each pass reads both clusters and converges; nothing is
+// remembered between passes that the clusters do not hold. A failure of the whole SKR side (unreachable, no
+// credentials, no CRDs) ends the pass with `SKRConnected=False`, an Event, and a throw that backs off; a KCP failure
+// throws as it is.
+import { DEFAULTS, LABELS, type Kyma, type ResourceState, type SyncedObject } from '@skr-watcher/api';
+import { isNotFound, isUnreachable, KubeRequestError, type ClusterClient } from '@skr-watcher/kube';
 import { listWatchers } from '../../registration/index.js';
-import { mandatoryModules, readCatalog, syncModuleCatalog } from '../modules/catalog.js';
+import type { Logger } from '@skr-watcher/telemetry';
+import { agentOwnedObjects } from '../agent-owned.js';
 import { eventTarget, refOfKyma, type ReconcileContext } from '../context.js';
-import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
-import { addFinalizerAt } from './finalizers.js';
+import { leaveDeletedModules } from '../manifests/install.js';
+import { mandatoryModules, readCatalog, syncModuleCatalog } from '../modules/catalog.js';
 import { moduleConfigsOf } from '../modules/module-config.js';
 import { reconcileModules, wantedModules } from '../modules/modules.js';
-import { ensureSkrKyma, skrKymaRef, watchedLabels } from './skr-kyma.js';
-import { reconcileSkrWebhook, type SkrWebhookOutcome } from './skr-webhook.js';
-import {
-  CONDITIONS,
-  kymaStatus,
-  kymaStatusChanged,
-  summarize,
-  worstState,
-  writeKymaStatus,
-  type ConditionInput,
-} from '../status.js';
-import { agentOwnedObjects } from '../agent-owned.js';
+import { CONDITIONS, kymaStatus, kymaStatusChanged, summarize, writeKymaStatus } from '../status.js';
+import { reconcileSyncResource, syncResourcesOf } from '../sync-resources/sync-resource.js';
+import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
+import { addFinalizerAt } from './finalizers.js';
 import { syncImagePullSecret } from './image-pull-secret.js';
-import { leaveDeletedModules } from '../manifests/install.js';
-import {
-  reconcileSyncResource,
-  syncResourcesOf,
-  type SyncResourceOutcome,
-} from '../sync-resources/sync-resource.js';
+import { conditionsOf, stateOf, writeStatuses, type PassFindings } from './pass-status.js';
+import { ensureSkrKyma, skrKymaRef, watchedLabels } from './skr-kyma.js';
+import { reconcileSkrWebhook } from './skr-webhook.js';
 
 export interface KymaOutcome {
   state: ResourceState | undefined;
@@ -65,171 +49,190 @@ class SkrFailure extends Error {
   }
 }
 
-/** Modules that count as installed: Ready, or run by the user (Unmanaged), as upstream's Modules condition counts. */
-function modulesCondition(modules: KymaModuleStatus[]): ConditionInput {
-  const failures = modules.filter((module) => module.state !== 'Ready' && module.state !== 'Unmanaged');
-  return failures.length === 0
-    ? { type: CONDITIONS.modules, ok: true, reason: 'Ready', message: `${modules.length} module(s) ready` }
-    : {
-        type: CONDITIONS.modules,
-        ok: false,
-        reason: 'ModulesNotReady',
-        message: summarize(failures.map((m) => ({ name: m.name, message: m.message }))),
-      };
+/** The pass under way: the Kyma, its log, and the KCP reads started at once (awaited where needed). */
+interface LivePass {
+  ctx: ReconcileContext;
+  kyma: Kyma;
+  log: Logger;
+  /** The KCP Kyma's resourceVersion after the finalizer step. */
+  resourceVersion: string | undefined;
+  reads: {
+    configs: ReturnType<typeof moduleConfigsOf>;
+    syncs: ReturnType<typeof syncResourcesOf>;
+    catalog: ReturnType<typeof readCatalog>;
+    watchers: ReturnType<typeof listWatchers>;
+  };
 }
 
-function syncResourcesCondition(outcomes: SyncResourceOutcome[]): ConditionInput {
-  const failures = outcomes.flatMap((outcome) => outcome.failures);
-  return failures.length === 0
-    ? {
-        type: CONDITIONS.syncResourcesApplied,
-        ok: true,
-        reason: 'Applied',
-        message: `${outcomes.length} SyncResource(s) applied`,
-      }
-    : {
-        type: CONDITIONS.syncResourcesApplied,
-        ok: false,
-        reason: 'ItemsFailed',
-        message: summarize(failures),
-      };
+/** The SKR as the steps after the SKR Kyma see it. */
+interface SkrSide {
+  skr: ClusterClient;
+  skrKyma: Kyma;
+  skrNamespace: string;
+  watchers: Awaited<LivePass['reads']['watchers']>;
+  /** The objects the Kyma's Manifests keep in the SKR, filled by the modules step. */
+  manifestObjects: SyncedObject[];
 }
+
+interface SkrStep {
+  name: string;
+  run(pass: LivePass, side: SkrSide, found: PassFindings): Promise<void>;
+}
+
+/** The steps run against the SKR once its Kyma is in place, in this order. */
+const SKR_STEPS: readonly SkrStep[] = [
+  // Before the Manifests: a module's first Pods find the Secret they name.
+  { name: 'image pull Secret', run: pullSecretStep },
+  { name: 'modules', run: modulesStep },
+  { name: 'module catalog', run: catalogStep },
+  { name: 'SyncResources', run: syncResourcesStep },
+  { name: 'SKR webhook', run: webhookStep },
+];
 
 export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Promise<KymaOutcome> {
+  const pass = await beginPass(ctx, kyma);
+  const skr = await connectSkr(pass);
+  const found: PassFindings = { modules: [], syncOutcomes: [] };
+  let side: SkrSide;
+  try {
+    side = await ensureSkrSide(pass, skr);
+    for (const step of SKR_STEPS) await step.run(pass, side, found);
+  } catch (error) {
+    if (error instanceof SkrFailure) return failSkr(pass, error);
+    // Only SKR calls get as far as timing out here in practice; a KCP that stopped answering fails the status write too.
+    if (isUnreachable(error))
+      return failSkr(pass, new SkrFailure('SKRUnreachable', messageOf(error), { cause: error }));
+    throw error; // a KCP failure: back off
+  }
+  return finishPass(pass, side, found);
+}
+
+/** Step: our finalizer on the Kyma; the KCP reads that do not depend on the SKR start now. */
+async function beginPass(ctx: ReconcileContext, kyma: Kyma): Promise<LivePass> {
   const kymaName = kyma.metadata.name;
-  const kymaNamespace = kyma.metadata.namespace ?? ctx.namespace;
-  const log = ctx.logger.child({ kyma: `${kymaNamespace}/${kymaName}` });
-  const kymaRef = refOfKyma(ctx, kyma);
-  let resourceVersion = await addFinalizerAt(ctx, kymaRef, kyma.metadata);
-
-  const failSkr = async (failure: SkrFailure): Promise<never> => {
-    const status = kymaStatus(ctx, kyma, 'Error', kyma.status?.modules ?? [], [
-      { type: CONDITIONS.skrConnected, ok: false, reason: failure.reason, message: failure.message },
-    ]);
-    if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, kymaRef, status);
-    await ctx.events.warning(eventTarget(ctx, kyma), failure.reason, failure.message);
-    throw new Error(`reconcile Kyma ${kymaNamespace}/${kymaName}: ${failure.message}`, { cause: failure });
+  const resourceVersion = await addFinalizerAt(ctx, refOfKyma(ctx, kyma), kyma.metadata);
+  const reads = {
+    configs: moduleConfigsOf(ctx, kymaName),
+    syncs: syncResourcesOf(ctx, kymaName),
+    catalog: readCatalog(ctx),
+    watchers: listWatchers(ctx.kcp, ctx.namespace, ctx.caches?.watchers()),
   };
+  for (const read of Object.values(reads)) (read as Promise<unknown>).catch(() => undefined);
+  const log = ctx.logger.child({ kyma: `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}` });
+  return { ctx, kyma, log, resourceVersion, reads };
+}
 
-  // KCP reads that do not depend on the SKR start now and are awaited where needed.
-  const configsRead = moduleConfigsOf(ctx, kymaName);
-  const syncsRead = syncResourcesOf(ctx, kymaName);
-  const catalogRead = readCatalog(ctx);
-  const watchersRead = listWatchers(ctx.kcp, ctx.namespace, ctx.caches?.watchers());
-  for (const read of [configsRead, syncsRead, catalogRead, watchersRead]) read.catch(() => undefined);
-
+/** Step: the SKR client from the Kyma's kubeconfig Secret. */
+async function connectSkr(pass: LivePass): Promise<ClusterClient> {
+  const { ctx, kyma } = pass;
   let lookup;
   try {
-    lookup = await ctx.skrClients.forKyma(kymaName);
+    lookup = await ctx.skrClients.forKyma(kyma.metadata.name);
   } catch (error) {
     // Reading the Secret is a KCP call: its failures back off like any other KCP failure.
     if (error instanceof KubeRequestError) throw error;
-    return failSkr(new SkrFailure('KubeconfigInvalid', messageOf(error), { cause: error }));
+    return failSkr(pass, new SkrFailure('KubeconfigInvalid', messageOf(error), { cause: error }));
   }
-  if (!lookup) {
-    await leaveDeletedModules(ctx, eventTarget(ctx, kyma));
-    return failSkr(
-      new SkrFailure(
-        'KubeconfigMissing',
-        `no Secret in ${ctx.namespace} labelled ${LABELS.kymaName}=${kymaName} with key ${DEFAULTS.kubeconfigSecretKey}`,
-      ),
-    );
-  }
-  const skr = lookup.client;
-  const skrRef = skrKymaRef(kyma);
-  let skrKyma: Kyma;
-  let modules: KymaModuleStatus[];
-  const manifestObjects: SyncedObject[] = [];
-  let catalog: ConditionInput | undefined;
-  let pullSecret: ConditionInput | undefined;
-  const syncOutcomes: SyncResourceOutcome[] = [];
-  let webhook: SkrWebhookOutcome | undefined;
-  try {
-    const watchers = await watchersRead;
-    const labels = watchedLabels(watchers);
-    try {
-      const crds = await ensureSkrCrds(skr, ctx.crdDir);
-      if (crds.installed.length > 0) log.info({ crds: crds.installed }, 'installed CRDs in the SKR');
-      if (crds.updated.length > 0)
-        log.info({ crds: crds.updated }, 'updated CRDs an older agent installed in the SKR');
-      skrKyma = await ensureSkrKyma(ctx, kyma, skr, labels);
-    } catch (error) {
-      if (isNotFound(error)) forgetCrdCheck(skr);
-      throw new SkrFailure(isUnreachable(error) ? 'SKRUnreachable' : 'SKRKymaFailed', messageOf(error), {
-        cause: error,
-      });
-    }
-    const pullSecretName = ctx.modules?.skrImagePullSecret;
-    // Before the Manifests: a module's first Pods find the Secret they name.
-    if (pullSecretName) pullSecret = await syncImagePullSecret(ctx, skr, skrRef.namespace, pullSecretName);
-    const moduleCatalog = await catalogRead;
-    modules = await reconcileModules(
-      ctx,
-      kyma,
-      skr,
-      wantedModules(skrKyma, mandatoryModules(moduleCatalog)),
-      skrKyma.spec.channel ?? kyma.spec.channel,
-      skrRef.namespace,
-      await configsRead,
-      manifestObjects,
-    );
-    if (kyma.spec.sync?.moduleCatalog !== false)
-      catalog = await syncModuleCatalog(kyma, skr, skrRef.namespace, moduleCatalog);
-    // What the Kyma's Manifests keep in the SKR is theirs: no SyncResource may touch it.
-    const owned = agentOwnedObjects({
-      modules,
-      manifestObjects,
-      ...(pullSecretName ? { imagePullSecret: { name: pullSecretName, namespace: skrRef.namespace } } : {}),
-    });
-    for (const sync of await syncsRead) {
-      syncOutcomes.push(await reconcileSyncResource(ctx, skr, sync, owned));
-    }
-    if (ctx.registration) {
-      webhook = await reconcileSkrWebhook(ctx, ctx.registration, kyma, skr, skrRef, modules, watchers);
-    }
-  } catch (error) {
-    if (error instanceof SkrFailure) return failSkr(error);
-    // Only SKR calls get as far as timing out here in practice; a KCP that stopped answering fails the status write too.
-    if (isUnreachable(error))
-      return failSkr(new SkrFailure('SKRUnreachable', messageOf(error), { cause: error }));
-    throw error; // a KCP failure: back off
-  }
+  if (lookup) return lookup.client;
+  await leaveDeletedModules(ctx, eventTarget(ctx, kyma));
+  return failSkr(
+    pass,
+    new SkrFailure(
+      'KubeconfigMissing',
+      `no Secret in ${ctx.namespace} labelled ${LABELS.kymaName}=${kyma.metadata.name} with key ${DEFAULTS.kubeconfigSecretKey}`,
+    ),
+  );
+}
 
-  const state = worstState([
-    // A module being removed keeps the Kyma Processing; Deleting is the Kyma's own deletion.
-    ...modules.map((m) => (m.state === 'Deleting' ? 'Processing' : m.state)),
-    ...syncOutcomes.map((o) => o.state),
-    ...(webhook ? [webhook.state] : []),
-    ...(catalog && !catalog.ok ? (['Warning'] as const) : []),
-    ...(pullSecret && !pullSecret.ok ? (['Warning'] as const) : []),
-  ]);
-  const status = kymaStatus(
+/** Step: this project's CRDs in the SKR, then the SKR Kyma with the labels the Watchers select. */
+async function ensureSkrSide(pass: LivePass, skr: ClusterClient): Promise<SkrSide> {
+  const watchers = await pass.reads.watchers;
+  try {
+    const crds = await ensureSkrCrds(skr, pass.ctx.crdDir);
+    if (crds.installed.length > 0) pass.log.info({ crds: crds.installed }, 'installed CRDs in the SKR');
+    if (crds.updated.length > 0)
+      pass.log.info({ crds: crds.updated }, 'updated CRDs an older agent installed in the SKR');
+    const skrKyma = await ensureSkrKyma(pass.ctx, pass.kyma, skr, watchedLabels(watchers));
+    return { skr, skrKyma, skrNamespace: skrKymaRef(pass.kyma).namespace, watchers, manifestObjects: [] };
+  } catch (error) {
+    if (isNotFound(error)) forgetCrdCheck(skr);
+    throw new SkrFailure(isUnreachable(error) ? 'SKRUnreachable' : 'SKRKymaFailed', messageOf(error), {
+      cause: error,
+    });
+  }
+}
+
+async function pullSecretStep({ ctx }: LivePass, side: SkrSide, found: PassFindings): Promise<void> {
+  const name = ctx.modules?.skrImagePullSecret;
+  if (name) found.pullSecret = await syncImagePullSecret(ctx, side.skr, side.skrNamespace, name);
+}
+
+async function modulesStep(pass: LivePass, side: SkrSide, found: PassFindings): Promise<void> {
+  const { ctx, kyma } = pass;
+  found.modules = await reconcileModules(
+    { ctx, kyma, skr: side.skr },
+    {
+      wanted: wantedModules(side.skrKyma, mandatoryModules(await pass.reads.catalog)),
+      kymaChannel: side.skrKyma.spec.channel ?? kyma.spec.channel,
+      skrNamespace: side.skrNamespace,
+      configs: await pass.reads.configs,
+      manifestObjects: side.manifestObjects,
+    },
+  );
+}
+
+async function catalogStep(pass: LivePass, side: SkrSide, found: PassFindings): Promise<void> {
+  if (pass.kyma.spec.sync?.moduleCatalog === false) return;
+  found.catalog = await syncModuleCatalog(pass.kyma, side.skr, side.skrNamespace, await pass.reads.catalog);
+}
+
+async function syncResourcesStep(pass: LivePass, side: SkrSide, found: PassFindings): Promise<void> {
+  const pullSecretName = pass.ctx.modules?.skrImagePullSecret;
+  // What the Kyma's Manifests keep in the SKR is theirs: no SyncResource may touch it.
+  const owned = agentOwnedObjects({
+    modules: found.modules,
+    manifestObjects: side.manifestObjects,
+    ...(pullSecretName ? { imagePullSecret: { name: pullSecretName, namespace: side.skrNamespace } } : {}),
+  });
+  for (const sync of await pass.reads.syncs) {
+    found.syncOutcomes.push(await reconcileSyncResource(pass.ctx, side.skr, sync, owned));
+  }
+}
+
+async function webhookStep({ ctx, kyma }: LivePass, side: SkrSide, found: PassFindings): Promise<void> {
+  if (!ctx.registration) return;
+  const skrRef = skrKymaRef(kyma);
+  found.webhook = await reconcileSkrWebhook(
+    ctx,
+    ctx.registration,
+    kyma,
+    side.skr,
+    skrRef,
+    found.modules,
+    side.watchers,
+  );
+}
+
+/** Step: status on both Kymas, an Event when the Kyma went to Error, and when to look again. */
+async function finishPass(pass: LivePass, side: SkrSide, found: PassFindings): Promise<KymaOutcome> {
+  const { ctx, kyma } = pass;
+  const state = stateOf(found);
+  const channel = side.skrKyma.spec.channel ?? kyma.spec.channel ?? DEFAULTS.channel;
+  const status = kymaStatus(ctx, kyma, state, found.modules, conditionsOf(found, side.skr), channel);
+  const resourceVersion = await writeStatuses(
     ctx,
     kyma,
-    state,
-    modules,
-    [
-      {
-        type: CONDITIONS.skrConnected,
-        ok: true,
-        reason: 'Connected',
-        message: `SKR API server ${skr.server}`,
-      },
-      modulesCondition(modules),
-      syncResourcesCondition(syncOutcomes),
-      ...(catalog ? [catalog] : []),
-      ...(pullSecret ? [pullSecret] : []),
-      ...(webhook ? [webhook.condition] : []),
-    ],
-    skrKyma.spec.channel ?? kyma.spec.channel ?? DEFAULTS.channel,
+    side.skrKyma,
+    status,
+    side.skr,
+    pass.resourceVersion,
   );
-  resourceVersion = await writeStatuses(ctx, kyma, skrKyma, status, skr, resourceVersion);
   if (kymaStatusChanged(kyma.status, status)) {
-    log.info({ state, modules: modules.length }, 'Kyma status changed');
+    pass.log.info({ state, modules: found.modules.length }, 'Kyma status changed');
     if (state === 'Error') {
       const failures = [
-        ...modules.filter((m) => m.state === 'Error'),
-        ...syncOutcomes.flatMap((outcome) => outcome.failures),
+        ...found.modules.filter((m) => m.state === 'Error'),
+        ...found.syncOutcomes.flatMap((outcome) => outcome.failures),
       ];
       await ctx.events.warning(eventTarget(ctx, kyma), 'ReconcileFailed', summarize(failures));
     }
@@ -238,34 +241,20 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
   // A webhook probe that is out is looked at again when its answer is due.
   return {
     state,
-    requeueAfterMs: Math.min(requeueAfterMs, webhook?.requeueAfterMs ?? Infinity),
+    requeueAfterMs: Math.min(requeueAfterMs, found.webhook?.requeueAfterMs ?? Infinity),
     resourceVersion,
   };
 }
 
-/**
- * The same status on the KCP Kyma and, best effort, the SKR Kyma; each only when a reader would see a change.
- * Answers the KCP Kyma's resourceVersion after its status write, `before` when it needed none.
- */
-async function writeStatuses(
-  ctx: ReconcileContext,
-  kyma: Kyma,
-  skrKyma: Kyma,
-  status: KymaStatus,
-  skr: Parameters<typeof writeKymaStatus>[0],
-  before: string | undefined,
-): Promise<string | undefined> {
-  const written = kymaStatusChanged(kyma.status, status)
-    ? await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status)
-    : before;
-  if (!kymaStatusChanged(skrKyma.status, status)) return written;
-  try {
-    await writeKymaStatus(skr, skrKymaRef(kyma), status);
-  } catch (error) {
-    if (isUnreachable(error)) throw error;
-    ctx.logger.warn({ kyma: kyma.metadata.name, err: error }, 'could not write the SKR Kyma status');
-  }
-  return written;
+/** Ends the pass on an SKR-side failure: `SKRConnected=False` with its reason, an Event, and a throw. */
+async function failSkr({ ctx, kyma }: LivePass, failure: SkrFailure): Promise<never> {
+  const status = kymaStatus(ctx, kyma, 'Error', kyma.status?.modules ?? [], [
+    { type: CONDITIONS.skrConnected, ok: false, reason: failure.reason, message: failure.message },
+  ]);
+  if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status);
+  await ctx.events.warning(eventTarget(ctx, kyma), failure.reason, failure.message);
+  const key = `${kyma.metadata.namespace ?? ctx.namespace}/${kyma.metadata.name}`;
+  throw new Error(`reconcile Kyma ${key}: ${failure.message}`, { cause: failure });
 }
 
 function messageOf(error: unknown): string {

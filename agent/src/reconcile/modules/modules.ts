@@ -3,8 +3,6 @@
 // each module no longer wanted, what the mode installed, its ModuleConfig and, where the agent created it, its
 // Module CR. The result is the Kyma's status.modules in upstream's shape.
 import type { Kyma, KymaModuleStatus, ModuleConfig, ModuleReleaseMeta, SyncedObject } from '@skr-watcher/api';
-import type { ClusterClient } from '@skr-watcher/kube';
-import type { ReconcileContext } from '../context.js';
 import { inModuleCrLane } from './mirror-step.js';
 import { deleteModuleConfig } from './module-config.js';
 import { kymaKeyOf, type KymaScope, type ModuleMode, type WantedModule } from './module-input.js';
@@ -14,7 +12,7 @@ import { registryMode } from './registry-mode.js';
 import { templateMode } from './template-mode.js';
 import { boundUnknownModules } from './unknown-modules.js';
 
-export type { WantedModule } from './module-input.js';
+export type { KymaScope, WantedModule } from './module-input.js';
 export { recordedModuleCr } from './module-status.js';
 export { boundUnknownModules, MAX_UNKNOWN_MODULE_ENTRIES } from './unknown-modules.js';
 
@@ -40,18 +38,23 @@ async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
   return results.map((result) => (result as PromiseFulfilledResult<T>).value);
 }
 
-export async function reconcileModules(
-  ctx: ReconcileContext,
-  kyma: Kyma,
-  skr: ClusterClient,
-  wanted: WantedModule[],
-  kymaChannel: string | undefined,
-  skrNamespace: string,
-  configs: Map<string, ModuleConfig>,
+/** What the Kyma's modules are converged from, beside the Kyma and its SKR. */
+export interface ModulesInput {
+  wanted: WantedModule[];
+  /** The channel modules resolve in unless they name their own: the SKR Kyma's, else the KCP Kyma's. */
+  kymaChannel: string | undefined;
+  skrNamespace: string;
+  /** The Kyma's ModuleConfigs by module name. */
+  configs: Map<string, ModuleConfig>;
   /** Filled with the objects the Kyma's Manifests keep in the SKR (the SyncResource guard's `manifestObjects`). */
-  manifestObjects: SyncedObject[] = [],
+  manifestObjects?: SyncedObject[];
+}
+
+export async function reconcileModules(
+  scope: KymaScope,
+  { wanted, kymaChannel, skrNamespace, configs, manifestObjects = [] }: ModulesInput,
 ): Promise<KymaModuleStatus[]> {
-  const scope: KymaScope = { ctx, kyma, skr };
+  const { ctx, kyma } = scope;
   const previousStatus = new Map((kyma.status?.modules ?? []).map((module) => [module.name, module]));
   const mode = ctx.modules ? await registryMode(scope, ctx.modules, manifestObjects) : templateMode(scope);
   // Modules are independent of each other: one round trip of latency for all of them, not one each.
