@@ -30,7 +30,12 @@ export type {
 } from './module-source.js';
 export { decodeDescriptor, classifyResources, TAR_MEDIA_TYPE, DESCRIPTOR_MAX_BYTES } from './descriptor.js';
 export type { ComponentDescriptor, LocalBlob, ClassifiedResources } from './descriptor.js';
-export { parseManifestObjects, DEFAULT_OBJECT_BOUNDS, documentMarkers } from './manifest-objects.js';
+export {
+  parseManifestObjects,
+  DEFAULT_OBJECT_BOUNDS,
+  documentMarkers,
+  documentOverTokens,
+} from './manifest-objects.js';
 export { createManifestParser, DEFAULT_PARSE_LIMITS } from './bounded-parse.js';
 export type { ManifestParser, ParseLimits } from './bounded-parse.js';
 export type { ManifestObject, ObjectBounds } from './manifest-objects.js';

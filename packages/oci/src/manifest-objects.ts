@@ -1,8 +1,10 @@
 // A module's raw manifest: multi-document YAML of Kubernetes objects. Bounded in documents (counted before anything
-// is parsed, and again while the stream is read, one document at a time), in aliases so a "billion laughs" document
+// is parsed, and again while the stream is read, one document at a time), in the tokens of each document (counted by
+// the lexer, which holds one token at a time, before the parser builds anything: a document too big to parse within
+// the parse thread's heap is refused in a fraction of a second and without the memory), in aliases so a "billion laughs" document
 // cannot expand into gigabytes when the objects are later serialized to be applied, and in the size of each object
 // as JSON. This file is pure and synchronous: the agent runs it in a thread of its own (bounded-parse.ts).
-import { Composer, LineCounter, Parser, type YAMLError } from 'yaml';
+import { Composer, Lexer, LineCounter, Parser, type YAMLError } from 'yaml';
 import { ModuleSourceError } from './errors.js';
 
 export interface ManifestObject {
@@ -18,12 +20,18 @@ export interface ObjectBounds {
   maxAliasCount: number;
   /** Bytes of one object as JSON: the API server takes no request body over 3 MiB. */
   maxObjectBytes: number;
+  /**
+   * Lexical tokens of one document (a key, a value, a separator, a line break each count). A 1 MB CRD has about
+   * 190,000; a flow mapping of 100,000 keys, 800,000, and its parse needs more than the parse thread's 96 MiB.
+   */
+  maxDocumentTokens: number;
 }
 
 export const DEFAULT_OBJECT_BOUNDS: ObjectBounds = {
   maxObjects: 5_000,
   maxAliasCount: 100,
   maxObjectBytes: 3 * 1024 * 1024,
+  maxDocumentTokens: 500_000,
 };
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -35,6 +43,27 @@ export function documentMarkers(text: string): number {
   let markers = text.startsWith('---') ? 1 : 0;
   for (let at = text.indexOf('\n---'); at !== -1; at = text.indexOf('\n---', at + 4)) markers++;
   return markers;
+}
+
+/** The number (from 1) of the first document with more than `max` lexical tokens; undefined when none has. */
+export function documentOverTokens(text: string, max: number): number | undefined {
+  let document = 1;
+  let tokens = 0;
+  let content = false;
+  for (const token of new Lexer().lex(text)) {
+    // The lexer's marker of a stream's start (U+0002) is not content.
+    if (token === '\u0002') continue;
+    if (token === '---' || token === '...') {
+      // A marker before any content opens the first document rather than a second.
+      if (content) document++;
+      tokens = 0;
+      content = false;
+      continue;
+    }
+    content = true;
+    if (++tokens > max) return document;
+  }
+  return undefined;
 }
 
 /** The parser's message with where it happened, as the `yaml` package's own parse functions give it. */
@@ -55,6 +84,12 @@ export function* manifestObjectsAsJson(
     new ModuleSourceError('TooLarge', `${what}: more than ${bounds.maxObjects} YAML documents`);
   // One document more than the bound may be the empty one before the first marker.
   if (documentMarkers(text) > bounds.maxObjects + 1) throw tooMany();
+  const overTokens = documentOverTokens(text, bounds.maxDocumentTokens);
+  if (overTokens !== undefined)
+    throw new ModuleSourceError(
+      'TooLarge',
+      `${what}: document ${overTokens} has more than ${bounds.maxDocumentTokens} YAML tokens, over the bound a parse fits in (split it into smaller objects)`,
+    );
   const lines = new LineCounter();
   const composer = new Composer({ uniqueKeys: false });
   let index = 0;

@@ -2,7 +2,12 @@
 // own heap and time bounds): each ends in a ModuleSourceError that names the bound it crossed, and the process that
 // asked goes on parsing other modules.
 import { expect } from 'chai';
-import { createManifestParser, DEFAULT_OBJECT_BOUNDS, documentMarkers } from '../src/index.js';
+import {
+  createManifestParser,
+  DEFAULT_OBJECT_BOUNDS,
+  documentMarkers,
+  documentOverTokens,
+} from '../src/index.js';
 import { failure } from './hand-assembled.js';
 
 /** One ConfigMap whose `data` is a flow mapping of `keys` keys: small when gzipped, huge to compose. */
@@ -29,10 +34,27 @@ describe('bounded raw-manifest parse', function () {
     expect(objects.map((object) => object.metadata.name)).to.deep.equal(['cm-0', 'cm-1']);
   }
 
-  it('refuses a 4 MB flow mapping at the heap bound, and the process goes on', async () => {
+  it('refuses a 4 MB flow mapping by its tokens, before the parser builds anything, and the process goes on', async () => {
     const text = flowMapping(420_000);
     expect(text.length).to.be.greaterThan(4_000_000);
     const error = await failure(parse(text, 'raw manifest flow'), 'TooLarge');
+    expect(error.message).to.equal(
+      `raw manifest flow: document 1 has more than ${DEFAULT_OBJECT_BOUNDS.maxDocumentTokens} YAML tokens, over the bound a parse fits in (split it into smaller objects)`,
+    );
+    await stillParses();
+  });
+
+  it('names the document over the token bound, counting from the first marker', () => {
+    const small = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: s}\n';
+    const text = `---\n${small}---\n${small}---\n${flowMapping(1_000)}`;
+    expect(documentOverTokens(text, 1_000)).to.equal(3);
+    expect(documentOverTokens(text, 100_000)).to.equal(undefined);
+  });
+
+  it('refuses a flow mapping within the token bound at the heap bound, and the process goes on', async () => {
+    const text = flowMapping(420_000);
+    const bounds = { ...DEFAULT_OBJECT_BOUNDS, maxDocumentTokens: Number.MAX_SAFE_INTEGER };
+    const error = await failure(parse(text, 'raw manifest flow', bounds), 'TooLarge');
     expect(error.message).to.equal('raw manifest flow: parsing needs more memory than the bound of 96 MiB');
     await stillParses();
   });
@@ -66,7 +88,8 @@ describe('bounded raw-manifest parse', function () {
 
   it('ends a parse at the time bound', async () => {
     const slow = createManifestParser({ timeoutMs: 50 });
-    const error = await failure(slow(flowMapping(100_000), 'raw manifest slow'), 'TooLarge');
+    const bounds = { ...DEFAULT_OBJECT_BOUNDS, maxDocumentTokens: Number.MAX_SAFE_INTEGER };
+    const error = await failure(slow(flowMapping(100_000), 'raw manifest slow', bounds), 'TooLarge');
     expect(error.message).to.equal('raw manifest slow: parsing took longer than the bound of 0.05 s');
     await stillParses();
   });
