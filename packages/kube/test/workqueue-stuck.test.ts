@@ -2,6 +2,7 @@
 // workqueue_longest_running_processor_seconds and workqueue_unfinished_work_seconds until it ends.
 import { expect } from 'chai';
 import { createRegistry } from '@skr-watcher/telemetry';
+import { registerStuckWorkerGauges } from '../src/workqueue/metrics.js';
 import { WorkQueue } from '../src/workqueue.js';
 
 describe('work queue stuck-worker gauges', () => {
@@ -35,5 +36,23 @@ describe('work queue stuck-worker gauges', () => {
     const afterwards = await registry.metrics();
     expect(value(afterwards, 'workqueue_longest_running_processor_seconds')).to.equal(0);
     expect(value(afterwards, 'workqueue_unfinished_work_seconds')).to.equal(0);
+  });
+
+  it('add up the runs of queues of one name, and drop a queue that left', async () => {
+    const registry = createRegistry();
+    const leaveFirst = registerStuckWorkerGauges(registry, { name: 'kymas', runAges: () => [1, 2] });
+    registerStuckWorkerGauges(registry, { name: 'kymas', runAges: () => [5] });
+    registerStuckWorkerGauges(registry, { name: 'idle', runAges: () => [] });
+    const value = (text: string, metric: string, name: string) =>
+      Number(new RegExp(`^${metric}\\{name="${name}"\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    const both = await registry.metrics();
+    expect(value(both, 'workqueue_longest_running_processor_seconds', 'kymas')).to.equal(5);
+    expect(value(both, 'workqueue_unfinished_work_seconds', 'kymas')).to.equal(8);
+    expect(value(both, 'workqueue_longest_running_processor_seconds', 'idle')).to.equal(0);
+    expect(value(both, 'workqueue_unfinished_work_seconds', 'idle')).to.equal(0);
+    leaveFirst();
+    const one = await registry.metrics();
+    expect(value(one, 'workqueue_longest_running_processor_seconds', 'kymas')).to.equal(5);
+    expect(value(one, 'workqueue_unfinished_work_seconds', 'kymas')).to.equal(5);
   });
 });
