@@ -21,6 +21,11 @@ export default tseslint.config(
     },
   },
   {
+    // A source file says one thing: past 500 lines it is two files.
+    files: ['**/src/**/*.ts'],
+    rules: { 'max-lines': ['error', { max: 500 }] },
+  },
+  {
     files: ['**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },
