@@ -2,7 +2,7 @@
 import { Agent, request, type RequestOptions } from 'node:https';
 import { checkServerIdentity, createSecureContext, type PeerCertificate } from 'node:tls';
 import { eventPath, KCP_LISTENER_IDENTITY, type WatchEventV2 } from '@skr-watcher/api';
-import type { DeliveryOutcome } from './dispatch/index.js';
+import type { DeliveryOutcome } from './dispatch/outcome.js';
 import type { TlsMaterial } from './tls-reload.js';
 
 export interface KcpAddress {

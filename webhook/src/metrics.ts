@@ -1,11 +1,7 @@
 // Prometheus instruments of the webhook; label values are bounded (codes, reasons, outcomes).
 import { Counter, Gauge, Histogram, LATENCY_BUCKETS_SECONDS, type Registry } from '@skr-watcher/telemetry';
-import {
-  DROP_REASONS,
-  type DeliveryOutcome,
-  type DispatchObserver,
-  type DropReason,
-} from './dispatch/index.js';
+import { DROP_REASONS, type DispatchObserver, type DropReason } from './dispatch/observer.js';
+import type { DeliveryOutcome } from './dispatch/outcome.js';
 import type { DriftVerdict } from './drift.js';
 
 /** Why an admission request was not answered with a review. */

@@ -7,19 +7,10 @@ export type {
   RegistryFlags,
   RegistryLocation,
 } from './registry-config.js';
-export {
-  RegistryClient,
-  sha256Digest,
-  isDigest,
-  parseChallenge,
-  MANIFEST_MEDIA_TYPES,
-} from './registry-client.js';
-export type {
-  RegistryClientOptions,
-  RegistryOperation,
-  Descriptor,
-  FetchedManifest,
-} from './registry-client.js';
+export { RegistryClient, sha256Digest, isDigest, MANIFEST_MEDIA_TYPES } from './registry-client.js';
+export { parseChallenge } from './registry-auth.js';
+export type { RegistryClientOptions, Descriptor, FetchedManifest } from './registry-client.js';
+export type { RegistryOperation } from './registry-exchange.js';
 export { createModuleSource, DEFAULT_BOUNDS } from './module-source.js';
 export type {
   InstallSource,

@@ -1,15 +1,21 @@
-// The few OCI distribution calls modules need, over undici: manifests and blobs by digest (bounded, every byte
-// verified against its digest before it is returned), tags, the catalog, and pushes for publishing. Auth:
-// anonymous, Basic, and the Docker token flow (401 + WWW-Authenticate: Bearer realm,service,scope → token).
+// The few OCI distribution calls modules need: manifests and blobs by digest (bounded, every byte verified against
+// its digest before it is returned), tags, the catalog, and pushes for publishing. How a request is authorized
+// (registry-auth.ts), sent and redirected (registry-exchange.ts, registry-redirect.ts) and its answer read
+// (registry-answer.ts) live beside it.
 import { createHash } from 'node:crypto';
-import { Agent, type Dispatcher } from 'undici';
-import { Counter, type Registry } from '@skr-watcher/telemetry';
-import { registeredMetric } from '@skr-watcher/telemetry';
-import { ModuleSourceError, type ModuleSourceReason } from './errors.js';
+import type { Dispatcher } from 'undici';
+import type { Registry } from '@skr-watcher/telemetry';
+import { ModuleSourceError } from './errors.js';
+import {
+  answerFailure,
+  header,
+  readBounded,
+  type Answer,
+  type AnsweringRegistry,
+} from './registry-answer.js';
+import { parseChallenge, RegistryAuth } from './registry-auth.js';
 import type { RegistryCredentials } from './registry-config.js';
-
-/** Operations as counted in `skr_agent_oci_registry_requests_total{operation}` (a bounded set). */
-export type RegistryOperation = 'token' | 'manifest' | 'blob' | 'tags' | 'catalog' | 'push';
+import { RegistryExchange, type RegistryOperation, type RequestOptions } from './registry-exchange.js';
 
 export interface RegistryClientOptions {
   /** host[:port] */
@@ -45,10 +51,8 @@ export interface FetchedManifest {
 }
 
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
-/** Bound of a manifest, a token answer, a tag list or a catalog page (descriptors and blobs have their own). */
+/** Bound of a manifest, a tag list or a catalog page (descriptors and blobs have their own). */
 const SMALL_BODY_BYTES = 4 * 1024 * 1024;
-const TOKEN_TTL_DEFAULT_S = 60;
-const MAX_REDIRECTS = 3;
 
 export const MANIFEST_MEDIA_TYPES = [
   'application/vnd.oci.image.manifest.v1+json',
@@ -63,110 +67,33 @@ export function isDigest(value: string): boolean {
   return DIGEST.test(value);
 }
 
-interface Challenge {
-  scheme: string;
-  params: Record<string, string>;
-}
-
-/** `Bearer realm="…",service="…",scope="…"` → its scheme and parameters. */
-export function parseChallenge(header: string | undefined): Challenge | undefined {
-  if (!header) return undefined;
-  const match = /^\s*(\w+)\s*(.*)$/s.exec(header);
-  if (!match) return undefined;
-  const params: Record<string, string> = {};
-  for (const param of match[2]!.matchAll(/(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))/g)) {
-    params[param[1]!.toLowerCase()] = (param[2] ?? param[3] ?? '').replace(/\\(.)/g, '$1');
-  }
-  return { scheme: match[1]!.toLowerCase(), params };
-}
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Dispatcher.ResponseData['body'];
-}
-
-function header(answer: Answer, name: string): string | undefined {
-  const value = answer.headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-function classifyNetworkError(error: unknown): { reason: ModuleSourceReason; text: string } {
-  const code = (error as { code?: string }).code ?? '';
-  const name = (error as Error).name ?? '';
-  if (
-    name === 'TimeoutError' ||
-    name === 'AbortError' ||
-    code === 'UND_ERR_HEADERS_TIMEOUT' ||
-    code === 'UND_ERR_BODY_TIMEOUT' ||
-    code === 'UND_ERR_CONNECT_TIMEOUT' ||
-    code === 'UND_ERR_ABORTED'
-  ) {
-    return { reason: 'RegistryTimeout', text: 'did not answer in time' };
-  }
-  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-  const detail = cause?.code ?? code ?? '';
-  return {
-    reason: 'RegistryUnreachable',
-    text: `is unreachable (${detail || (cause?.message ?? (error as Error).message)})`,
-  };
-}
-
-/**
- * A client for one registry host. Tokens are cached per scope until they expire; after one Bearer challenge the
- * client asks for tokens of new scopes up front (one round trip less per repository).
- */
+/** A client for one registry host; its requests answer one auth challenge each (see RegistryAuth). */
 export class RegistryClient {
   readonly host: string;
   readonly insecure: boolean;
-  private readonly credentials: RegistryCredentials | undefined;
-  private readonly timeoutMs: number;
-  private readonly redirectHosts: ReadonlySet<string>;
-  private readonly dispatcher: Dispatcher;
-  private readonly ownDispatcher: boolean;
-  private readonly requests: Counter<'operation' | 'code'> | undefined;
-  private readonly tokens = new Map<string, { token: string; expiresAt: number }>();
-  private readonly tokenFetches = new Map<string, Promise<string>>();
-  private bearerRealm: { realm: string; service: string | undefined } | undefined;
   /** Requests sent, by operation (what the counter counts, for tests and benchmarks without a registry). */
-  readonly sent: Record<RegistryOperation, number> = {
-    token: 0,
-    manifest: 0,
-    blob: 0,
-    tags: 0,
-    catalog: 0,
-    push: 0,
-  };
+  readonly sent: Record<RegistryOperation, number>;
+  private readonly exchange: RegistryExchange;
+  private readonly auth: RegistryAuth;
+  private readonly registry: AnsweringRegistry;
 
   constructor(options: RegistryClientOptions) {
     this.host = options.host;
     this.insecure = options.insecure ?? false;
-    this.credentials = options.credentials;
-    this.timeoutMs = options.timeoutMs ?? 30_000;
-    this.redirectHosts = new Set(options.redirectHosts ?? []);
-    this.ownDispatcher = options.dispatcher === undefined;
-    this.dispatcher =
-      options.dispatcher ??
-      new Agent({
-        connections: 8,
-        connectTimeout: Math.min(this.timeoutMs, 10_000),
-        headersTimeout: this.timeoutMs,
-        bodyTimeout: this.timeoutMs,
-        ...(options.ca ? { connect: { ca: options.ca } } : {}),
-      });
-    this.requests = options.metrics
-      ? registeredMetric(
-          options.metrics,
-          'skr_agent_oci_registry_requests_total',
-          () =>
-            new Counter({
-              name: 'skr_agent_oci_registry_requests_total',
-              help: 'Requests sent to OCI registries, by operation and HTTP status (or error).',
-              labelNames: ['operation', 'code'] as const,
-              registers: [options.metrics!],
-            }),
-        )
-      : undefined;
+    this.exchange = new RegistryExchange({
+      timeoutMs: options.timeoutMs ?? 30_000,
+      redirectHosts: options.redirectHosts,
+      ca: options.ca,
+      metrics: options.metrics,
+      dispatcher: options.dispatcher,
+    });
+    this.sent = this.exchange.sent;
+    this.auth = new RegistryAuth({
+      host: this.host,
+      credentials: options.credentials,
+      exchange: this.exchange,
+    });
+    this.registry = { host: this.host, hasCredentials: options.credentials !== undefined };
   }
 
   get baseUrl(): string {
@@ -174,7 +101,7 @@ export class RegistryClient {
   }
 
   async close(): Promise<void> {
-    if (this.ownDispatcher) await this.dispatcher.close();
+    await this.exchange.close();
   }
 
   /** The manifest `reference` (tag or digest) of `repository`, checked against its digest. */
@@ -320,11 +247,6 @@ export class RegistryClient {
     return { mediaType, digest: sha256Digest(bytes), size: bytes.length };
   }
 
-  private count(operation: RegistryOperation, code: string): void {
-    this.sent[operation]++;
-    this.requests?.inc({ operation, code });
-  }
-
   /** Sends one request, answering auth challenges once; the caller reads or dumps the body. */
   private async send(
     operation: RegistryOperation,
@@ -332,203 +254,28 @@ export class RegistryClient {
     actions: string,
     method: Dispatcher.HttpMethod,
     path: string,
-    options: { accept?: string; body?: Buffer; contentType?: string },
+    options: Omit<RequestOptions, 'authorization'>,
   ): Promise<Answer> {
     const scope = repository ? `repository:${repository}:${actions}` : 'registry:catalog:*';
-    let authorization = await this.authorizationFor(scope);
+    let authorization = await this.auth.authorizationFor(scope);
     for (let attempt = 0; ; attempt++) {
-      const answer = await this.request(operation, method, `${this.baseUrl}${path}`, {
+      const answer = await this.exchange.request(operation, method, `${this.baseUrl}${path}`, {
         ...options,
         authorization,
       });
       if (answer.status !== 401 || attempt > 0) return answer;
       const challenge = parseChallenge(header(answer, 'www-authenticate'));
       await answer.body.dump();
-      if (challenge?.scheme === 'bearer' && challenge.params['realm']) {
-        this.bearerRealm = { realm: challenge.params['realm'], service: challenge.params['service'] };
-        this.tokens.delete(scope);
-        authorization = `Bearer ${await this.token(challenge.params['scope'] ?? scope)}`;
-      } else if (challenge?.scheme === 'basic' && this.credentials?.kind === 'basic') {
-        authorization = basicAuthorization(this.credentials);
-      } else {
-        return answer; // nothing else to try: the caller reports the 401
-      }
+      authorization = await this.auth.answerChallenge(challenge, scope);
+      if (authorization === undefined) return answer; // nothing else to try: the caller reports the 401
     }
   }
 
-  private async authorizationFor(scope: string): Promise<string | undefined> {
-    if (this.credentials?.kind === 'bearer') return `Bearer ${this.credentials.token}`;
-    if (!this.bearerRealm) return undefined;
-    return `Bearer ${await this.token(scope)}`;
+  private readBounded(answer: Answer, maxBytes: number, what: string): Promise<Buffer> {
+    return readBounded(answer, maxBytes, what, this.host);
   }
 
-  /** A token for `scope` from the realm last seen: cached, one fetch per scope at a time. */
-  private async token(scope: string): Promise<string> {
-    const cached = this.tokens.get(scope);
-    if (cached && cached.expiresAt > Date.now()) return cached.token;
-    const running = this.tokenFetches.get(scope);
-    if (running) return running;
-    const fetching = this.fetchToken(scope).finally(() => this.tokenFetches.delete(scope));
-    this.tokenFetches.set(scope, fetching);
-    return fetching;
+  private failure(answer: Answer, what: string): Promise<ModuleSourceError> {
+    return answerFailure(answer, what, this.registry);
   }
-
-  private async fetchToken(scope: string): Promise<string> {
-    const { realm, service } = this.bearerRealm!;
-    const url = new URL(realm);
-    if (service) url.searchParams.set('service', service);
-    url.searchParams.set('scope', scope);
-    const authorization =
-      this.credentials?.kind === 'basic' ? basicAuthorization(this.credentials) : undefined;
-    const answer = await this.request('token', 'GET', url.toString(), { authorization });
-    if (answer.status !== 200) {
-      const failure = await this.failure(answer, `token for ${scope}`);
-      throw answer.status === 401 || answer.status === 403
-        ? new ModuleSourceError(
-            'Unauthorized',
-            `${this.host} refused ${this.credentials ? 'the credentials' : 'anonymous access'} (token for ${scope})`,
-            { status: answer.status, cause: failure },
-          )
-        : failure;
-    }
-    const body = JSON.parse((await this.readBounded(answer, 64 * 1024, 'token')).toString()) as {
-      token?: unknown;
-      access_token?: unknown;
-      expires_in?: unknown;
-    };
-    const token = typeof body.token === 'string' ? body.token : body.access_token;
-    if (typeof token !== 'string' || token === '') {
-      throw new ModuleSourceError(
-        'RegistryError',
-        `the token service of ${this.host} answered without a token`,
-      );
-    }
-    const ttl =
-      typeof body.expires_in === 'number' && body.expires_in > 0 ? body.expires_in : TOKEN_TTL_DEFAULT_S;
-    // Renew a little early: a token that expires in flight costs a 401 and a retry.
-    this.tokens.set(scope, { token, expiresAt: Date.now() + Math.max(ttl - 10, ttl / 2) * 1000 });
-    return token;
-  }
-
-  /** One HTTP exchange (following redirects, without credentials to another origin), counted. */
-  private async request(
-    operation: RegistryOperation,
-    method: Dispatcher.HttpMethod,
-    url: string,
-    options: { accept?: string; body?: Buffer; contentType?: string; authorization?: string | undefined },
-  ): Promise<Answer> {
-    let target = new URL(url);
-    const origin = target.origin;
-    for (let hop = 0; ; hop++) {
-      const headers: Record<string, string> = {};
-      if (options.accept) headers['accept'] = options.accept;
-      if (options.contentType) headers['content-type'] = options.contentType;
-      if (options.authorization && target.origin === origin) headers['authorization'] = options.authorization;
-      let answer: Answer;
-      try {
-        const response = await this.dispatcher.request({
-          origin: target.origin,
-          path: `${target.pathname}${target.search}`,
-          method,
-          headers,
-          ...(options.body ? { body: options.body } : {}),
-          signal: AbortSignal.timeout(this.timeoutMs),
-        });
-        answer = { status: response.statusCode, headers: response.headers, body: response.body };
-      } catch (error) {
-        const { reason, text } = classifyNetworkError(error);
-        this.count(operation, reason === 'RegistryTimeout' ? 'timeout' : 'error');
-        throw new ModuleSourceError(reason, `registry ${target.host} ${text}`, { cause: error });
-      }
-      this.count(operation, String(answer.status));
-      const location = header(answer, 'location');
-      if (
-        answer.status >= 300 &&
-        answer.status < 400 &&
-        location &&
-        hop < MAX_REDIRECTS &&
-        method === 'GET'
-      ) {
-        await answer.body.dump();
-        const next = new URL(location, target);
-        if (next.host !== new URL(url).host && !this.redirectHosts.has(next.host))
-          throw new ModuleSourceError(
-            'RegistryError',
-            `registry ${target.host} redirected ${operation} to ${next.host}, which is not the registry's host or an allowed redirect host`,
-            { status: answer.status },
-          );
-        target = next;
-        continue;
-      }
-      return answer;
-    }
-  }
-
-  /** Reads a body of at most `maxBytes`, giving up as soon as it is known to be larger. */
-  private async readBounded(answer: Answer, maxBytes: number, what: string): Promise<Buffer> {
-    const length = Number(header(answer, 'content-length'));
-    if (Number.isFinite(length) && length > maxBytes) {
-      answer.body.destroy();
-      throw new ModuleSourceError(
-        'TooLarge',
-        `${what} is ${length} bytes, more than the bound of ${maxBytes} bytes`,
-      );
-    }
-    const chunks: Buffer[] = [];
-    let total = 0;
-    try {
-      for await (const chunk of answer.body) {
-        total += (chunk as Buffer).length;
-        if (total > maxBytes) {
-          answer.body.destroy();
-          throw new ModuleSourceError('TooLarge', `${what} is more than the bound of ${maxBytes} bytes`);
-        }
-        chunks.push(chunk as Buffer);
-      }
-    } catch (error) {
-      if (error instanceof ModuleSourceError) throw error;
-      const { reason, text } = classifyNetworkError(error);
-      throw new ModuleSourceError(reason, `registry ${this.host} ${text} while sending ${what}`, {
-        cause: error,
-      });
-    }
-    return Buffer.concat(chunks, total);
-  }
-
-  /** The error for an answer that is not what was asked for, with the registry's own words when it gave some. */
-  private async failure(answer: Answer, what: string): Promise<ModuleSourceError> {
-    let detail = '';
-    try {
-      const text = (await this.readBounded(answer, 16 * 1024, what)).toString();
-      const parsed = JSON.parse(text) as { errors?: { code?: string; message?: string }[] };
-      detail = (parsed.errors ?? [])
-        .map((e) => [e.code, e.message].filter(Boolean).join(' '))
-        .filter(Boolean)
-        .join('; ');
-    } catch {
-      // no readable body: the status says enough
-    }
-    const status = answer.status;
-    const reason: ModuleSourceReason =
-      status === 404
-        ? 'NotFound'
-        : status === 401 || status === 403
-          ? 'Unauthorized'
-          : status === 413
-            ? 'TooLarge'
-            : 'RegistryError';
-    const words =
-      status === 404
-        ? 'not found'
-        : status === 401 || status === 403
-          ? `access refused (${status}${this.credentials ? '' : ', no credentials configured'})`
-          : `answered ${status}`;
-    return new ModuleSourceError(reason, `${what} at ${this.host}: ${words}${detail ? ` (${detail})` : ''}`, {
-      status,
-    });
-  }
-}
-
-function basicAuthorization(credentials: { username: string; password: string }): string {
-  return `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
 }

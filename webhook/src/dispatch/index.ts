@@ -1,60 +1,30 @@
-// Asynchronous delivery of events to KCP (decision 003): admission never waits on this.
+// Asynchronous delivery of events to KCP (decision 003): admission never waits on this. The Dispatcher coalesces
+// changes per object, sends them with a bounded number of workers, retries, holds callbacks while KCP is
+// unreachable and drops what outlives its max age; the units it is made of lie beside it in this folder.
 import type { Logger } from '@skr-watcher/telemetry';
 import { RESYNC_EVENT, backoffDelay, systemClock, type Clock, type WatchEventV2 } from '@skr-watcher/api';
 import { KcpBreaker, type BreakerState } from './breaker.js';
-import { LogThrottle } from '../log-throttle.js';
+import { DropReport, type DroppedChange } from './drops.js';
+import {
+  emptyDispatchStats,
+  type DispatchObserver,
+  type DispatchStats,
+  type DropReason,
+} from './observer.js';
+import type { DeliveryOutcome, SendEvent } from './outcome.js';
+import { DispatchQueue, dispatchKey, identity, type Entry, type NewEntry } from './queue.js';
+import { KcpReachability } from './reachability.js';
+import { retryDelay } from './retry.js';
+import { WakeTimer } from './wake-timer.js';
 
-/**
- * Drops can come once per event (a full queue, junk from a client, the end of a long outage, a shutdown with
- * thousands queued): one line per second per reason says enough; the counters have the totals.
- */
-const DROP_LOG_INTERVAL_MS = 1000;
+export { isUnreachable } from './outcome.js';
+export type { DeliveryOutcome, SendEvent } from './outcome.js';
+export { DROP_MESSAGES, DROP_REASONS, emptyDispatchStats } from './observer.js';
+export type { DispatchObserver, DispatchStats, DispatchThreadScheduling, DropReason } from './observer.js';
+export { dispatchKey, identity } from './queue.js';
 
-/** What one callback attempt came to. */
-export type DeliveryOutcome =
-  | { result: 'delivered'; status: number }
-  /** 5xx, timeouts and network errors: KCP may take it later; not before `retryAfterMs` when it said so. */
-  | { result: 'retry'; reason: string; status?: number; retryAfterMs?: number }
-  /** Other 4xx: KCP will never take this body; retrying cannot help. */
-  | { result: 'rejected'; reason: string; status: number };
-
-export type SendEvent = (manager: string, event: WatchEventV2) => Promise<DeliveryOutcome>;
-
-export type DropReason = 'queue_full' | 'max_age' | 'rejected' | 'shutdown' | 'invalid';
-export const DROP_MESSAGES: Record<DropReason, string> = {
-  queue_full: 'event dropped: dispatch queue full',
-  max_age: 'event dropped: max age',
-  rejected: 'event dropped: rejected',
-  shutdown: 'event dropped: shutdown',
-  invalid: 'event dropped: invalid',
-};
-export const DROP_REASONS: readonly DropReason[] = [
-  'queue_full',
-  'max_age',
-  'rejected',
-  'shutdown',
-  'invalid',
-];
-
-/**
- * Hooks for metrics; every method is called synchronously and must be cheap. The dispatcher calls them once per
- * event; the admission thread replays the dispatch thread's reports through them with counts.
- */
-export interface DispatchObserver {
-  enqueued(count?: number): void;
-  coalesced(count?: number): void;
-  delivered(count?: number): void;
-  dropped(reason: DropReason, count?: number): void;
-  depth(entries: number): void;
-  attempt(outcome: DeliveryOutcome['result'], seconds: number): void;
-  /** The breaker opened (KCP unreachable) or closed again. */
-  breaker?(open: boolean): void;
-  /** How the kernel schedules the thread that sends the callbacks (decision 015); told once as it starts. */
-  threadScheduling?(policy: DispatchThreadScheduling): void;
-}
-
-/** `idle`: SCHED_IDLE; `nice`: only a higher nice value; `default`: as the process. */
-export type DispatchThreadScheduling = 'idle' | 'nice' | 'default';
+/** Max-age sweeps of the entries an open breaker holds back are at most this often. */
+const HELD_SWEEP_INTERVAL_MS = 1000;
 
 export interface DispatcherOptions {
   send: SendEvent;
@@ -89,119 +59,13 @@ export interface DispatcherOptions {
 
 export type EnqueueResult = 'enqueued' | 'coalesced' | 'dropped';
 
-interface Entry {
-  readonly key: string;
-  readonly manager: string;
-  event: WatchEventV2;
-  /** Admission uid of the latest change, for log lines. */
-  uid: string | undefined;
-  /** Time of the latest change this entry stands for. */
-  changedAt: number;
-  attempts: number;
-  state: 'ready' | 'in-flight' | 'waiting';
-  /** A change arrived while a send was in flight: send once more after it. */
-  changedDuringSend: boolean;
-  /** When the latest send of this entry started. */
-  sentAt: number;
-  /** When a waiting entry is due again. */
-  dueAt: number;
-  /** The "look at everything" event (RESYNC_EVENT): kept until delivered, whatever its age or the queue's size. */
-  resync: boolean;
-}
-
-export interface DispatchStats {
-  enqueued: number;
-  coalesced: number;
-  delivered: number;
-  dropped: Record<DropReason, number>;
-}
-
-export function emptyDispatchStats(): DispatchStats {
-  return {
-    enqueued: 0,
-    coalesced: 0,
-    delivered: 0,
-    dropped: { queue_full: 0, max_age: 0, rejected: 0, shutdown: 0, invalid: 0 },
-  };
-}
-
-/** The coalescing key: one pending callback per object and manager. */
-export function dispatchKey(manager: string, event: WatchEventV2): string {
-  const { group, version, kind } = event.watchedGvk;
-  return `${manager}\n${group}/${version}/${kind}\n${event.watched.Namespace}\n${event.watched.Name}`;
-}
-
-/**
- * Outcomes that say KCP cannot be reached at all: no answer, or a gateway with no listener behind it. A 503 with
- * Retry-After is the listener itself asking for the event again (its Kyma's owner did not take it yet).
- */
-export function isUnreachable(outcome: DeliveryOutcome): boolean {
-  if (outcome.result !== 'retry' || outcome.retryAfterMs !== undefined) return false;
-  return (
-    outcome.status === undefined || outcome.status === 502 || outcome.status === 503 || outcome.status === 504
-  );
-}
-
-/** Entries backing off, earliest due first: a binary heap, so the dispatcher needs one timer, not one per entry. */
-class DueQueue {
-  private readonly heap: Entry[] = [];
-
-  get size(): number {
-    return this.heap.length;
-  }
-
-  peek(): Entry | undefined {
-    return this.heap[0];
-  }
-
-  push(entry: Entry): void {
-    const heap = this.heap;
-    let i = heap.push(entry) - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if ((heap[parent] as Entry).dueAt <= entry.dueAt) break;
-      heap[i] = heap[parent] as Entry;
-      i = parent;
-    }
-    heap[i] = entry;
-  }
-
-  pop(): Entry | undefined {
-    const heap = this.heap;
-    const top = heap[0];
-    const last = heap.pop();
-    if (top === undefined || last === undefined || heap.length === 0) return top;
-    let i = 0;
-    for (;;) {
-      const left = 2 * i + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child =
-        right < heap.length && (heap[right] as Entry).dueAt < (heap[left] as Entry).dueAt ? right : left;
-      if ((heap[child] as Entry).dueAt >= last.dueAt) break;
-      heap[i] = heap[child] as Entry;
-      i = child;
-    }
-    heap[i] = last;
-    return top;
-  }
-
-  clear(): void {
-    this.heap.length = 0;
-  }
-}
-
 export class Dispatcher {
   readonly stats: DispatchStats = emptyDispatchStats();
-  private readonly entries = new Map<string, Entry>();
-  /** Entries due now, in order; `readyHead` is the next one (the array is compacted now and then). */
-  private ready: Entry[] = [];
-  private readyHead = 0;
-  private readonly waiting = new DueQueue();
-  /** The one timer: the earliest retry, or the breaker's probe while entries wait for it. */
-  private wakeTimer: unknown;
-  private wakeAt = Infinity;
+  private readonly queue = new DispatchQueue();
+  /** The earliest retry, or the breaker's probe while entries wait for it. */
+  private readonly wakeTimer: WakeTimer;
   private readonly breaker: KcpBreaker;
+  private readonly reachability: KcpReachability;
   /** Last sweep for max age of entries held by an open breaker. */
   private sweptAt = -Infinity;
   /** Changes arrived since the breaker's last probe (see KcpBreaker.acquire). */
@@ -215,9 +79,7 @@ export class Dispatcher {
    * did not hear about.
    */
   private readonly resyncWanted = new Set<string>();
-  /** Entries in `entries` that are resyncs. */
-  private resyncs = 0;
-  private readonly dropLog: LogThrottle;
+  private readonly drops: DropReport;
   private readonly clock: Clock;
   private readonly random: () => number;
 
@@ -228,23 +90,37 @@ export class Dispatcher {
       throw new Error(`dispatch queue size must be at least 1, got ${options.maxQueue}`);
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
-    this.dropLog = new LogThrottle(options.logger, DROP_LOG_INTERVAL_MS, this.clock);
+    this.drops = new DropReport({
+      stats: this.stats,
+      observer: options.observer,
+      logger: options.logger,
+      clock: this.clock,
+      maxQueue: options.maxQueue,
+    });
     this.breaker = new KcpBreaker({
       threshold: options.breakerThreshold ?? 3,
       clock: this.clock,
       eagerIntervalMs: options.backoffInitialMs,
       delayMs: (level) => backoffDelay(level, options.backoffInitialMs, options.backoffMaxMs, this.random),
     });
+    this.reachability = new KcpReachability({
+      breaker: this.breaker,
+      logger: options.logger,
+      observer: options.observer,
+      queued: () => this.depth,
+      onReachable: () => this.queue.releaseAllWaiting(),
+    });
+    this.wakeTimer = new WakeTimer(this.clock, () => this.wake());
   }
 
   /** Objects with an event waiting, in flight or backing off (resync callbacks are not counted). */
   get depth(): number {
-    return this.entries.size - this.resyncs;
+    return this.queue.depth;
   }
 
   /** Resync callbacks not delivered yet (one per manager at most). */
   get resyncsPending(): number {
-    return this.resyncs;
+    return this.queue.resyncsPending;
   }
 
   /** Whether callbacks are held back because KCP could not be reached (see KcpBreaker). */
@@ -258,19 +134,9 @@ export class Dispatcher {
       return 'dropped';
     }
     const key = dispatchKey(manager, event);
-    const existing = this.entries.get(key);
+    const existing = this.queue.get(key);
     if (existing) {
-      existing.changedAt = this.clock.now();
-      existing.event = event;
-      existing.uid = uid;
-      if (existing.state === 'in-flight') existing.changedDuringSend = true;
-      this.stats.coalesced++;
-      this.options.observer?.coalesced();
-      if (this.breaker.state === 'open') {
-        // Fresh changes may probe early; nothing else would pump for a coalesced change.
-        this.fresh = true;
-        this.schedulePump();
-      }
+      this.coalesce(existing, event, uid);
       return 'coalesced';
     }
     const invalid = this.options.validate?.(event);
@@ -282,7 +148,7 @@ export class Dispatcher {
       this.drop(undefined, 'queue_full', { manager, event, uid });
       return 'dropped';
     }
-    this.add(key, manager, event, uid, false);
+    this.add({ key, manager, event, uid, resync: false });
     return 'enqueued';
   }
 
@@ -293,48 +159,15 @@ export class Dispatcher {
   resync(manager: string, why: string): void {
     if (this.closed) return;
     const key = dispatchKey(manager, RESYNC_EVENT);
-    const existing = this.entries.get(key);
+    const existing = this.queue.get(key);
     if (existing) {
-      if (!existing.resync) this.resyncs++;
-      existing.resync = true;
+      this.queue.markResync(existing);
       // What KCP reads for the send under way may miss what made us ask: send once more after it.
       if (existing.state === 'in-flight') existing.changedDuringSend = true;
       return;
     }
     this.options.logger.info({ manager, why }, 'asking KCP to reconcile this SKR in full');
-    this.add(key, manager, RESYNC_EVENT, undefined, true);
-  }
-
-  private add(
-    key: string,
-    manager: string,
-    event: WatchEventV2,
-    uid: string | undefined,
-    resync: boolean,
-  ): void {
-    const entry: Entry = {
-      key,
-      manager,
-      event,
-      uid,
-      changedAt: this.clock.now(),
-      attempts: 0,
-      state: 'ready',
-      changedDuringSend: false,
-      sentAt: 0,
-      dueAt: 0,
-      resync,
-    };
-    this.entries.set(key, entry);
-    if (resync) this.resyncs++;
-    // The counters are about users' changes; a resync is one line in the log.
-    if (!resync) {
-      this.stats.enqueued++;
-      this.options.observer?.enqueued();
-    }
-    this.options.observer?.depth(this.depth);
-    this.fresh = true;
-    this.makeReady(entry, true);
+    this.add({ key, manager, event: RESYNC_EVENT, uid: undefined, resync: true });
   }
 
   /**
@@ -343,7 +176,7 @@ export class Dispatcher {
    */
   async drain(timeoutMs: number): Promise<void> {
     this.closed = true;
-    if (this.entries.size > 0) {
+    if (this.queue.size > 0) {
       let timer: unknown;
       await new Promise<void>((resolve) => {
         this.emptied = resolve;
@@ -352,27 +185,40 @@ export class Dispatcher {
       this.clock.clearTimeout(timer);
       this.emptied = undefined;
     }
-    const left = [...this.entries.values()].filter((entry) => !entry.resync);
-    this.entries.clear();
-    this.resyncs = 0;
-    this.waiting.clear();
-    this.ready = [];
-    this.readyHead = 0;
-    this.disarm();
+    const left = this.queue.clear();
+    this.wakeTimer.clear();
     this.options.observer?.depth(0);
     for (const entry of left) this.drop(entry, 'shutdown', entry);
-    this.dropLog.flush();
+    this.drops.flush();
   }
 
-  /**
-   * `deferred`: called from the admission path, so start sends after the current I/O callbacks;
-   * answers to the API server go out first and one pump serves a burst of enqueues.
-   */
-  private makeReady(entry: Entry, deferred = false): void {
-    entry.state = 'ready';
-    this.ready.push(entry);
-    if (deferred) this.schedulePump();
-    else this.pump();
+  /** A new change of an object already queued: the entry now stands for it. */
+  private coalesce(existing: Entry, event: WatchEventV2, uid: string | undefined): void {
+    existing.changedAt = this.clock.now();
+    existing.event = event;
+    existing.uid = uid;
+    if (existing.state === 'in-flight') existing.changedDuringSend = true;
+    this.stats.coalesced++;
+    this.options.observer?.coalesced();
+    if (this.breaker.state === 'open') {
+      // Fresh changes may probe early; nothing else would pump for a coalesced change.
+      this.fresh = true;
+      this.schedulePump();
+    }
+  }
+
+  private add(change: NewEntry): void {
+    this.queue.add(change, this.clock.now());
+    // The counters are about users' changes; a resync is one line in the log.
+    if (!change.resync) {
+      this.stats.enqueued++;
+      this.options.observer?.enqueued();
+    }
+    this.options.observer?.depth(this.depth);
+    this.fresh = true;
+    // Called from the admission path: sends start after the current I/O callbacks, so answers to the API server
+    // go out first and one pump serves a burst of enqueues.
+    this.schedulePump();
   }
 
   private schedulePump(): void {
@@ -384,37 +230,15 @@ export class Dispatcher {
     });
   }
 
-  /** The next live ready entry, without taking it; stale slots are skipped and the array compacted. */
-  private peekReady(): Entry | undefined {
-    while (this.readyHead < this.ready.length) {
-      const entry = this.ready[this.readyHead] as Entry;
-      if (this.entries.get(entry.key) === entry && entry.state === 'ready') return entry;
-      this.readyHead++;
-    }
-    if (this.readyHead > 0) {
-      this.ready = [];
-      this.readyHead = 0;
-    }
-    return undefined;
-  }
-
-  private takeReady(): void {
-    this.readyHead++;
-    if (this.readyHead > 1024 && this.readyHead * 2 > this.ready.length) {
-      this.ready = this.ready.slice(this.readyHead);
-      this.readyHead = 0;
-    }
-  }
-
   private pump(): void {
     for (const manager of this.resyncWanted) this.resync(manager, 'events were dropped');
     this.resyncWanted.clear();
     const now = this.clock.now();
     while (this.active < this.options.workers) {
-      const entry = this.peekReady();
+      const entry = this.queue.peekReady();
       if (!entry) break;
-      if (now - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
-        this.takeReady();
+      if (this.expired(entry, now)) {
+        this.queue.takeReady();
         this.remove(entry);
         this.drop(entry, 'max_age', entry);
         continue;
@@ -425,7 +249,7 @@ export class Dispatcher {
         break;
       }
       if (permit === 'probe') this.fresh = false;
-      this.takeReady();
+      this.queue.takeReady();
       this.active++;
       entry.state = 'in-flight';
       entry.changedDuringSend = false;
@@ -435,55 +259,35 @@ export class Dispatcher {
     this.arm();
   }
 
+  /** Whether `entry`'s latest change is past the max age by `at` (a resync never is). */
+  private expired(entry: Entry, at: number): boolean {
+    return at - entry.changedAt > this.options.maxAgeMs && !entry.resync;
+  }
+
   /**
    * While the breaker is open, due entries stay in the ready list without being looked at; drop those
    * past their max age (at most once a second: this runs on every pump that the breaker holds back, i.e.
    * after each failed probe and on changes) so they do not hold queue places a new object could use.
    */
   private sweepHeldEntries(now: number): void {
-    if (now - this.sweptAt < 1000) return;
+    if (now - this.sweptAt < HELD_SWEEP_INTERVAL_MS) return;
     this.sweptAt = now;
-    const kept: Entry[] = [];
-    for (let i = this.readyHead; i < this.ready.length; i++) {
-      const entry = this.ready[i] as Entry;
-      if (this.entries.get(entry.key) !== entry || entry.state !== 'ready') continue;
-      if (now - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
-        this.remove(entry);
-        this.drop(entry, 'max_age', entry, { why: 'KCP unreachable' });
-      } else kept.push(entry);
+    for (const entry of this.queue.takeReadyWhere((held) => this.expired(held, now))) {
+      this.remove(entry);
+      this.drop(entry, 'max_age', entry, { why: 'KCP unreachable' });
     }
-    this.ready = kept;
-    this.readyHead = 0;
   }
 
   /** Keeps the one timer set for the earliest moment something can be sent. */
   private arm(): void {
-    let at = this.waiting.peek()?.dueAt ?? Infinity;
+    let at = this.queue.nextDueAt;
     const probeAt = this.breaker.probeAt(this.fresh);
-    if (probeAt !== undefined && probeAt < at && this.readyHead < this.ready.length) at = probeAt;
-    if (at === this.wakeAt) return;
-    this.disarm();
-    if (at === Infinity) return;
-    this.wakeAt = at;
-    this.wakeTimer = this.clock.setTimeout(() => this.wake(), Math.max(0, at - this.clock.now()));
-  }
-
-  private disarm(): void {
-    if (this.wakeTimer !== undefined) this.clock.clearTimeout(this.wakeTimer);
-    this.wakeTimer = undefined;
-    this.wakeAt = Infinity;
+    if (probeAt !== undefined && probeAt < at && this.queue.hasReadySlots) at = probeAt;
+    this.wakeTimer.setFor(at);
   }
 
   private wake(): void {
-    this.wakeTimer = undefined;
-    this.wakeAt = Infinity;
-    const now = this.clock.now();
-    for (let top = this.waiting.peek(); top && top.dueAt <= now; top = this.waiting.peek()) {
-      this.waiting.pop();
-      if (this.entries.get(top.key) !== top || top.state !== 'waiting') continue;
-      top.state = 'ready';
-      this.ready.push(top);
-    }
+    this.queue.releaseDue(this.clock.now());
     this.pump();
   }
 
@@ -497,8 +301,8 @@ export class Dispatcher {
     }
     this.active--;
     this.options.observer?.attempt(outcome.result, (this.clock.now() - started) / 1000);
-    this.noteReachability(outcome, probe);
-    if (this.entries.get(entry.key) !== entry) {
+    this.reachability.note(outcome, probe);
+    if (!this.queue.holds(entry)) {
       // Dropped by a drain timeout while in flight.
       this.pump();
       return;
@@ -506,16 +310,7 @@ export class Dispatcher {
     entry.attempts++;
     switch (outcome.result) {
       case 'delivered':
-        if (!entry.resync) {
-          this.stats.delivered++;
-          this.options.observer?.delivered();
-        }
-        if (entry.changedDuringSend) {
-          entry.attempts = 0;
-          this.sendAgain(entry);
-        } else {
-          this.remove(entry);
-        }
+        this.delivered(entry);
         break;
       case 'rejected':
         // The same key gives the same body, so a change during the send would be refused too.
@@ -529,70 +324,34 @@ export class Dispatcher {
     this.pump();
   }
 
+  private delivered(entry: Entry): void {
+    if (!entry.resync) {
+      this.stats.delivered++;
+      this.options.observer?.delivered();
+    }
+    if (entry.changedDuringSend) {
+      entry.attempts = 0;
+      this.sendAgain(entry);
+    } else {
+      this.remove(entry);
+    }
+  }
+
   /** An object that changed during its send goes again, once the minimum gap after that send's start has passed. */
   private sendAgain(entry: Entry): void {
     const dueAt = entry.sentAt + (this.options.minGapMs ?? 0);
-    if (dueAt <= this.clock.now()) {
-      entry.state = 'ready';
-      this.ready.push(entry);
-      return;
-    }
-    entry.state = 'waiting';
-    entry.dueAt = dueAt;
-    this.waiting.push(entry);
-  }
-
-  private noteReachability(outcome: DeliveryOutcome, probe: boolean): void {
-    if (!isUnreachable(outcome)) {
-      if (this.breaker.reachable()) {
-        this.options.observer?.breaker?.(false);
-        // KCP answers again: what backed off during the outage need not wait out its backoff.
-        for (let entry = this.waiting.pop(); entry; entry = this.waiting.pop()) {
-          if (this.entries.get(entry.key) !== entry || entry.state !== 'waiting') continue;
-          entry.state = 'ready';
-          this.ready.push(entry);
-        }
-        this.options.logger.info({ queued: this.depth }, 'KCP reachable again; callbacks resume');
-      }
-      return;
-    }
-    const wasClosed = this.breaker.state === 'closed';
-    if (!this.breaker.unreachable(probe)) return;
-    if (wasClosed) {
-      this.options.observer?.breaker?.(true);
-      // Once per outage, not per attempt: the failed probes are debug lines.
-      this.options.logger.warn(
-        {
-          queued: this.depth,
-          probeInMs: Math.round(this.breaker.delayMs),
-          reason: outcome.result === 'retry' ? outcome.reason : undefined,
-        },
-        'KCP unreachable; holding callbacks and probing with one at a time',
-      );
-    } else if (this.options.logger.isLevelEnabled('debug')) {
-      this.options.logger.debug(
-        { queued: this.depth, probeInMs: Math.round(this.breaker.delayMs) },
-        'KCP still unreachable',
-      );
-    }
+    if (dueAt <= this.clock.now()) this.queue.makeReady(entry);
+    else this.queue.wait(entry, dueAt);
   }
 
   private scheduleRetry(entry: Entry, reason: string, retryAfterMs: number | undefined): void {
     const now = this.clock.now();
-    // KCP's Retry-After says when sending again is worth it (a callback budget refilled, a dead owner's Lease run
-    // out): that is the delay, not a floor under a backoff grown past it. Bounded by the backoff's own range, so a
-    // KCP can neither make an entry spin nor park it for longer than the backoff would; the max age still applies.
-    const { backoffInitialMs, backoffMaxMs } = this.options;
-    const delay =
-      retryAfterMs === undefined
-        ? backoffDelay(entry.attempts, backoffInitialMs, backoffMaxMs, this.random)
-        : Math.min(Math.max(retryAfterMs, backoffInitialMs), backoffMaxMs);
-    if (now + delay - entry.changedAt > this.options.maxAgeMs && !entry.resync) {
+    const delay = retryDelay(entry.attempts, retryAfterMs, this.options, this.random);
+    if (this.expired(entry, now + delay)) {
       this.remove(entry);
       this.drop(entry, 'max_age', entry, { why: reason });
       return;
     }
-    entry.state = 'waiting';
     if (this.options.logger.isLevelEnabled('debug')) {
       this.options.logger.debug(
         {
@@ -605,22 +364,15 @@ export class Dispatcher {
         'callback failed; will retry',
       );
     }
-    entry.dueAt = now + delay;
-    this.waiting.push(entry);
+    this.queue.wait(entry, now + delay);
   }
 
   private remove(entry: Entry): void {
-    if (this.entries.get(entry.key) === entry) {
-      this.entries.delete(entry.key);
-      if (entry.resync) this.resyncs--;
-    }
+    const empty = this.queue.remove(entry);
     this.options.observer?.depth(this.depth);
-    if (this.entries.size === 0) {
-      // Nothing left to wake for; stale slots go with it.
-      this.waiting.clear();
-      this.ready = [];
-      this.readyHead = 0;
-      this.disarm();
+    if (empty) {
+      // Nothing left to wake for.
+      this.wakeTimer.clear();
       this.emptied?.();
     }
   }
@@ -628,38 +380,14 @@ export class Dispatcher {
   private drop(
     entry: Entry | undefined,
     reason: DropReason,
-    what: { manager: string; event: WatchEventV2; uid?: string | undefined },
+    what: DroppedChange,
     extra: Record<string, unknown> = {},
   ): void {
-    this.stats.dropped[reason]++;
-    this.options.observer?.dropped(reason);
+    this.drops.report(reason, what, entry?.attempts ?? 0, extra);
     if ((reason === 'queue_full' || reason === 'max_age') && !this.closed) {
       // KCP never hears of that change: ask it to look at everything once the current pass is done.
       this.resyncWanted.add(what.manager);
       this.schedulePump();
     }
-    const fields = {
-      ...identity(what.manager, what.event),
-      uid: what.uid,
-      reason,
-      attempts: entry?.attempts ?? 0,
-      ...extra,
-    };
-    this.dropLog.warn(
-      reason,
-      reason === 'queue_full' ? { ...fields, maxQueue: this.options.maxQueue } : fields,
-      DROP_MESSAGES[reason],
-    );
   }
-}
-
-/** Log fields naming the object an event is about. */
-export function identity(manager: string, event: WatchEventV2): Record<string, string> {
-  const { group, version, kind } = event.watchedGvk;
-  return {
-    manager,
-    gvk: `${group}/${version}/${kind}`,
-    namespace: event.watched.Namespace,
-    name: event.watched.Name,
-  };
 }

@@ -1,7 +1,8 @@
 // Messages between the admission thread and the dispatch thread (decision 015). Both ends are this package's
 // own code in one process: the shapes are trusted, not validated.
 import type { WatchEventV2 } from '@skr-watcher/api';
-import type { DeliveryOutcome, DispatchThreadScheduling, DropReason } from './index.js';
+import type { DispatchThreadScheduling, DropReason } from './observer.js';
+import type { DeliveryOutcome } from './outcome.js';
 import type { KcpAddress } from '../kcp-client.js';
 import type { TlsMaterial } from '../tls-reload.js';
 

@@ -8,11 +8,11 @@ import type { Logger } from '@skr-watcher/telemetry';
 import {
   DROP_MESSAGES,
   emptyDispatchStats,
-  identity,
   type DispatchObserver,
   type DispatchStats,
   type DropReason,
-} from './index.js';
+} from './observer.js';
+import { identity } from './queue.js';
 import type {
   DispatchReport,
   DispatchThreadData,

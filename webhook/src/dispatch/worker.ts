@@ -7,7 +7,8 @@ import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { parseWatchEvent } from '@skr-watcher/api';
 import { createLogger } from '@skr-watcher/telemetry';
-import { Dispatcher, emptyDispatchStats, type DispatchObserver } from './index.js';
+import { Dispatcher } from './index.js';
+import { emptyDispatchStats, type DispatchObserver } from './observer.js';
 import { ChangeRing } from './change-ring.js';
 import {
   CHANGE_POLL_MS,
