@@ -41,7 +41,10 @@ const PURE_FILES = [
   'packages/kube/test/workqueue-timing.test.ts',
   'packages/kube/test/workqueue.test.ts',
   'packages/oci/test/bounded-parse.test.ts',
+  'packages/oci/test/registry-answer.test.ts',
+  'packages/oci/test/registry-auth.test.ts',
   'packages/oci/test/registry-config.test.ts',
+  'packages/oci/test/registry-exchange.test.ts',
   'packages/testenv/test/ports.test.ts',
 ];
 
