@@ -1,0 +1,209 @@
+// Targeted drift reverts paced per object (drift.ts DriftStreaks): a writer in the SKR that fights the agent gets a
+// revert at once, then one per doubling window, and one Event on the Kyma whose count says how many writes it folds;
+// the full pass and the next due revert still put the object back. Real KCP, SKR and registry; callbacks are handed
+// to the reconciler as the listener's routing hands them (work.ts routeCallback → mirrorModuleCr).
+import { expect } from 'chai';
+import { CoreV1Api, type CoreV1Event } from '@kubernetes/client-node';
+import { manifestName, type ChangeFingerprint } from '@skr-watcher/api';
+import { createRegistry, type Registry } from '@skr-watcher/telemetry';
+import { kubeConfigAsAgent } from '../../test/support/kcp-rbac.js';
+import { createReconciler } from '../src/reconcile/index.js';
+import { createRegistryInstallation } from '../src/reconcile/manifests/source.js';
+import { DRIFT_EVENT_REASON, DRIFT_PACING, DriftStreaks, revertMessage } from '../src/targeted/drift.js';
+import type { ModuleCrChange } from '../src/reconcile/modules/mirror-lanes.js';
+import { getOrUndefined, kymaRef } from './support/planes.js';
+import { configMapYaml, crdYaml, docs, moduleSuite } from './support/modules.js';
+
+const SECOND = 1_000;
+const pacing = { ...DRIFT_PACING, maxObjects: 3 };
+
+describe('drift pacing: targeted reverts of one object back off (DriftStreaks)', () => {
+  it('reverts at once, then 1 s, 2 s, 4 s … apart up to 5 min; callbacks in between are deferred and folded', () => {
+    const streaks = new DriftStreaks(pacing);
+    let now = 0;
+    const reverts: number[] = [];
+    let deferred = 0;
+    // A writer every 250 ms for 20 minutes: each admitted callback is put back.
+    for (; now < 20 * 60 * SECOND; now += 250) {
+      if (!streaks.admit('cm', now)) {
+        deferred += 1;
+        continue;
+      }
+      reverts.push(now);
+      streaks.reverted('cm', now);
+    }
+    const gaps = reverts.slice(1).map((at, index) => at - reverts[index]!);
+    expect(gaps.slice(0, 9)).to.deep.equal([1, 2, 4, 8, 16, 32, 64, 128, 256].map((s) => s * SECOND));
+    expect(new Set(gaps.slice(9))).to.deep.equal(new Set([DRIFT_PACING.maxMs]));
+    // 4,800 writes cost 12 targeted reverts.
+    expect(reverts.length).to.equal(12);
+    expect(deferred + reverts.length).to.equal(4_800);
+  });
+
+  it('an Event folds the callbacks deferred since the last one; quiet for 10 minutes, the next edit is at once', () => {
+    const streaks = new DriftStreaks(pacing);
+    expect(streaks.admit('cm', 0)).to.equal(true);
+    expect(streaks.reverted('cm', 0)).to.deep.include({ first: true, writes: 1 });
+    for (let at = 100; at < SECOND; at += 100) expect(streaks.admit('cm', at)).to.equal(false);
+    expect(streaks.admit('cm', SECOND)).to.equal(true);
+    const fold = streaks.reverted('cm', SECOND + 40);
+    expect(fold).to.deep.equal({ first: false, writes: 10, sinceMs: SECOND + 40, nextInMs: 2 * SECOND - 40 });
+    expect(revertMessage('ConfigMap ns/cm', 'kcp-system/m', false, fold)).to.equal(
+      "ConfigMap ns/cm was changed in the SKR 10 times in the last 1s; put back as Manifest kcp-system/m installs it. Something in the SKR keeps changing it: its next targeted revert waits 2s, the Kyma's full pass puts it back meanwhile",
+    );
+    // Still fighting 9 minutes later: deferred no more (its window passed), but the streak goes on.
+    expect(streaks.admit('cm', SECOND + 9 * 60 * SECOND)).to.equal(true);
+    expect(streaks.reverted('cm', SECOND + 9 * 60 * SECOND).first).to.equal(false);
+    // Then quiet for the quiet period: a fresh streak, put back at once with the single-revert Event.
+    const later = SECOND + 9 * 60 * SECOND + DRIFT_PACING.quietMs;
+    expect(streaks.admit('cm', later)).to.equal(true);
+    expect(streaks.reverted('cm', later).first).to.equal(true);
+  });
+
+  it('keeps at most maxObjects streaks, forgetting the one seen least recently, and drops quiet ones', () => {
+    const streaks = new DriftStreaks(pacing);
+    for (const [index, key] of ['a', 'b', 'c', 'd'].entries()) streaks.reverted(key, index);
+    expect(streaks.size).to.equal(3);
+    // `a` was forgotten: put back at once; `d` is in its window.
+    expect(streaks.admit('a', 10)).to.equal(true);
+    expect(streaks.admit('d', 10)).to.equal(false);
+    streaks.reverted('e', DRIFT_PACING.quietMs + 10);
+    expect(streaks.size).to.equal(1);
+  });
+});
+
+describe('drift pacing on real planes: a writer fighting the agent', function () {
+  this.timeout(300_000);
+  const suite = moduleSuite();
+  const { planes } = suite;
+  const skrCore = () => planes.skr.makeApiClient(CoreV1Api);
+  /** The reconciler's clock: real time, moved on by the test. */
+  let offsetMs = 0;
+  let registry: Registry;
+
+  beforeEach(() => {
+    offsetMs = 0;
+    registry = createRegistry();
+  });
+
+  async function start(): Promise<void> {
+    suite.state.installation = await createRegistryInstallation({ settings: suite.settings() });
+    suite.state.reconciler = createReconciler({
+      kcp: await kubeConfigAsAgent(planes.kcp, suite.state.ns),
+      namespace: suite.state.ns,
+      skrTimeoutMs: 10_000,
+      modules: suite.state.installation,
+      registry,
+      clock: () => new Date(Date.now() + offsetMs),
+    });
+  }
+
+  const outcomes = async (): Promise<Record<string, number>> => {
+    const metric = (await registry.getMetricsAsJSON()).find(
+      (m) => m.name === 'skr_agent_drift_reverts_total',
+    );
+    const values = (metric?.values ?? []) as { value: number; labels: Record<string, unknown> }[];
+    return Object.fromEntries(values.map((v) => [String(v.labels['outcome']), v.value]));
+  };
+
+  const driftEvents = async (): Promise<CoreV1Event[]> =>
+    (
+      await planes.kcp.makeApiClient(CoreV1Api).listNamespacedEvent({
+        namespace: suite.state.ns,
+        fieldSelector: `reason=${DRIFT_EVENT_REASON}`,
+      })
+    ).items;
+
+  it('a ConfigMap written 20 times in a row is put back a few times, with one Event counting the writes; the full pass and the next due revert put it back', async function () {
+    const module = `fight${String.fromCharCode(97 + (process.pid % 26))}`;
+    const name = `${module}-config`;
+    const namespace = 'kyma-system';
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: docs(
+        crdYaml(`${module}.test.io`, 'Fight'),
+        configMapYaml(name, namespace, { mode: 'installed' }),
+      ),
+    });
+    await suite.kyma('k1', [{ name: module }]);
+    await start();
+    await suite.reconcileUntil(
+      'k1',
+      async () => (await suite.moduleStatus('k1', module))?.state === 'Ready',
+      'module Ready',
+    );
+    const mode = async () => (await skrCore().readNamespacedConfigMap({ name, namespace })).data?.['mode'];
+    expect(await mode()).to.equal('installed');
+
+    /** A user's write in the SKR, then the callback the webhook sends about it. */
+    const fight = async (value: string) => {
+      const before = await skrCore().readNamespacedConfigMap({ name, namespace });
+      await skrCore().replaceNamespacedConfigMap({
+        name,
+        namespace,
+        fieldManager: 'fighting-operator',
+        body: { ...before, data: { mode: value } },
+      });
+      const fingerprint: ChangeFingerprint = {
+        uid: before.metadata!.uid!,
+        previousResourceVersion: before.metadata!.resourceVersion!,
+      };
+      const change: ModuleCrChange = {
+        gvk: { group: '', version: 'v1', kind: 'ConfigMap' },
+        namespace,
+        name,
+        fingerprint,
+        receivedAtMs: Date.now(),
+      };
+      return suite.state.reconciler!.mirrorModuleCr(`${suite.state.ns}/k1`, change);
+    };
+
+    // 20 writes over some 4 s: put back at once, after 1 s and after 3 s (7 s, 15 s on a slow machine).
+    const writes = 20;
+    for (let index = 0; index < writes; index++) {
+      await fight(`fought ${index}`);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+    const fought = await outcomes();
+    const reverted = fought['reverted'] ?? 0;
+    expect(reverted, JSON.stringify(fought)).to.be.within(2, 6);
+    expect(fought['deferred'], JSON.stringify(fought)).to.equal(writes - reverted);
+    // One Event for the object, its count the writes it folded so far: the reverts' and those deferred before them.
+    let events = await driftEvents();
+    expect(events.map((event) => event.message)).to.have.length(1);
+    expect(events[0]!.message).to.match(new RegExp(`ConfigMap ${namespace}/${name}`));
+    expect(events[0]!.count).to.be.within(reverted, writes);
+    const eventName = events[0]!.metadata!.name;
+    // The last write was deferred: the user's value stands until a full pass or the next due revert.
+    expect(await mode()).to.equal(`fought ${writes - 1}`);
+    await suite.state.reconciler!.reconcile(`${suite.state.ns}/k1`);
+    expect(await mode(), 'the full pass puts it back').to.equal('installed');
+
+    // Once the window passed (at most 5 min), the next write is put back on its callback, and the Event's count
+    // holds every write.
+    offsetMs += DRIFT_PACING.maxMs;
+    expect((await fight('fought once more')).outcome).to.equal('not-a-module');
+    expect(await mode()).to.equal('installed');
+    expect((await outcomes())['reverted']).to.equal(reverted + 1);
+    events = await driftEvents();
+    expect(events).to.have.length(1);
+    expect(events[0]!.metadata!.name).to.equal(eventName);
+    expect(events[0]!.count).to.equal(writes + 1);
+    const manifest = `${suite.state.ns}/${manifestName(`kyma-project.io/module/${module}`, 'k1', module)}`;
+    expect(events[0]!.message).to.match(
+      new RegExp(
+        `^ConfigMap ${namespace}/${name} was changed in the SKR \\d+ times in the last 5m\\d*s?; put back as Manifest ${manifest} installs it`,
+      ),
+    );
+
+    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, 'k1'));
+    await suite.reconcileUntil(
+      'k1',
+      async () =>
+        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, 'k1')))) ===
+        undefined,
+      'Kyma gone',
+    );
+  });
+});
