@@ -1,6 +1,10 @@
-// What the targeted drift revert counts as drift: the SKR's object against what the module sets (drift.ts holds).
+// What the targeted drift revert counts as drift (the SKR's object against what the module sets: drift.ts holds), and
+// how reverts of one object are paced (DriftStreaks) and what their Events say.
 import { expect } from 'chai';
-import { holds } from '../src/targeted/drift.js';
+import { DRIFT_PACING, DriftStreaks, holds, revertMessage } from '../src/targeted/drift.js';
+
+const SECOND = 1_000;
+const pacing = { ...DRIFT_PACING, maxObjects: 3 };
 
 describe('drift: the SKR object holds what the module sets', () => {
   const wanted = {
@@ -50,5 +54,60 @@ describe('drift: the SKR object holds what the module sets', () => {
     };
     expect(holds(deep('a'), deep('a'))).to.equal(true);
     expect(holds(deep('a'), deep('b'))).to.equal(false);
+  });
+});
+
+describe('drift pacing: targeted reverts of one object back off (DriftStreaks)', () => {
+  it('reverts at once, then 1 s, 2 s, 4 s … apart up to 5 min; callbacks in between are deferred and folded', () => {
+    const streaks = new DriftStreaks(pacing);
+    let now = 0;
+    const reverts: number[] = [];
+    let deferred = 0;
+    // A writer every 250 ms for 20 minutes: each admitted callback is put back.
+    for (; now < 20 * 60 * SECOND; now += 250) {
+      if (!streaks.admit('cm', now)) {
+        deferred += 1;
+        continue;
+      }
+      reverts.push(now);
+      streaks.reverted('cm', now);
+    }
+    const gaps = reverts.slice(1).map((at, index) => at - reverts[index]!);
+    expect(gaps.slice(0, 9)).to.deep.equal([1, 2, 4, 8, 16, 32, 64, 128, 256].map((s) => s * SECOND));
+    expect(new Set(gaps.slice(9))).to.deep.equal(new Set([DRIFT_PACING.maxMs]));
+    // 4,800 writes cost 12 targeted reverts.
+    expect(reverts.length).to.equal(12);
+    expect(deferred + reverts.length).to.equal(4_800);
+  });
+
+  it('an Event folds the callbacks deferred since the last one; quiet for 10 minutes, the next edit is at once', () => {
+    const streaks = new DriftStreaks(pacing);
+    expect(streaks.admit('cm', 0)).to.equal(true);
+    expect(streaks.reverted('cm', 0)).to.deep.include({ first: true, writes: 1 });
+    for (let at = 100; at < SECOND; at += 100) expect(streaks.admit('cm', at)).to.equal(false);
+    expect(streaks.admit('cm', SECOND)).to.equal(true);
+    const fold = streaks.reverted('cm', SECOND + 40);
+    expect(fold).to.deep.equal({ first: false, writes: 10, sinceMs: SECOND + 40, nextInMs: 2 * SECOND - 40 });
+    expect(revertMessage('ConfigMap ns/cm', 'kcp-system/m', false, fold)).to.equal(
+      "ConfigMap ns/cm was changed in the SKR 10 times in the last 1s; put back as Manifest kcp-system/m installs it. Something in the SKR keeps changing it: its next targeted revert waits 2s, the Kyma's full pass puts it back meanwhile",
+    );
+    // Still fighting 9 minutes later: deferred no more (its window passed), but the streak goes on.
+    expect(streaks.admit('cm', SECOND + 9 * 60 * SECOND)).to.equal(true);
+    expect(streaks.reverted('cm', SECOND + 9 * 60 * SECOND).first).to.equal(false);
+    // Then quiet for the quiet period: a fresh streak, put back at once with the single-revert Event.
+    const later = SECOND + 9 * 60 * SECOND + DRIFT_PACING.quietMs;
+    expect(streaks.admit('cm', later)).to.equal(true);
+    expect(streaks.reverted('cm', later).first).to.equal(true);
+  });
+
+  it('keeps at most maxObjects streaks, forgetting the one seen least recently, and drops quiet ones', () => {
+    const streaks = new DriftStreaks(pacing);
+    for (const [index, key] of ['a', 'b', 'c', 'd'].entries()) streaks.reverted(key, index);
+    expect(streaks.size).to.equal(3);
+    // `a` was forgotten: put back at once; `d` is in its window.
+    expect(streaks.admit('a', 10)).to.equal(true);
+    expect(streaks.admit('d', 10)).to.equal(false);
+    streaks.reverted('e', DRIFT_PACING.quietMs + 10);
+    expect(streaks.size).to.equal(1);
   });
 });

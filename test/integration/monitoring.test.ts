@@ -2,8 +2,10 @@
 // proxy by testenv) scrapes the real agent (sharded, one replica) and the real SKR webhooks on real planes, and
 // evaluates the shipped PrometheusRule. Only the `for` durations are shortened to 3 s (their semantics are covered
 // by promtool's unit tests): a stopped webhook fires SkrWebhookSilent, a broken kubeconfig Secret fires
-// SkrUnreachable (and SkrKymasInError), and both resolve when fixed. Every metric named in the rules and
+// SkrUnreachable (and SkrKymasInError), and both resolve when fixed; a stopped module registry fires
+// SkrModuleRegistryFailing and SkrModulesInError, never SkrUnreachable. Every metric named in the rules and
 // dashboards is one the running processes export, read from their /metrics (names parsed by Prometheus itself).
+// The agent installs modules from a registry of this suite's own (so the suite can stop it).
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +15,16 @@ import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@k
 import { DEFAULTS, GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { freePort, startPrometheus, type RunningPrometheus } from '@skr-watcher/testenv';
-import { startLocalSystem, type LocalSystem } from '../support/system/index.js';
+import { SKR_KYMA, startLocalSystem, type LocalSystem } from '../support/system/index.js';
+import {
+  GREETER,
+  createCatalog,
+  greeterModule,
+  publishModules,
+  sampleModules,
+  startModuleRegistry,
+  type ModuleRegistry,
+} from '../support/system/modules.js';
 import { eventually } from '../support/eventually.js';
 import { DASHBOARD_DIR, shippedRules } from '../support/monitoring.js';
 
@@ -73,10 +84,14 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
   let parent: string;
   let system: LocalSystem;
   let prometheus: RunningPrometheus;
+  let registry: ModuleRegistry;
   const started = Date.now();
 
   before(async () => {
     parent = await mkdtemp(join(tmpdir(), 'skr-monitoring-'));
+    // As startLocalSystem's `modules` option sets it up, with the registry in this suite's hands.
+    registry = await startModuleRegistry(parent);
+    const [greeter] = await publishModules(registry.registryHost, [greeterModule(), ...sampleModules()]);
     system = await startLocalSystem({
       dir: join(parent, 'system'),
       agentArgs: [
@@ -91,8 +106,10 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
         'monitoring-test',
         '--peer-address',
         `127.0.0.1:${await freePort()}`,
+        ...registry.agentArgs,
       ],
     });
+    await createCatalog(system.kcp, system.namespace, greeter!);
     const rules = await shippedRules();
     for (const group of rules.groups) for (const rule of group.rules) if (rule.for) rule.for = '3s';
     prometheus = await startPrometheus({
@@ -116,6 +133,7 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
   after(async () => {
     await prometheus?.stop();
     await system?.stop();
+    await registry?.stop();
     if (parent) await rm(parent, { recursive: true, force: true });
   });
 
@@ -270,5 +288,39 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
     }
     await waitResolved('SkrUnreachable', poker('skr2'));
     await waitResolved('SkrKymasInError');
+  });
+
+  it('a stopped module registry fires SkrModuleRegistryFailing and SkrModulesInError, never SkrUnreachable', async () => {
+    await registry.stop();
+    // The user enables a module in skr1: its descriptor has to come from the registry.
+    const skrKymas = system.skr('skr1').kubeConfig().makeApiClient(CustomObjectsApi);
+    const current = (await skrKymas.getNamespacedCustomObject(SKR_KYMA)) as {
+      spec?: { modules?: unknown[] };
+    };
+    await mergePatchCustomObject(skrKymas, SKR_KYMA, {
+      spec: { modules: [...(current.spec?.modules ?? []), { name: GREETER.module }] },
+    });
+    const failing = await waitFiring('SkrModuleRegistryFailing', poker('skr1'));
+    expect(failing.value).to.equal('1e+00');
+    await waitFiring('SkrModulesInError', poker('skr1'));
+
+    // The module says the registry, the SKR stays connected, and nothing points on-call at the SKR.
+    const kyma = (await system.kcp
+      .makeApiClient(CustomObjectsApi)
+      .getNamespacedCustomObject(kymaRef('skr1'))) as {
+      status?: {
+        modules?: { name: string; state?: string; message?: string }[];
+        conditions?: { type: string; status: string }[];
+      };
+    };
+    const greeter = kyma.status?.modules?.find((module) => module.name === GREETER.module);
+    expect(greeter?.state).to.equal('Error');
+    expect(greeter?.message).to.include(`registry ${registry.registry.host} is unreachable`);
+    expect(kyma.status?.conditions?.find((c) => c.type === 'SKRConnected')?.status).to.equal('True');
+    const [unreachable] = await prometheus.query('sum(skr_agent_kymas_skr_unreachable)');
+    expect(unreachable?.value[1]).to.equal('0');
+    expect((await alerts()).filter((alert) => alert.labels['alertname'] === 'SkrUnreachable')).to.deep.equal(
+      [],
+    );
   });
 });

@@ -1,7 +1,9 @@
 // Drift put back at once: a callback about an object a module installed (the SKR webhook watches them by
 // their `managed-by: kyma` label) re-applies that object from its Manifest's rendered set now, records an Event on
 // the Kyma naming what was put back, and the Kyma's full pass follows at once (router.ts), which
-// re-applies the whole set as every pass does.
+// re-applies the whole set as every pass does. Reverts of one object are paced: something in the SKR that keeps
+// changing it costs one targeted revert and one Event per window, the windows doubling up to DRIFT_PACING.maxMs; a
+// callback inside a window is `deferred` and wakes no full pass (the Kyma's scheduled passes put the object back).
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   ANNOTATIONS,
@@ -9,6 +11,7 @@ import {
   MANIFEST,
   MODULE_MIRROR,
   backoffDelay,
+  formatDuration,
   showsChange,
   type Manifest,
   type SyncedObject,
@@ -31,9 +34,10 @@ import type { ModuleCrChange } from '../reconcile/modules/mirror-lanes.js';
  * reverted: the SKR held something else than the module sets (or nothing) and the object was applied again;
  * in-place: the SKR held what the module sets (the write touched only fields the module does not set); not-shown: the announced write never showed; skipped: the
  * Manifest is being removed, paused or unmanaged, or its set no longer holds the object (the full pass decides);
- * failed: the apply failed (the full pass retries with backoff and status).
+ * failed: the apply failed (the full pass retries with backoff and status); deferred: the object was put back
+ * moments ago and its next targeted revert is not due yet (the full pass puts it back).
  */
-export type DriftOutcome = 'reverted' | 'in-place' | 'not-shown' | 'skipped' | 'failed';
+export type DriftOutcome = 'reverted' | 'in-place' | 'not-shown' | 'skipped' | 'failed' | 'deferred';
 
 export interface DriftResult {
   outcome: DriftOutcome;
@@ -43,6 +47,8 @@ export interface DriftResult {
   reads: number;
   /** Epoch ms at the end of each step, for the log line bench:drift reads to say where a revert's time goes. */
   steps: DriftSteps;
+  /** `reverted` only: the SKR no longer held the object, so it was created again. */
+  recreated?: boolean;
 }
 
 export interface DriftSteps {
@@ -61,14 +67,43 @@ export interface DriftSteps {
 
 export const DRIFT_EVENT_REASON = 'DriftReverted';
 
+/** How targeted reverts of one object are paced (in the replica's memory: a restart starts every object afresh). */
+export interface DriftPacing {
+  /** The wait after the first revert of a streak; it doubles with each further revert. */
+  initialMs: number;
+  /** The longest wait between two targeted reverts of one object. */
+  maxMs: number;
+  /** A streak ends once no callback about the object came for this long: its next revert is at once again. */
+  quietMs: number;
+  /** Objects whose streak is kept at most; the one whose last callback is oldest is forgotten first. */
+  maxObjects: number;
+}
+
+/**
+ * A writer fighting the agent every second costs 1 s, 2 s, 4 s … 5 min apart one targeted revert and one Event
+ * each, not one per write; quiet twice the longest wait, an object's next edit is put back at once again.
+ */
+export const DRIFT_PACING: DriftPacing = {
+  initialMs: 1_000,
+  maxMs: 5 * 60_000,
+  quietMs: 10 * 60_000,
+  maxObjects: 10_000,
+};
+
+export interface DriftReverterOptions {
+  /** Epoch ms now (default: the reconcile context's clock). */
+  now?: () => number;
+  pacing?: Partial<DriftPacing>;
+}
+
 export type DriftReverter = (
   ctx: ReconcileContext,
   kymaName: string,
   change: ModuleCrChange,
 ) => Promise<DriftResult | undefined>;
 
-/** `revertDrift`, counted in `skr_agent_drift_reverts_total{outcome}` when a registry is given. */
-export function createDriftReverter(registry?: Registry): DriftReverter {
+/** `revertDrift` paced per object, counted in `skr_agent_drift_reverts_total{outcome}` when a registry is given. */
+export function createDriftReverter(registry?: Registry, options: DriftReverterOptions = {}): DriftReverter {
   const reverts = registry
     ? new Counter({
         name: 'skr_agent_drift_reverts_total',
@@ -77,28 +112,176 @@ export function createDriftReverter(registry?: Registry): DriftReverter {
         registers: [registry],
       })
     : undefined;
+  const streaks = new DriftStreaks({ ...DRIFT_PACING, ...options.pacing });
   return async (ctx, kymaName, change) => {
-    const result = await revertDrift(ctx, kymaName, change);
+    const now = options.now ?? (() => ctx.clock().getTime());
+    const key = `${ctx.namespace}/${kymaName}\0${objectKey(change)}`;
+    const result = await revertDrift(ctx, kymaName, change, () => streaks.admit(key, now()));
     if (!result) return undefined;
+    if (result.outcome === 'reverted') {
+      await recordRevert(ctx, kymaName, change, result, streaks.reverted(key, now()));
+    }
     reverts?.inc({ outcome: result.outcome.replace('-', '_') });
-    // One line per callback about an installed object: the webhook sends only writes that look like drift.
-    ctx.logger.info(
-      {
-        kyma: kymaName,
-        gvk: change.gvk,
-        namespace: change.namespace,
-        name: change.name,
-        outcome: result.outcome,
-        manifest: result.manifest,
-        reads: result.reads,
-        receivedAt: change.receivedAtMs,
-        ...result.steps,
-        doneAt: Date.now(),
-      },
-      'drift callback handled',
-    );
+    const line = {
+      kyma: kymaName,
+      gvk: change.gvk,
+      namespace: change.namespace,
+      name: change.name,
+      outcome: result.outcome,
+      manifest: result.manifest,
+      reads: result.reads,
+      receivedAt: change.receivedAtMs,
+      ...result.steps,
+      doneAt: Date.now(),
+    };
+    // One line per callback about an installed object (the webhook sends only writes that look like drift); a
+    // deferred one only at debug, so a writer fighting the agent does not write a line a second either.
+    if (result.outcome === 'deferred') ctx.logger.debug(line, 'drift callback deferred');
+    else ctx.logger.info(line, 'drift callback handled');
     return result;
   };
+}
+
+/** What the Event about a revert stands for: this revert and the callbacks deferred since the last Event. */
+export interface RevertFold {
+  /** The first revert of a streak: the object had been quiet. */
+  first: boolean;
+  /** Callbacks folded: this revert's and the deferred ones. */
+  writes: number;
+  /** Since the last Event about the object. */
+  sinceMs: number;
+  /** Until the object's next targeted revert is due. */
+  nextInMs: number;
+}
+
+interface Streak {
+  /** Targeted reverts let through in this streak: the backoff's attempt number. */
+  attempts: number;
+  /** Epoch ms before which a callback about the object is deferred. */
+  dueAt: number;
+  /** Epoch ms of the last callback about the object. */
+  seenAt: number;
+  /** Callbacks deferred since the last Event. */
+  deferred: number;
+  /** Epoch ms of the last Event about the object. */
+  reportedAt: number;
+}
+
+/**
+ * Per-object streaks of targeted reverts, oldest callback first (a Map keeps insertion order): bounded by
+ * `maxObjects`, and each callback drops the streaks at the front that have been quiet.
+ */
+export class DriftStreaks {
+  private readonly streaks = new Map<string, Streak>();
+
+  constructor(private readonly pacing: DriftPacing) {}
+
+  get size(): number {
+    return this.streaks.size;
+  }
+
+  /** Whether a targeted revert of the object may run at `now`; one not due yet is counted as deferred. */
+  admit(key: string, now: number): boolean {
+    const streak = this.current(key, now);
+    if (!streak) return true;
+    const due = now >= streak.dueAt;
+    if (due) {
+      // Taken at once, so a second callback about the object that arrives meanwhile is deferred.
+      streak.attempts += 1;
+      streak.dueAt = now + this.delay(streak.attempts);
+    } else streak.deferred += 1;
+    this.touch(key, streak, now);
+    return due;
+  }
+
+  /** The object was put back at `now`: what its Event folds. An object not in a streak starts one. */
+  reverted(key: string, now: number): RevertFold {
+    const streak = this.current(key, now);
+    if (!streak) {
+      const started = { attempts: 1, dueAt: now + this.delay(1), seenAt: now, deferred: 0, reportedAt: now };
+      this.touch(key, started, now);
+      return { first: true, writes: 1, sinceMs: 0, nextInMs: started.dueAt - now };
+    }
+    const fold = {
+      first: false,
+      writes: streak.deferred + 1,
+      sinceMs: now - streak.reportedAt,
+      nextInMs: Math.max(0, streak.dueAt - now),
+    };
+    streak.deferred = 0;
+    streak.reportedAt = now;
+    this.touch(key, streak, now);
+    return fold;
+  }
+
+  private delay(attempt: number): number {
+    return backoffDelay(attempt, this.pacing.initialMs, this.pacing.maxMs, () => 1);
+  }
+
+  private current(key: string, now: number): Streak | undefined {
+    const streak = this.streaks.get(key);
+    if (streak && now - streak.seenAt >= this.pacing.quietMs) {
+      this.streaks.delete(key);
+      return undefined;
+    }
+    return streak;
+  }
+
+  private touch(key: string, streak: Streak, now: number): void {
+    streak.seenAt = now;
+    this.streaks.delete(key);
+    this.streaks.set(key, streak);
+    for (const [oldest, entry] of this.streaks) {
+      if (this.streaks.size <= this.pacing.maxObjects && now - entry.seenAt < this.pacing.quietMs) break;
+      this.streaks.delete(oldest);
+    }
+  }
+}
+
+/** `group/kind/namespace/name`: one object whatever version the callback names. */
+function objectKey(change: ModuleCrChange): string {
+  return `${change.gvk.group}/${change.gvk.kind}/${change.namespace}/${change.name}`;
+}
+
+/** `ConfigMap kyma-system/name`, as the Events name an object. */
+function describedObject(change: ModuleCrChange): string {
+  return `${change.gvk.kind} ${change.namespace ? `${change.namespace}/` : ''}${change.name}`;
+}
+
+/** Whole seconds, at least one: `4m16s`. */
+function roughly(ms: number): string {
+  return formatDuration(Math.max(1, Math.round(ms / 1_000)) * 1_000);
+}
+
+/** The Event text of a revert: the first of a streak says what happened, a later one how often since the last. */
+export function revertMessage(what: string, manifest: string, recreated: boolean, fold: RevertFold): string {
+  if (fold.first) {
+    return recreated
+      ? `${what} was deleted in the SKR; re-created as Manifest ${manifest} installs it`
+      : `${what} was changed in the SKR; put back as Manifest ${manifest} installs it`;
+  }
+  const times = fold.writes === 1 ? 'once' : `${fold.writes} times`;
+  return (
+    `${what} was changed in the SKR ${times} in the last ${roughly(fold.sinceMs)}; put back as Manifest ` +
+    `${manifest} installs it. Something in the SKR keeps changing it: its next targeted revert waits ` +
+    `${roughly(fold.nextInMs)}, the Kyma's full pass puts it back meanwhile`
+  );
+}
+
+/** One Event per object on the Kyma: each revert's record raises its count by the callbacks it folds. */
+async function recordRevert(
+  ctx: ReconcileContext,
+  kymaName: string,
+  change: ModuleCrChange,
+  result: DriftResult,
+  fold: RevertFold,
+): Promise<void> {
+  const message = revertMessage(describedObject(change), result.manifest, result.recreated === true, fold);
+  await ctx.events.normal({ namespace: ctx.namespace, name: kymaName }, DRIFT_EVENT_REASON, message, {
+    key: objectKey(change),
+    count: fold.writes,
+  });
+  result.steps.recordedAt = Date.now();
 }
 
 function sameObject(entry: SyncedObject, change: ModuleCrChange): boolean {
@@ -125,11 +308,13 @@ async function manifestHolding(
 /**
  * Undefined when the object is no module's (the caller's other paths decide). An object the SKR refuses is
  * `failed`; an SKR that cannot be reached throws. Either way the full pass follows and retries with backoff.
+ * `isDue` is asked once the object is known to be a module's: false defers it without a request to the SKR.
  */
 export async function revertDrift(
   ctx: ReconcileContext,
   kymaName: string,
   change: ModuleCrChange,
+  isDue: () => boolean = () => true,
 ): Promise<DriftResult | undefined> {
   const installation = ctx.modules;
   if (!installation) return undefined;
@@ -138,11 +323,12 @@ export async function revertDrift(
   if (!manifest) return undefined;
   steps.foundAt = Date.now();
   const namespace = manifest.metadata.namespace ?? ctx.namespace;
-  const result = (outcome: DriftOutcome, reads = 0): DriftResult => ({
+  const result = (outcome: DriftOutcome, reads = 0, recreated?: boolean): DriftResult => ({
     outcome,
     manifest: `${namespace}/${manifest.metadata.name}`,
     reads,
     steps,
+    ...(recreated === undefined ? {} : { recreated }),
   });
   if (
     manifest.metadata.deletionTimestamp ||
@@ -150,6 +336,7 @@ export async function revertDrift(
     manifest.metadata.annotations?.[ANNOTATIONS.isUnmanaged] === 'true'
   )
     return result('skipped');
+  if (!isDue()) return result('deferred');
   const lookup = await ctx.skrClients.forKyma(kymaName);
   if (!lookup) return result('skipped');
   const objects = lookup.client.objects;
@@ -203,13 +390,7 @@ export async function revertDrift(
     return result('failed', shown.reads);
   }
   if (!drifted) return result('in-place', shown.reads);
-  const what = `${kind} ${change.namespace ? `${change.namespace}/` : ''}${change.name}`;
-  const message = before
-    ? `${what} was changed in the SKR; put back as Manifest ${namespace}/${manifest.metadata.name} installs it`
-    : `${what} was deleted in the SKR; re-created as Manifest ${namespace}/${manifest.metadata.name} installs it`;
-  await ctx.events.normal({ namespace: ctx.namespace, name: kymaName }, DRIFT_EVENT_REASON, message);
-  steps.recordedAt = Date.now();
-  return result('reverted', shown.reads);
+  return result('reverted', shown.reads, !before);
 }
 
 /**

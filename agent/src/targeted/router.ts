@@ -5,7 +5,9 @@
 //
 //   what came in                               path                  full pass
 //   callback without fingerprint (upstream's)  none                  now, and again after unfingerprintedRecheckMs
-//   callback, object a module installed        drift revert          now
+//   callback, object a module installed        drift revert          now; none when the revert is deferred (the
+//                                                                    object's revert window is not over: the
+//                                                                    Kyma's scheduled passes put it back)
 //   callback, Module CR, mirrored/unchanged    mirror                after fullReconcileAfterMirrorMs, or none when
 //                                                                    the Kyma's status already shows its state
 //   callback, anything else or a failure       mirror (found none)   now
@@ -89,6 +91,9 @@ export function createTargetedRouter({ paths, fullPass, logger }: RouterDeps): T
 }
 
 function followObjectChange(fullPass: FullPass, kymaKey: string, result: ObjectChangeResult): void {
+  // Something in the SKR keeps changing an installed object: a pass per write would revert it at the pace of the
+  // fight, which the drift revert's windows exist to bound.
+  if (result.path === 'drift' && result.outcome === 'deferred') return;
   if (result.path === 'mirror' && (result.outcome === 'mirrored' || result.outcome === 'unchanged')) {
     if (result.kymaStatusChanged !== false) fullPass.after(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
     return;
