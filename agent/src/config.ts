@@ -40,6 +40,8 @@ export interface AgentConfig {
   requeue: RequeueIntervals;
   /** Full relist of every watched kind; every Kyma is reconciled then. */
   resyncMs: number;
+  /** The first window between two targeted reverts of one installed object (doubling up to 5 min); 0: no pacing. */
+  driftRevertBackoffMs: number;
   /** What SyncResource items may touch in SKRs. */
   syncResourcePolicy: { kinds: string[]; namespaces: string[] };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -176,6 +178,7 @@ export interface RunFlags {
   requeueWarning: string;
   requeueError: string;
   resyncInterval: string;
+  driftRevertBackoff: string;
   syncResourceKinds?: string;
   syncResourceNamespaces?: string;
   logLevel: string;
@@ -275,6 +278,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
       Error: parseDurationFlag('--requeue-error', flags.requeueError),
     },
     resyncMs: parseDurationFlag('--resync-interval', flags.resyncInterval),
+    driftRevertBackoffMs: parseDurationFlag('--drift-revert-backoff', flags.driftRevertBackoff),
     syncResourcePolicy: {
       kinds: parseList(flags.syncResourceKinds, SYNC_RESOURCE_ALLOWED.kinds),
       namespaces: parseList(flags.syncResourceNamespaces, SYNC_RESOURCE_ALLOWED.namespaces),

@@ -91,6 +91,7 @@ export async function startWork(
       ...(modules ? { manifests: (kyma: string) => controller?.caches.manifests?.(kyma) } : {}),
     },
     requeue: config.requeue,
+    driftRevertBackoffMs: config.driftRevertBackoffMs,
     ...(modules ? { modules } : {}),
     ...(config.registration
       ? {

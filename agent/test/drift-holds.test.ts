@@ -80,6 +80,14 @@ describe('drift pacing: targeted reverts of one object back off (DriftStreaks)',
     expect(deferred + reverts.length).to.equal(4_800);
   });
 
+  it('with a first window of 0 (--drift-revert-backoff 0) puts every write back at once', () => {
+    const streaks = new DriftStreaks({ ...pacing, initialMs: 0 });
+    for (let now = 0; now < 10 * SECOND; now += 10) {
+      expect(streaks.admit('cm', now), `at ${now} ms`).to.equal(true);
+      streaks.reverted('cm', now);
+    }
+  });
+
   it('an Event folds the callbacks deferred since the last one; quiet for 10 minutes, the next edit is at once', () => {
     const streaks = new DriftStreaks(pacing);
     expect(streaks.admit('cm', 0)).to.equal(true);

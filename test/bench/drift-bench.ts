@@ -19,6 +19,9 @@
 //
 //   npm run bench:drift -- [--reverts 200] [--deletions 100] [--floor 100] [--writes 2000] [--concurrency 8]
 //
+// The agent runs with --drift-revert-backoff 0: the edits follow one another, which the agent otherwise paces as a
+// fight (docs/drift.md); the figures are those of one revert each.
+//
 // `uptime` is printed at the start, before the revert phases and at the end: on a shared machine the figures move
 // with the load. Figures only; nothing passes or fails.
 import { execFileSync } from 'node:child_process';
@@ -522,7 +525,9 @@ async function main(): Promise<void> {
       dir: join(parent, 'system'),
       skrs: [SKR],
       modules: true,
-      agentArgs: ['--requeue-processing', '1h', '--requeue-ready', '1h'],
+      // Edits one after another are a fight the agent paces (one targeted revert per doubling window); the bar is
+      // the latency of one revert, so every edit here is put back at once.
+      agentArgs: ['--requeue-processing', '1h', '--requeue-ready', '1h', '--drift-revert-backoff', '0'],
       progress: (line) => console.error(line),
       onAdmission: (seen) => steps.admissions.push(seen),
       onAgentLog: { messages: ['drift callback handled'], handle: (entry) => steps.agentEntry(entry) },

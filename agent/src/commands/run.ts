@@ -259,6 +259,11 @@ export function runCommand(): Command {
     )
     .option('--resync-interval <duration>', 'full relist of every watched kind; reconciles every Kyma', '10m')
     .option(
+      '--drift-revert-backoff <duration>',
+      'first window between two targeted reverts of one installed object, doubling up to 5m (0: every write put back at once)',
+      '1s',
+    )
+    .option(
       '--sync-resource-kinds <list>',
       'kinds SyncResource items may apply or delete in SKRs (Kind or Kind.group, comma-separated)',
       SYNC_RESOURCE_ALLOWED.kinds.join(','),

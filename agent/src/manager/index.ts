@@ -96,6 +96,8 @@ export interface ManagerOptions {
    * manifests applied into the SKR (decision 021). Undefined: no Manifests, Module CRs from the template's spec.data.
    */
   modules?: ModuleInstallation;
+  /** The first window between two targeted reverts of one installed object (default DRIFT_PACING.initialMs); 0: none. */
+  driftRevertBackoffMs?: number;
 }
 
 export interface Manager {
@@ -149,7 +151,11 @@ export function createManager(options: ManagerOptions): Manager {
       context,
       kymas,
       lanes,
-      revertDrift: createDriftReverter(options.registry),
+      revertDrift: createDriftReverter(options.registry, {
+        ...(options.driftRevertBackoffMs === undefined
+          ? {}
+          : { pacing: { initialMs: options.driftRevertBackoffMs } }),
+      }),
       namespace,
       logger,
       ...optional('cachedKyma', options.cachedKyma),

@@ -22,6 +22,7 @@ export function testRunFlags(namespace: string, overrides: Partial<RunFlags> = {
     requeueWarning: '500ms',
     requeueError: '500ms',
     resyncInterval: '10m',
+    driftRevertBackoff: '1s',
     logLevel: 'silent',
     skrWebhookImage: 'unused',
     skrWebhookNamespace: DEFAULTS.skrNamespace,
