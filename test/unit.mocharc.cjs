@@ -33,6 +33,7 @@ const PURE_FILES = [
   'agent/test/watcher-health.test.ts',
   'agent/test/webhook-configuration.test.ts',
   'certs/test/cli.test.ts',
+  'packages/kube/test/failure-attribution.test.ts',
   'packages/kube/test/informer-store.test.ts',
   'packages/kube/test/informer-watch.test.ts',
   'packages/kube/test/object-set-transforms.test.ts',

@@ -7,6 +7,8 @@ import { createCa, issueLeaf } from '@skr-watcher/pki';
 
 export interface HostileSkr {
   readonly url: string;
+  /** The CA that signed its serving certificate (for an API server that calls it as a webhook). */
+  readonly caPem: string;
   /** A kubeconfig with inline CA data and a token, as a KCP Secret holds it. */
   readonly kubeconfig: string;
   /** Requests received so far. */
@@ -62,6 +64,7 @@ current-context: hostile
 `;
   return {
     url,
+    caPem: ca,
     kubeconfig,
     requests: () => requests,
     pending: () => pending,

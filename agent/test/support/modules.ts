@@ -146,7 +146,7 @@ export function moduleSuite() {
 
   async function start(
     options: Partial<RegistryInstallationOptions> = {},
-    reconcilerOptions: { clock?: () => Date } = {},
+    reconcilerOptions: { clock?: () => Date; kcpTimeoutMs?: number } = {},
   ): Promise<Manager> {
     state.installation = await createRegistryInstallation({ settings: settings(), ...options });
     state.manager = createManager({

@@ -17,6 +17,7 @@ import type { ClusterKind, KubeRequestMetrics } from './request-metrics.js';
 import {
   counted,
   dispatchingHttpLibrary,
+  failureRecording,
   retryingTooManyRequests,
   timeBound,
   wrappedIn,
@@ -50,6 +51,8 @@ export interface ClusterClient {
   connectionsResumed(): number;
   /** Closes the pooled connections; requests in flight get a short grace period to finish. */
   close(): Promise<void>;
+  /** True when `error` (or an error in its cause chain) is what one of this client's requests failed with. */
+  failedRequest(error: unknown): boolean;
 }
 
 export interface ClusterClientOptions {
@@ -117,6 +120,8 @@ export async function createClusterClient(
   if (timeoutMs !== undefined) httpApi = timeBound(httpApi, timeoutMs);
   if (runs && options.sharedByRuns)
     httpApi = wrappedIn(httpApi, (send) => runs.whileSharedClusterWorks(send));
+  const recording = failureRecording(httpApi);
+  httpApi = recording.library;
   const boundByDeadline = options.boundByDeadline === true;
   const configuration: Configuration = createConfiguration({
     baseServer: new ServerConfiguration(server, {}),
@@ -145,5 +150,6 @@ export async function createClusterClient(
     connectionsOpened: pool.connectionsOpened,
     connectionsResumed: pool.connectionsResumed,
     close: pool.close,
+    failedRequest: recording.failed,
   };
 }

@@ -216,3 +216,34 @@ export function wrappedIn(
 ): HttpLibrary {
   return { send: (request) => new Observable(around(() => inner.send(request).toPromise())) };
 }
+
+/**
+ * Remembers every error a client's requests end in, so a caller several steps up can tell which cluster failed:
+ * a socket error names no host, and a pass that talks to the KCP and an SKR must not blame one for the other.
+ */
+export function failureRecording(inner: HttpLibrary): {
+  library: HttpLibrary;
+  failed(error: unknown): boolean;
+} {
+  const failures = new WeakSet<object>();
+  const library = wrappedIn(inner, async (send) => {
+    try {
+      return await send();
+    } catch (error) {
+      if (typeof error === 'object' && error !== null) failures.add(error);
+      throw error;
+    }
+  });
+  function failed(error: unknown): boolean {
+    for (
+      let current = error, depth = 0;
+      typeof current === 'object' && current !== null && depth < 8;
+      depth++
+    ) {
+      if (failures.has(current)) return true;
+      current = current instanceof Error ? current.cause : undefined;
+    }
+    return false;
+  }
+  return { library, failed };
+}

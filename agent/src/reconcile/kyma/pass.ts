@@ -3,7 +3,7 @@
 // SyncResources, the SKR webhook), then status on both Kymas. Each pass reads both clusters and converges; nothing is
 // remembered between passes that the clusters do not hold. A failure of the whole SKR side (unreachable, no
 // credentials, no CRDs) ends the pass with `SKRConnected=False`, an Event, and a throw that backs off; a KCP failure
-// throws as it is.
+// (recognised by the KCP client itself, whatever socket error it was) throws as it is.
 import { DEFAULTS, LABELS, type Kyma, type ResourceState, type SyncedObject } from '@skr-watcher/api';
 import { isNotFound, isUnreachable, KubeRequestError, type ClusterClient } from '@skr-watcher/kube';
 import { listWatchers } from '../../registration/index.js';
@@ -99,7 +99,8 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
     for (const step of SKR_STEPS) await step.run(pass, side, found);
   } catch (error) {
     if (error instanceof SkrFailure) return failSkr(pass, error);
-    // Only SKR calls get as far as timing out here in practice; a KCP that stopped answering fails the status write too.
+    // A KCP request that got no answer (a write that timed out) is the KCP's failure, never the SKR's connection.
+    if (pass.ctx.kcp.failedRequest(error)) throw error;
     if (isUnreachable(error))
       return failSkr(pass, new SkrFailure('SKRUnreachable', messageOf(error), { cause: error }));
     throw error; // a KCP failure: back off
@@ -130,7 +131,7 @@ async function connectSkr(pass: LivePass): Promise<ClusterClient> {
     lookup = await ctx.skrClients.forKyma(kyma.metadata.name);
   } catch (error) {
     // Reading the Secret is a KCP call: its failures back off like any other KCP failure.
-    if (error instanceof KubeRequestError) throw error;
+    if (error instanceof KubeRequestError || ctx.kcp.failedRequest(error)) throw error;
     return failSkr(pass, new SkrFailure('KubeconfigInvalid', messageOf(error), { cause: error }));
   }
   if (lookup) return lookup.client;
@@ -155,6 +156,7 @@ async function ensureSkrSide(pass: LivePass, skr: ClusterClient): Promise<SkrSid
     const skrKyma = await ensureSkrKyma(pass.ctx, pass.kyma, skr, watchedLabels(watchers));
     return { skr, skrKyma, skrNamespace: skrKymaRef(pass.kyma).namespace, watchers, manifestObjects: [] };
   } catch (error) {
+    if (pass.ctx.kcp.failedRequest(error)) throw error;
     if (isNotFound(error)) forgetCrdCheck(skr);
     throw new SkrFailure(isUnreachable(error) ? 'SKRUnreachable' : 'SKRKymaFailed', messageOf(error), {
       cause: error,
