@@ -323,8 +323,10 @@ describe('module removal and access revocation as upstream lifecycle-manager', f
     ).to.deep.equal([open]);
     expect(await configMap(operatorOf(closed, '1.0.0'))).to.equal(undefined);
   });
+});
 
-  it('parses --restricted-default-modules (comma-separated module names; it needs --oci-registry-host)', function () {
+describe('--restricted-default-modules', function () {
+  it('is a comma-separated list of module names and needs --oci-registry-host', function () {
     const config = agentConfigFromFlags(
       testRunFlags('kcp-system', {
         ociRegistryHost: 'registry.test',

@@ -79,9 +79,13 @@ export async function registryMode(
       // The Kyma may no longer use the module: its Manifest is deleted and its reconcile removes the module from the
       // SKR (users' CRs still block, as for any removal); the entry says why, in upstream's words.
       const module = input.wanted.module.name;
-      await removeModuleConfig(input, trackedObject(input.previous?.resource));
-      for (const listed of manifests.values()) {
-        if (listed.metadata.labels?.[LABELS.moduleName] !== module) continue;
+      const installed = [...manifests.values()].filter(
+        (manifest) => manifest.metadata.labels?.[LABELS.moduleName] === module,
+      );
+      // Its Module CR goes with the module, and so does the mirror (looked for only while something was installed).
+      if (installed.length > 0 || input.previous?.resource)
+        await removeModuleConfig(input, trackedObject(input.previous?.resource));
+      for (const listed of installed) {
         const manifest = await deletedManifest(ctx, listed, failure.accessDenied?.detail ?? failure.message);
         if (manifest) await reconcile(manifest);
       }
