@@ -4,7 +4,7 @@
 // operators), then the finalizers, after which the API server removes the Manifest.
 import type { Manifest } from '@skr-watcher/api';
 import { deleteIfExists, readObject, removeObjects, type ClusterClient } from '@skr-watcher/kube';
-import { defaultCrRef, usersCrs } from './default-cr.js';
+import { servedDefaultCrRef, usersCrs } from './default-cr.js';
 import { releaseManifest } from './finalizers.js';
 import { keepSpecSetWhileDeleting, type InstallContext, type ModuleObjects } from './install-steps.js';
 import { hasDefaultCr, hasOwnFinalizer, holdingOf } from './manifest.js';
@@ -54,7 +54,7 @@ function deleting(manifest: Manifest, operation: string): StepResult<never> {
 /** Users' CRs of the module's kind block the removal until they are gone. */
 async function waitForUsersCrs({ skr, manifest }: RemovalPass): Promise<StepResult<void>> {
   if (!manifest.spec.resource) return DONE;
-  const users = await usersCrs(skr, manifest);
+  const users = await usersCrs(skr, manifest, await servedDefaultCrRef(skr, manifest));
   if (users.length === 0) return DONE;
   const more = users.length > 5 ? ` and ${users.length - 5} more` : '';
   return deleting(
@@ -69,7 +69,7 @@ async function waitForUsersCrs({ skr, manifest }: RemovalPass): Promise<StepResu
  */
 async function deleteDefaultCr({ ctx, skr, installation, manifest }: RemovalPass): Promise<StepResult<void>> {
   if (!manifest.spec.resource || !hasDefaultCr(manifest)) return DONE;
-  const ref = defaultCrRef(manifest);
+  const ref = await servedDefaultCrRef(skr, manifest);
   if (!(await readObject(skr.objects, ref))) return DONE;
   const kept = await keepSpecSetWhileDeleting(ctx, skr, installation, manifest);
   await deleteIfExists(skr.objects, ref);
