@@ -80,6 +80,11 @@ export interface ModulesConfig {
   cacheBytes: number;
   /** Hosts a registry redirect may lead to besides the registry's (its blob storage). */
   redirectHosts?: string[];
+  /**
+   * Upstream's --restricted-default-modules: modules offered only to the Kymas their ModuleReleaseMeta's kymaSelector
+   * selects (to none without one), and removed from a Kyma it stops selecting.
+   */
+  restrictedModules?: string[];
 }
 
 /** Default bound of the module cache: a few hundred raw manifests of tens of kB each. */
@@ -197,6 +202,7 @@ export interface RunFlags {
   moduleCacheBytes?: string;
   maintenancePolicyPath?: string;
   minMaintenanceWindowSize?: string;
+  restrictedDefaultModules?: string;
 }
 
 export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -299,6 +305,7 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
         'ociRegistryRedirectHosts',
         'skrImagePullSecret',
         'moduleCacheBytes',
+        'restrictedDefaultModules',
       ] as const
     ).find((key) => flags[key]);
     if (stray)
@@ -320,6 +327,12 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
     throw new ConfigError(
       `--oci-registry-redirect-hosts: expected host[:port], comma-separated, got ${JSON.stringify(notHost)}`,
     );
+  const restrictedModules = parseList(flags.restrictedDefaultModules, []);
+  const notModule = restrictedModules.find((name) => !/^[a-z]([-a-z0-9]*[a-z0-9])?$/.test(name));
+  if (notModule)
+    throw new ConfigError(
+      `--restricted-default-modules: expected module names, comma-separated, got ${JSON.stringify(notModule)}`,
+    );
   const policyDir = flags.maintenancePolicyPath?.trim();
   const pullSecret = flags.skrImagePullSecret?.trim();
   if (pullSecret && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(pullSecret))
@@ -337,6 +350,7 @@ function modulesFromFlags(flags: RunFlags): ModulesConfig | undefined {
     ...(flags.ociRegistryCredSecret ? { credSecret: flags.ociRegistryCredSecret } : {}),
     ...(redirectHosts.length > 0 ? { redirectHosts } : {}),
     ...(pullSecret ? { skrImagePullSecret: pullSecret } : {}),
+    ...(restrictedModules.length > 0 ? { restrictedModules } : {}),
     cacheBytes: flags.moduleCacheBytes
       ? parsePositiveInt('--module-cache-bytes', flags.moduleCacheBytes, 4 * 1024 * 1024 * 1024)
       : DEFAULT_MODULE_CACHE_BYTES,

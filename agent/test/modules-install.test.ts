@@ -17,7 +17,15 @@ import { startWork } from '../src/work.js';
 import { ensureFinalizers } from '../src/reconcile/manifests/install.js';
 import { bucketOf } from '../src/sharding/ring.js';
 import { custom, getOrUndefined, kymaRef, refTo } from './support/planes.js';
-import { configMapYaml, crdYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
+import {
+  configMapYaml,
+  crdYaml,
+  docs,
+  mergePatch,
+  moduleKind,
+  moduleSuite,
+  type Json,
+} from './support/modules.js';
 
 describe('module installation from a registry (Manifests)', function () {
   this.timeout(300_000);
@@ -26,14 +34,7 @@ describe('module installation from a registry (Manifests)', function () {
   const skrCore = () => planes.skr.makeApiClient(CoreV1Api);
   const configMap = (name: string, namespace = 'kyma-system') =>
     getOrUndefined(() => skrCore().readNamespacedConfigMap({ name, namespace }));
-  /** The module's CR kind in its own group, so suites share the SKR without meeting. */
-  const kindOf = (module: string) => {
-    const kind = module
-      .split('-')
-      .map((part) => `${part[0]!.toUpperCase()}${part.slice(1)}`)
-      .join('');
-    return { group: `${module}.test.io`, kind, plural: `${kind.toLowerCase()}s` };
-  };
+  const kindOf = moduleKind;
   const moduleCr = (module: string, name: string, namespace = 'kyma-system') => {
     const { group, plural } = kindOf(module);
     return getOrUndefined(() =>

@@ -312,6 +312,10 @@ export function runCommand(): Command {
       "Secret (in --namespace) copied into every SKR's kyma-system (the SKR Kyma's namespace) and set as imagePullSecrets of every module workload, with SKR_IMG_PULL_SECRET on its manager",
     )
     .option(
+      '--restricted-default-modules <modules>',
+      "comma-separated modules offered only to the Kymas their ModuleReleaseMeta's kymaSelector selects (to none without one); a Kyma it stops selecting loses the module",
+    )
+    .option(
       '--module-cache-bytes <bytes>',
       'bound on the in-memory cache of module descriptors and raw manifests (default 32 MiB)',
     )

@@ -42,6 +42,11 @@ export interface ModuleInstallation {
    * Kyma), and every module workload names it in `imagePullSecrets` (its manager also gets `SKR_IMG_PULL_SECRET`).
    */
   skrImagePullSecret?: string;
+  /**
+   * Upstream's --restricted-default-modules: these modules are offered only to the Kymas their ModuleReleaseMeta's
+   * kymaSelector selects, and to no Kyma without one.
+   */
+  restrictedModules?: ReadonlySet<string>;
   /** Counts what a Manifest's pass did: an install, upgrade or removal finished, or a pass of one that failed. */
   observe?(operation: ModuleOperation, outcome: 'success' | 'error'): void;
 }

@@ -19,9 +19,21 @@ export type Json = Record<string, any>; // eslint-disable-line @typescript-eslin
 
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-/** A CRD of kind `kind` in group `<module>.test.io`, namespaced, with a free-form spec. */
-export function crdYaml(group: string, kind: string): string {
+/** A CRD of kind `kind` in group `<module>.test.io`, namespaced, serving `versions` (the last one stored), with a free-form spec. */
+export function crdYaml(group: string, kind: string, versions: readonly string[] = ['v1']): string {
   const plural = `${kind.toLowerCase()}s`;
+  const served = versions.map(
+    (name, index) => `  - name: ${name}
+    served: true
+    storage: ${index === versions.length - 1}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`,
+  );
   return `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -31,16 +43,16 @@ spec:
   names: {kind: ${kind}, plural: ${plural}, singular: ${kind.toLowerCase()}, listKind: ${kind}List}
   scope: Namespaced
   versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`;
+${served.join('')}`;
+}
+
+/** The CR kind of a test module, in a group of its own, so suites share the SKR without meeting. */
+export function moduleKind(module: string): { group: string; kind: string; plural: string } {
+  const kind = module
+    .split('-')
+    .map((part) => `${part[0]!.toUpperCase()}${part.slice(1)}`)
+    .join('');
+  return { group: `${module}.test.io`, kind, plural: `${kind.toLowerCase()}s` };
 }
 
 export function configMapYaml(name: string, namespace: string, data: Record<string, string> = {}): string {

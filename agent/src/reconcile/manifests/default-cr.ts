@@ -30,9 +30,50 @@ export function defaultCrRef(manifest: Manifest) {
   };
 }
 
-/** CRs of the default CR's kind in any namespace other than the default CR itself: users' CRs, which block removal. */
-export async function usersCrs(skr: ClusterClient, manifest: Manifest): Promise<string[]> {
+type DefaultCrRef = ReturnType<typeof defaultCrRef>;
+
+interface CrdSpec {
+  group?: string;
+  names?: { kind?: string };
+  versions?: { name: string; served?: boolean; storage?: boolean }[];
+}
+
+/**
+ * The default CR's address in an API version the SKR serves. A spec written while the removal waits may name a
+ * version the SKR's CRD does not serve yet (its new CRD adds it): the object is one whatever version it is read in,
+ * so a version the module's CRD (in the Manifest's inventory) serves stands in, its storage version first, as
+ * upstream looks CRs up by group and kind over every served version.
+ */
+export async function servedDefaultCrRef(skr: ClusterClient, manifest: Manifest): Promise<DefaultCrRef> {
   const ref = defaultCrRef(manifest);
+  if (await skr.objects.discover(ref.apiVersion, ref.kind)) return ref;
+  const slash = ref.apiVersion.indexOf('/');
+  const group = slash < 0 ? '' : ref.apiVersion.slice(0, slash);
+  const crds = (manifest.status?.synced ?? []).filter(
+    (synced) => synced.kind === 'CustomResourceDefinition' && synced.name.endsWith(`.${group}`),
+  );
+  for (const synced of crds) {
+    const crd = await readObject(skr.objects, {
+      apiVersion: `${synced.group}/${synced.version}`,
+      kind: synced.kind,
+      name: synced.name,
+    });
+    const spec = (crd as { spec?: CrdSpec } | undefined)?.spec;
+    if (spec?.group !== group || spec.names?.kind !== ref.kind) continue;
+    const served = (spec.versions ?? [])
+      .filter((version) => version.served)
+      .sort((a, b) => Number(b.storage === true) - Number(a.storage === true));
+    if (served[0]) return { ...ref, apiVersion: `${group}/${served[0].name}` };
+  }
+  return ref;
+}
+
+/** CRs of the default CR's kind in any namespace other than the default CR itself: users' CRs, which block removal. */
+export async function usersCrs(
+  skr: ClusterClient,
+  manifest: Manifest,
+  ref: DefaultCrRef = defaultCrRef(manifest),
+): Promise<string[]> {
   let items: KubernetesObject[];
   try {
     items = (await skr.objects.list(ref.apiVersion, ref.kind)).items;

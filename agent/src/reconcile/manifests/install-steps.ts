@@ -66,9 +66,7 @@ export async function installModule(
   const pass: InstallPass = { ctx, skr, installation, manifest: await addFinalizers(ctx, given), log };
   const end = (status: StatusInput) => endWith(ctx, pass.manifest, status);
 
-  const source = await resolveSource(pass);
-  if (!source.proceed) return end(source.status);
-  const applied = judgeApply(await applySet(pass, source.value));
+  const applied = await applySpecSet(pass);
   if (!applied.proceed) return end(applied.status);
   const moduleCr = await createDefaultCr(pass, applied.value.inventory);
   if (!moduleCr.proceed) return end(moduleCr.status);
@@ -78,7 +76,42 @@ export async function installModule(
     pass.manifest,
     installStatus(verdict, applied.value, moduleCr.value),
   );
-  return { manifest: await recordInstalledDigest(pass, verdict.state === 'Ready', written) };
+  // The digest counts as installed once the module is Ready on it (upstream's sync-oci-ref).
+  return { manifest: verdict.state === 'Ready' ? await recordDigest(pass, written) : written };
+}
+
+/**
+ * The set of the Manifest's spec kept in the SKR: pulled, rendered and applied, what left it pruned once the new set
+ * is in place; the apply's verdict (refused or failed: Error; waiting: Processing).
+ */
+async function applySpecSet(pass: InstallPass): Promise<StepResult<ApplySetResult>> {
+  const source = await resolveSource(pass);
+  if (!source.proceed) return source;
+  return judgeApply(await applySet(pass, source.value));
+}
+
+/**
+ * The set of a deleted Manifest's spec while its removal waits for the default CR: a version written after the
+ * deletion began (a new channel version, a re-enabled module in another channel) is applied, as upstream keeps such a
+ * module up to date, and what left the set is pruned. Only when the spec's digest is not the one installed
+ * (sync-oci-ref), which is recorded once the set is in place. Answers the inventory the SKR now holds, and why the
+ * set is not (fully) applied: that never holds up the removal, which needs nothing from the registry.
+ */
+export async function keepSpecSetWhileDeleting(
+  ctx: InstallContext,
+  skr: ClusterClient,
+  installation: ModuleObjects,
+  manifest: Manifest,
+): Promise<{ synced: SyncedObject[]; problem?: string }> {
+  const synced = manifest.status?.synced ?? [];
+  const ref = manifest.spec.install.source.ref;
+  if (!ref || manifest.metadata.annotations?.[ANNOTATIONS.syncOciRef] === ref) return { synced };
+  const log = ctx.logger.child({ manifest: `${manifest.metadata.namespace}/${manifest.metadata.name}` });
+  const pass = { ctx, skr, installation, manifest, log };
+  const applied = await applySpecSet(pass);
+  if (!applied.proceed) return { synced: applied.status.synced, problem: applied.status.operation };
+  await recordDigest(pass, manifest);
+  return { synced: applied.value.inventory };
 }
 
 /** Upstream's finalizers, the default CR's only when the module has one. */
@@ -208,15 +241,11 @@ function installStatus(
   };
 }
 
-/** The digest last fully installed, as upstream records it (sync-oci-ref); answers the Manifest as written. */
-async function recordInstalledDigest(
-  { ctx, manifest, log }: InstallPass,
-  ready: boolean,
-  written: Manifest,
-): Promise<Manifest> {
+/** Writes the spec's digest as the one installed (sync-oci-ref) unless it is already; answers the Manifest. */
+async function recordDigest({ ctx, manifest, log }: InstallPass, written: Manifest): Promise<Manifest> {
   const ref = manifest.spec.install.source.ref;
   const installed = manifest.metadata.annotations?.[ANNOTATIONS.syncOciRef];
-  if (!ready || !ref || installed === ref) return written;
+  if (!ref || installed === ref) return written;
   const patched = await mergePatchCustomObject(ctx.kcp.custom, refOfManifest(manifest), {
     metadata: { annotations: { [ANNOTATIONS.syncOciRef]: ref } },
   });

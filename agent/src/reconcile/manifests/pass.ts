@@ -48,7 +48,7 @@ async function reconcileManifestPass(
     );
     return { manifest: undefined };
   }
-  if (manifest.metadata.deletionTimestamp) return removeModule(ctx, skr, manifest);
+  if (manifest.metadata.deletionTimestamp) return removeModule(ctx, skr, installation, manifest);
   return installModule(ctx, skr, installation, manifest);
 }
 

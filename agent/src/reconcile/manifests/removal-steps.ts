@@ -1,24 +1,25 @@
 // The removal of a deleted Manifest's module in upstream's order, one step per pass until each is through: users' CRs
-// of the module's kind block it, then the default CR goes, then the set in two phases (dependents, then operators),
-// then the finalizers, after which the API server removes the Manifest.
+// of the module's kind block it, then the default CR goes (while it is there, the set follows the Manifest's spec, so a
+// version written after the deletion began still reaches the SKR), then the set in two phases (dependents, then
+// operators), then the finalizers, after which the API server removes the Manifest.
 import type { Manifest } from '@skr-watcher/api';
 import { deleteIfExists, readObject, removeObjects, type ClusterClient } from '@skr-watcher/kube';
-import type { Logger } from '@skr-watcher/telemetry';
-import { defaultCrRef, usersCrs } from './default-cr.js';
+import { servedDefaultCrRef, usersCrs } from './default-cr.js';
 import { releaseManifest } from './finalizers.js';
+import { keepSpecSetWhileDeleting, type InstallContext, type ModuleObjects } from './install-steps.js';
 import { hasDefaultCr, hasOwnFinalizer, holdingOf } from './manifest.js';
-import type { StatusWriter } from './manifest-status.js';
 import { endWith, halt, proceed, type ManifestOutcome, type StepResult } from './step-result.js';
 
-/** What the removal steps use of the pass: the Manifest's store, the clock, the KCP namespace and the log. */
-export interface RemovalContext extends StatusWriter {
-  namespace: string;
-  logger: Pick<Logger, 'info'>;
-}
+/**
+ * What the removal steps use of the pass: the Manifest's store, the clock, the KCP namespace and the log, and what
+ * applying the set uses (the set follows the spec while the default CR is there).
+ */
+export type RemovalContext = InstallContext;
 
 interface RemovalPass {
   ctx: RemovalContext;
   skr: ClusterClient;
+  installation: ModuleObjects;
   manifest: Manifest;
 }
 
@@ -33,11 +34,12 @@ const REMOVAL_STEPS: readonly RemovalStep[] = [waitForUsersCrs, deleteDefaultCr,
 export async function removeModule(
   ctx: RemovalContext,
   skr: ClusterClient,
+  installation: ModuleObjects,
   manifest: Manifest,
 ): Promise<ManifestOutcome> {
   if (!hasOwnFinalizer(manifest)) return { manifest };
   for (const step of REMOVAL_STEPS) {
-    const result = await step({ ctx, skr, manifest });
+    const result = await step({ ctx, skr, installation, manifest });
     if (!result.proceed) return endWith(ctx, manifest, result.status);
   }
   await releaseManifest(ctx, manifest);
@@ -52,7 +54,7 @@ function deleting(manifest: Manifest, operation: string): StepResult<never> {
 /** Users' CRs of the module's kind block the removal until they are gone. */
 async function waitForUsersCrs({ skr, manifest }: RemovalPass): Promise<StepResult<void>> {
   if (!manifest.spec.resource) return DONE;
-  const users = await usersCrs(skr, manifest);
+  const users = await usersCrs(skr, manifest, await servedDefaultCrRef(skr, manifest));
   if (users.length === 0) return DONE;
   const more = users.length > 5 ? ` and ${users.length - 5} more` : '';
   return deleting(
@@ -61,13 +63,24 @@ async function waitForUsersCrs({ skr, manifest }: RemovalPass): Promise<StepResu
   );
 }
 
-/** The default CR, deleted and waited for before the set goes (its operator may still need to clean up). */
-async function deleteDefaultCr({ skr, manifest }: RemovalPass): Promise<StepResult<void>> {
+/**
+ * The default CR, deleted and waited for before the set goes (its operator may still need to clean up). Until it is
+ * gone the operator keeps running, at the version the Manifest's spec names now (upstream applies the full set then).
+ */
+async function deleteDefaultCr({ ctx, skr, installation, manifest }: RemovalPass): Promise<StepResult<void>> {
   if (!manifest.spec.resource || !hasDefaultCr(manifest)) return DONE;
-  const ref = defaultCrRef(manifest);
+  const ref = await servedDefaultCrRef(skr, manifest);
   if (!(await readObject(skr.objects, ref))) return DONE;
+  const kept = await keepSpecSetWhileDeleting(ctx, skr, installation, manifest);
   await deleteIfExists(skr.objects, ref);
-  return deleting(manifest, `deleting the default CR ${ref.kind} ${ref.namespace ?? ''}/${ref.name}`);
+  const operation = `deleting the default CR ${ref.kind} ${ref.namespace ?? ''}/${ref.name}`;
+  return halt({
+    state: 'Deleting',
+    operation: kept.problem
+      ? `${operation}; version ${manifest.spec.version} not applied: ${kept.problem}`
+      : operation,
+    synced: kept.synced,
+  });
 }
 
 /** The set in two phases, only what this Manifest holds; the inventory keeps what may still exist. */

@@ -28,6 +28,8 @@ export interface ModuleRegistrySettings {
   cacheBytes: number;
   /** --oci-registry-redirect-hosts: where a registry redirect may lead besides the registry's host. */
   redirectHosts?: readonly string[];
+  /** --restricted-default-modules: passed on to the passes (ModuleInstallation.restrictedModules). */
+  restrictedModules?: readonly string[];
 }
 
 export interface RetryPolicy {
@@ -167,6 +169,7 @@ export async function createRegistryInstallation(
   return {
     source,
     ...(settings.skrImagePullSecret ? { skrImagePullSecret: settings.skrImagePullSecret } : {}),
+    ...(settings.restrictedModules?.length ? { restrictedModules: new Set(settings.restrictedModules) } : {}),
     ...(operations ? { observe: (operation, outcome) => operations.inc({ operation, outcome }) } : {}),
     async describe(ocmComponentName, version): Promise<ModuleDescription> {
       const resolved = await attempt(`descriptor ${ocmComponentName}:${version}`, () =>

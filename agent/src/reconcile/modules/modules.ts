@@ -77,7 +77,7 @@ export async function reconcileModules(
   const dropped = new Set(
     [...configs.keys(), ...previousStatus.keys()].filter((name) => !wantedNames.has(name)),
   );
-  statuses.push(...(await mode.removeUnwanted(wantedNames, previousStatus)));
+  statuses.push(...(await mode.removeUnwanted(wantedNames, previousStatus, { kymaChannel, skrNamespace })));
   await removeDroppedModules(scope, mode, dropped, configs, previousStatus);
   return boundUnknownModules(statuses);
 }

@@ -26,7 +26,12 @@ export async function reconcileModule(input: ModuleInput, mode: ModuleMode): Pro
     installedVersion: previous?.version,
     ...(mandatory ? { mandatory } : {}),
   });
-  // The mirror of an existing Module CR stays: a catalog problem in KCP is no reason to lose user data.
-  if (isModuleFailure(resolved)) return failedStatus(resolved, previous);
+  if (isModuleFailure(resolved)) {
+    // The Kyma may not use the module (any more): what was installed for it goes, as upstream removes it. A mandatory
+    // module leaves only with its ModuleReleaseMeta.
+    if (resolved.accessDenied && !mandatory) return mode.revoke(input, resolved);
+    // The mirror of an existing Module CR stays: a catalog problem in KCP is no reason to lose user data.
+    return failedStatus(resolved, previous);
+  }
   return mode.install(input, resolved);
 }

@@ -1,9 +1,12 @@
 // Modules with module installation from an OCI registry (decision 021): one Manifest per module, written in KCP
 // and reconciled (pull, render, apply, default CR, readiness); the module's state is its Manifest's, and its
-// default CR is mirrored once the Manifest's reconcile has created it. A module leaving the Kyma has its Manifest
-// deleted, and a module the user now runs has its Manifest released.
+// default CR is mirrored once the Manifest's reconcile has created it. A module leaving the Kyma, or one the Kyma may
+// no longer use, has its Manifest deleted; a module leaving the Kyma follows its channel until its Manifest is gone,
+// as upstream keeps it current. A module the user now runs has its Manifest released.
 import {
+  ANNOTATIONS,
   LABELS,
+  manifestName,
   parseManifest,
   trackedObject,
   type KymaModuleStatus,
@@ -20,11 +23,11 @@ import {
   manifestTracking,
 } from '../manifests/manifests-of-kyma.js';
 import { isResourceState } from '../status.js';
-import { mirrorModule } from './mirror-step.js';
+import { mirrorModule, removeModuleConfig } from './mirror-step.js';
 import type { KymaScope, ModuleInput, ModuleMode } from './module-input.js';
 import { manifestOfModule, withManifest } from './module-manifest.js';
-import { resolvedStatus, withWarning } from './module-status.js';
-import type { ResolvedModule } from './resolution.js';
+import { failedStatus, resolvedStatus, withWarning } from './module-status.js';
+import { isModuleFailure, resolveModule, type ResolvedModule } from './resolution.js';
 
 /**
  * The registry mode for the Kyma in `scope`, over the Kyma's Manifests (one list per pass). `manifestObjects` is
@@ -72,18 +75,37 @@ export async function registryMode(
           );
       }
     },
-    async removeUnwanted(wanted, previousStatus) {
+    async revoke(input, failure) {
+      // The Kyma may no longer use the module: its Manifest is deleted and its reconcile removes the module from the
+      // SKR (users' CRs still block, as for any removal); the entry says why, in upstream's words.
+      const module = input.wanted.module.name;
+      const installed = [...manifests.values()].filter(
+        (manifest) => manifest.metadata.labels?.[LABELS.moduleName] === module,
+      );
+      // Its Module CR goes with the module, and so does the mirror (looked for only while something was installed).
+      if (installed.length > 0 || input.previous?.resource)
+        await removeModuleConfig(input, trackedObject(input.previous?.resource));
+      for (const listed of installed) {
+        const manifest = await deletedManifest(ctx, listed, failure.accessDenied?.detail ?? failure.message);
+        if (manifest) await reconcile(manifest);
+      }
+      return failedStatus(failure, input.previous);
+    },
+    async removeUnwanted(wanted, previousStatus, resolution) {
       // A Manifest of a module no longer wanted is deleted; its reconcile removes the module (default CR first), and
       // the module stays in the status, with the Manifest's state, until the Manifest is gone (upstream's order).
       const removing: KymaModuleStatus[] = [];
       for (const listed of manifests.values()) {
         const module = listed.metadata.labels?.[LABELS.moduleName];
         if (module === undefined || wanted.has(module)) continue;
-        const manifest = await deletedManifest(ctx, listed);
-        if (!manifest) continue;
+        const deleted = await deletedManifest(ctx, listed, 'module disabled');
+        if (!deleted) continue;
+        const previous = previousStatus.get(module);
+        const input = { ...scope, ...resolution, wanted: { module: { name: module } }, previous };
+        const followed = await followChannel(input, deleted, installation);
         // Its reconcile removes the module in upstream's order, one step per pass.
-        const remaining = await reconcile(manifest);
-        if (remaining) removing.push(removingStatus(module, remaining, previousStatus.get(module)));
+        const remaining = await reconcile(followed.manifest);
+        if (remaining) removing.push(removingStatus(module, remaining, previous, followed.resolved));
       }
       return removing;
     },
@@ -113,28 +135,85 @@ function mirrorDefaultCr(
   });
 }
 
-/** The entry of a module that left the Kyma while its Manifest's reconcile removes it. */
+/**
+ * A module being removed follows its channel until its Manifest is gone, as upstream's Kyma reconciler still resolves
+ * the modules of its status (in their channel) and writes a deleting Manifest's spec when its version, channel or
+ * template changed: a new version reaches the SKR while the removal waits for the user. Answers the Manifest to
+ * reconcile and what the module resolved to (undefined when it did not: the Manifest stays as it is).
+ */
+async function followChannel(
+  input: ModuleInput,
+  manifest: Manifest,
+  installation: ModuleInstallation,
+): Promise<{ manifest: Manifest; resolved?: ResolvedModule }> {
+  const { ctx, kyma, wanted, previous } = input;
+  // Mandatory modules leave with their ModuleReleaseMeta and unmanaged ones are left: neither has a channel to follow.
+  if (
+    manifest.metadata.labels?.[LABELS.mandatoryModule] === 'true' ||
+    manifest.metadata.annotations?.[ANNOTATIONS.isUnmanaged] === 'true'
+  )
+    return { manifest };
+  // Its channel as last reported; its customResourcePolicy as the Manifest has it (the Kyma no longer lists it).
+  const module = {
+    name: wanted.module.name,
+    ...(previous?.channel ? { channel: previous.channel } : {}),
+    ...(manifest.spec.customResourcePolicy
+      ? { customResourcePolicy: manifest.spec.customResourcePolicy }
+      : {}),
+  };
+  const resolved = await resolveModule(ctx, {
+    module,
+    kyma,
+    kymaChannel: input.kymaChannel,
+    skrNamespace: input.skrNamespace,
+    installedVersion: previous?.version,
+  });
+  if (isModuleFailure(resolved)) return { manifest };
+  // Only this Manifest is written again: a module whose component was renamed meanwhile gets no second one.
+  if (
+    !resolved.fqdn ||
+    manifestName(resolved.fqdn, kyma.metadata.name, wanted.module.name) !== manifest.metadata.name
+  )
+    return { manifest };
+  const written = await manifestOfModule(
+    { ...input, wanted: { module } },
+    resolved,
+    new Map([[manifest.metadata.name, manifest]]),
+    installation,
+  );
+  // A status answers a write that failed (the registry, a maintenance window's error): the Manifest stays as it is.
+  return 'state' in written ? { manifest, resolved } : { manifest: written.manifest, resolved };
+}
+
+/** The entry of a module that left the Kyma while its Manifest's reconcile removes it, at the version it follows. */
 function removingStatus(
   module: string,
   manifest: Manifest,
   previous: KymaModuleStatus | undefined,
+  resolved: ResolvedModule | undefined,
 ): KymaModuleStatus {
   const message = manifest.status?.lastOperation?.operation;
+  const base = resolved
+    ? withManifest({ ...previous, ...resolvedStatus(resolved) }, manifest)
+    : { ...(previous ?? { name: module }), manifest: manifestTracking(manifest) };
   return {
-    ...(previous ?? { name: module }),
+    ...base,
     state: manifestState(manifest) === 'Ready' ? 'Deleting' : manifestState(manifest),
-    manifest: manifestTracking(manifest),
     ...(message ? { message } : {}),
   };
 }
 
-/** The Manifest of a module that left the Kyma, deleted (its deletionTimestamp set); undefined once it is gone. */
-async function deletedManifest(ctx: ReconcileContext, manifest: Manifest): Promise<Manifest | undefined> {
+/** The Manifest of a module, deleted (its deletionTimestamp set) for `why`; undefined once it is gone. */
+async function deletedManifest(
+  ctx: ReconcileContext,
+  manifest: Manifest,
+  why: string,
+): Promise<Manifest | undefined> {
   if (manifest.metadata.deletionTimestamp) return manifest;
   await deleteManifest(ctx, manifest);
   ctx.logger.info(
-    { manifest: manifest.metadata.name, module: manifest.metadata.labels?.[LABELS.moduleName] },
-    'module disabled; Manifest deleted',
+    { manifest: manifest.metadata.name, module: manifest.metadata.labels?.[LABELS.moduleName], why },
+    'Manifest deleted',
   );
   const fresh = await getCustomObject(
     ctx.kcp.custom,

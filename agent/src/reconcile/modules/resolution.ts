@@ -2,8 +2,10 @@
 // ModuleReleaseMeta named after it: its channel (module channel, else Kyma channel, else `regular`) gives the
 // version, unless the module pins one; a mandatory module's ModuleReleaseMeta gives its version directly. The
 // template is the ModuleTemplate `<module>-<version>`. Who may use a module: beta and internal modules only
-// Kymas labelled for them, restricted modules (a kymaSelector) only Kymas it selects. A channel never
-// downgrades an installed module. Every refusal fails that module only.
+// Kymas labelled for them, restricted modules (a kymaSelector) only Kymas it selects, and a module named in
+// --restricted-default-modules without a kymaSelector nobody. A channel never downgrades an installed module. Every
+// refusal fails that module only; a refusal of access also removes what was installed for it (upstream's
+// ErrTemplateNotAllowed), and its status text is upstream's, which tools compare.
 import semver from 'semver';
 import {
   DEFAULTS,
@@ -45,6 +47,11 @@ export interface ModuleFailure {
     | 'TemplateInvalid'
     | 'ModuleNotAllowed';
   message: string;
+  /**
+   * The Kyma may not use the module (upstream's ErrTemplateNotAllowed): what was installed for it is removed, and
+   * `message` is upstream's status text, reported as it is; `detail` says which rule refused it.
+   */
+  accessDenied?: { detail: string };
 }
 
 export function isModuleFailure(value: ResolvedModule | ModuleFailure): value is ModuleFailure {
@@ -65,21 +72,56 @@ export interface ResolutionInput {
 
 const ENABLED = 'true';
 
+/** Upstream's status text of a module the Kyma may not use (ErrTemplateNotAllowed and its wrappings). */
+export const NOT_ALLOWED = {
+  any: 'module template not allowed',
+  beta: 'module template not allowed: beta module',
+  internal: 'module template not allowed: internal module',
+  restricted: 'module template not allowed: restricted module not allowed for this Kyma',
+} as const;
+
+/** Why a Kyma may not use a module: upstream's status text, and which rule refused it. */
+export interface AccessRefusal {
+  message: string;
+  detail: string;
+}
+
 function kymaHasLabel(kyma: Kyma, label: string): boolean {
   return kyma.metadata.labels?.[label]?.toLowerCase() === ENABLED;
 }
 
 /** Why this Kyma may not use a module, or undefined when it may. */
-function refusal(kyma: Kyma, flags: { beta: boolean; internal: boolean }, what: string): string | undefined {
+function refusal(
+  kyma: Kyma,
+  flags: { beta: boolean; internal: boolean },
+  what: string,
+): AccessRefusal | undefined {
   if (flags.beta && !kymaHasLabel(kyma, LABELS.beta))
-    return `${what} is beta; the Kyma is not labelled ${LABELS.beta}=true`;
+    return {
+      message: NOT_ALLOWED.beta,
+      detail: `${what} is beta; the Kyma is not labelled ${LABELS.beta}=true`,
+    };
   if (flags.internal && !kymaHasLabel(kyma, LABELS.internal))
-    return `${what} is internal; the Kyma is not labelled ${LABELS.internal}=true`;
+    return {
+      message: NOT_ALLOWED.internal,
+      detail: `${what} is internal; the Kyma is not labelled ${LABELS.internal}=true`,
+    };
   return undefined;
 }
 
-/** Whether a Kyma may see a ModuleReleaseMeta (resolution and the SKR's module catalog share the rule). */
-export function releaseMetaRefusal(kyma: Kyma, meta: ModuleReleaseMeta, what: string): string | undefined {
+const NO_MODULES: ReadonlySet<string> = new Set();
+
+/**
+ * Whether a Kyma may see a ModuleReleaseMeta (resolution and the SKR's module catalog share the rule). A module in
+ * `restricted` (--restricted-default-modules) is offered only where its kymaSelector selects the Kyma: without one,
+ * to nobody (upstream's rule).
+ */
+export function releaseMetaRefusal(
+  kyma: Kyma,
+  meta: ModuleReleaseMeta,
+  what: string,
+  restricted: ReadonlySet<string> = NO_MODULES,
+): AccessRefusal | undefined {
   const access = refusal(
     kyma,
     { beta: meta.spec.beta === true, internal: meta.spec.internal === true },
@@ -87,13 +129,25 @@ export function releaseMetaRefusal(kyma: Kyma, meta: ModuleReleaseMeta, what: st
   );
   if (access) return access;
   const selector = meta.spec.kymaSelector;
+  if (!selector && restricted.has(meta.spec.moduleName))
+    return {
+      message: NOT_ALLOWED.any,
+      detail: `${what} is in --restricted-default-modules and has no kymaSelector: it is offered to no Kyma`,
+    };
   if (selector && !selectsLabels(selector, kyma.metadata.labels))
-    return `${what} is restricted; its kymaSelector does not select this Kyma`;
+    return {
+      message: NOT_ALLOWED.restricted,
+      detail: `${what} is restricted; its kymaSelector does not select this Kyma`,
+    };
   return undefined;
 }
 
 /** Whether a Kyma may see a ModuleTemplate, by its beta and internal labels. */
-export function templateRefusal(kyma: Kyma, template: ModuleTemplate, what: string): string | undefined {
+export function templateRefusal(
+  kyma: Kyma,
+  template: ModuleTemplate,
+  what: string,
+): AccessRefusal | undefined {
   const labels = template.metadata.labels ?? {};
   return refusal(
     kyma,
@@ -160,6 +214,12 @@ export async function resolveModule(
     reason,
     message,
   });
+  const denied = ({ message, detail }: AccessRefusal): ModuleFailure => ({
+    name,
+    reason: 'ModuleNotAllowed',
+    message,
+    accessDenied: { detail },
+  });
 
   // The ModuleReleaseMeta: always for a channel; for a pinned version only its access rules apply.
   const meta =
@@ -172,8 +232,8 @@ export async function resolveModule(
         'ModuleNotAllowed',
         `${metaWhat} is mandatory: it is installed in every Kyma without being listed`,
       );
-    const refused = releaseMetaRefusal(kyma, meta, metaWhat);
-    if (refused) return fail('ModuleNotAllowed', refused);
+    const refused = releaseMetaRefusal(kyma, meta, metaWhat, ctx.modules?.restrictedModules);
+    if (refused) return denied(refused);
   }
 
   let version = input.mandatory?.spec.mandatory?.version ?? module.version;
@@ -209,7 +269,7 @@ export async function resolveModule(
   if (template.spec.mandatory && !input.mandatory)
     return fail('ModuleNotAllowed', `${templateWhat} is a mandatory module's template`);
   const refused = templateRefusal(kyma, template, templateWhat);
-  if (refused) return fail('ModuleNotAllowed', refused);
+  if (refused) return denied(refused);
 
   const data = template.spec.data;
   return {

@@ -6,7 +6,7 @@ import { createIfAbsent, deleteIfExists, readObject } from '@skr-watcher/kube';
 import { isResourceState } from '../status.js';
 import { mirrorModule, type AbsentModuleCr, type ModuleCr, type NamespacedRef } from './mirror-step.js';
 import type { KymaScope, ModuleInput, ModuleMode } from './module-input.js';
-import { resolvedStatus, withWarning } from './module-status.js';
+import { failedStatus, resolvedStatus, withWarning } from './module-status.js';
 import type { ResolvedModule } from './resolution.js';
 
 /** The template mode for the Kyma in `scope`. */
@@ -14,6 +14,8 @@ export function templateMode({ skr }: KymaScope): ModuleMode {
   return {
     install: installFromTemplate,
     release: async () => {},
+    // Nothing of upstream's to follow here: the Module CR stays, as for any module that fails to resolve.
+    revoke: (input, failure) => Promise.resolve(failedStatus(failure, input.previous)),
     removeUnwanted: async () => [],
     async removeModuleCr(moduleCr) {
       const current = await readObject(skr.objects, moduleCr);
