@@ -28,6 +28,21 @@ function describeError(error: unknown): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** What to use instead of a `modulectl create` flag that skr-modules does not take. */
+const MODULECTL_FLAGS: Record<string, string> = {
+  '--insecure': 'plain HTTP is written into --registry: --registry http://host:port',
+  '--registry-credentials': 'give a .dockerconfigjson file with --credentials <file>',
+  '--registry-cred-selector': 'the agent reads registry credentials from --oci-registry-cred-secret',
+  '--git-remote': 'skr-modules adds no git source to the component version',
+  '--module-config-file': 'the file is given with --config-file (-c)',
+};
+
+function modulectlHint(message: string): string {
+  const flag = /unknown option '([^'=]+)/.exec(message)?.[1];
+  const hint = flag === undefined ? undefined : MODULECTL_FLAGS[flag];
+  return hint ? `(${flag} is modulectl's: ${hint})\n` : '';
+}
+
 const REGISTRY_HELP =
   'registry as --oci-registry-host takes it: host[:port][/path], http:// for plain HTTP, https:// is the default';
 
@@ -63,16 +78,22 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       .description(
         'write a module version into the registry and print its ModuleTemplate and ModuleReleaseMeta (YAML)',
       )
-      .requiredOption('--registry <registry>', REGISTRY_HELP)
-      .requiredOption('--name <module>', 'module name, e.g. template-operator')
-      .requiredOption('--version <version>', 'module version (semver), e.g. 1.0.5')
-      .requiredOption(
+      .option(
+        '-c, --config-file <path>',
+        "modulectl's module-config.yaml (name, version, manifest, defaultCR, security, channel, manager, ...); " +
+          'flags given beside it win',
+      )
+      .option('--registry <registry>', `required: ${REGISTRY_HELP}`)
+      .option('--name <module>', 'module name, e.g. template-operator (required without --config-file)')
+      .option('--version <version>', 'module version (semver), e.g. 1.0.5 (required without --config-file)')
+      .option(
         '--manifest <path>',
-        "the module's objects: a YAML file, or a directory whose *.yaml/*.yml files are joined in name order",
+        "the module's objects: a YAML file or URL, or a directory whose *.yaml/*.yml files are joined in name " +
+          'order (required without --config-file)',
       )
       .option(
         '--default-cr <file>',
-        'the default Module CR (YAML of one object): spec.data and the default-cr layer',
+        'the default Module CR (YAML of one object, a file or URL): spec.data and the default-cr layer',
       )
       .option('--ocm-component-name <name>', 'OCM component name (default: kyma-project.io/module/<module>)')
       .option('--channel <channel>', 'channel the ModuleReleaseMeta serves it in (repeatable)', collect)
@@ -92,8 +113,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       .option('--repository-url <url>', 'spec.info.repository of the ModuleTemplate')
       .option('--documentation-url <url>', 'spec.info.documentation of the ModuleTemplate')
       .option('-o, --output <format>', 'yaml or json', 'yaml'),
-  ).action(async (opts: PublishOptions) => {
-    await publish(opts, io);
+  ).action(async (opts: PublishOptions, command: Command) => {
+    await publish(opts, io, (option) => command.getOptionValueSource(option) === 'cli');
   });
 
   connection(
@@ -113,6 +134,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     await program.parseAsync(argv);
   } catch (error) {
     if (error instanceof CommanderError) {
+      if (error.code === 'commander.unknownOption') io.stderr.write(modulectlHint(error.message));
       exitCode = error.exitCode === 0 ? EXIT.ok : EXIT.usage;
     } else if (error instanceof UsageError) {
       io.stderr.write(`error: ${error.message}\n(add --help for usage)\n`);

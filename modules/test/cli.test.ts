@@ -1,65 +1,17 @@
 // Journeys of the skr-modules binary against the real testenv registry: run it, read its output and exit code.
-import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { parseAllDocuments } from 'yaml';
 import { moduleReleaseMetaSchema, moduleTemplateSchema } from '@skr-watcher/api';
 import { createModuleSource, registryConfigFromFlags } from '@skr-watcher/oci';
 import { startRegistry, type Registry } from '@skr-watcher/testenv';
+import { GREETER_CRD, GREETER_DEFAULT_CR, greeterOperator, skrModules } from './journey.js';
 
-const BINARY = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'main.js');
-
-interface RunResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function skrModules(args: string[]): Promise<RunResult> {
-  // Through this Node (22, from node_modules): tsc does not mark dist/main.js executable.
-  const child = spawn(process.execPath, [BINARY, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-const OPERATOR = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: greeter-operator
-  namespace: greeter-system
-spec:
-  selector: {matchLabels: {app: greeter}}
-  template:
-    metadata: {labels: {app: greeter}}
-    spec: {containers: [{name: manager, image: "registry.example/greeter:1.2.0"}]}
-`;
-const CRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: greeters.operator.kyma-project.io
-spec:
-  group: operator.kyma-project.io
-  names: {kind: Greeter, plural: greeters}
-  scope: Namespaced
-  versions: [{name: v1alpha1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]
-`;
-const DEFAULT_CR = `apiVersion: operator.kyma-project.io/v1alpha1
-kind: Greeter
-metadata:
-  name: default
-  namespace: kyma-system
-spec:
-  greeting: hello
-`;
+const OPERATOR = greeterOperator('registry.example/greeter:1.2.0');
+const CRD = GREETER_CRD;
+const DEFAULT_CR = GREETER_DEFAULT_CR;
 
 describe('skr-modules', function () {
   this.timeout(600_000);
@@ -105,7 +57,7 @@ describe('skr-modules', function () {
   it('exits 2 with the reason for a usage mistake, before touching a registry', async () => {
     const missing = await skrModules(['publish', '--name', 'greeter']);
     expect(missing.code).to.equal(2);
-    expect(missing.stderr).to.include("required option '--registry <registry>' not specified");
+    expect(missing.stderr).to.include('--registry is required');
     const badVersion = await skrModules([
       'publish',
       '--registry',

@@ -1,3 +1,5 @@
+// Evaluated before anything below (imports run in order): the Node.js version check.
+import './node-version.js';
 export { PENDING_AFTER_MS, createModuleManager, syncResourceNameOf } from './manager.js';
 export type { ModuleManager, ModuleManagerOptions } from './manager.js';
 export { RenderError, itemNameOf, toSyncItems } from './render.js';
