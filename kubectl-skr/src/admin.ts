@@ -87,13 +87,10 @@ function pausedBy(kyma: Kyma): string {
   const by = annotations[PAUSE_ANNOTATIONS.by];
   const since = annotations[PAUSE_ANNOTATIONS.since];
   const why = annotations[PAUSE_ANNOTATIONS.reason];
-  return [
-    by ? `by ${by}` : 'by someone (no record of who)',
-    since ? `since ${since}` : '',
-    why ? `(${why})` : '',
-  ]
+  const who = [by ? `by ${by}` : 'by someone (no record of who)', since ? `since ${since}` : '']
     .filter(Boolean)
     .join(' ');
+  return why ? `${who}: ${why}` : who;
 }
 
 function lastAction(request: AdminRequest, attempt: Attempt): string {
@@ -182,7 +179,7 @@ async function resume(kcp: Kcp, request: AdminRequest, attempt: Attempt): Promis
   );
   return {
     outcome: 'done',
-    message: `resumed ${key} (was paused ${was}): the agent reconciles it again now`,
+    message: `resumed ${key}, which was paused ${was}; the agent reconciles it again now`,
   };
 }
 

@@ -235,7 +235,7 @@ function webhookLine(kyma: KymaView, now: Date): string {
 function certificateLine(certificate: CertificateView | undefined, now: Date): string {
   if (!certificate) return '-';
   if (certificate.kind === 'missing')
-    return `none: Secret ${certificate.secret} has no certificate (issued by the agent's webhook registration)`;
+    return `none in Secret ${certificate.secret} (the agent's webhook registration issues it)`;
   if (certificate.kind === 'unreadable') return `not shown: ${certificate.why}`;
   const left = certificate.notAfter.getTime() - now.getTime();
   const days = Math.floor(left / 86_400_000);

@@ -144,7 +144,9 @@ export function kymaView(kyma: Kyma, manifests: Manifest[]): KymaView {
     ? `${failing.type} ${failing.reason ?? ''}: ${failing.message ?? ''}`.replace(/ :/, ':')
     : failingModule
       ? `module ${failingModule.name}: ${failingModule.reason ?? failingModule.state}`
-      : undefined;
+      : status?.state
+        ? undefined
+        : 'no status yet: no agent pass has written one';
   const view: KymaView = {
     name: kyma.metadata.name,
     namespace: kyma.metadata.namespace ?? '',

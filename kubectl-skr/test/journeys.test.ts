@@ -192,7 +192,7 @@ describe('kubectl-skr journeys on a real KCP', function () {
     child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     await waitUntil('the first report', () => stdout.includes('Kymas in'), 30_000);
-    expect(stdout).to.match(/^fresh\s+Unknown/m);
+    expect(stdout).to.match(/^fresh\s+Unknown\s.*no status yet: no agent pass has written one$/m);
     await writeKymaStatus(admin, namespace, 'fresh', { state: 'Processing' });
     await waitUntil('a second report', () => /\n# \d{4}-/.test(stdout), 30_000);
     const second = stdout.slice(stdout.search(/\n# \d{4}-/));
@@ -207,7 +207,7 @@ describe('kubectl-skr journeys on a real KCP', function () {
     expect(run.stdout).to.include(`Kyma:         ${namespace}/unreachable`);
     expect(run.stdout).to.match(/SKR:\s+NOT connected: KubeconfigMissing: no Secret/);
     expect(run.stdout).to.match(/Webhook:\s+not reported/);
-    expect(run.stdout).to.match(/Certificate:\s+none: Secret unreachable-webhook-tls/);
+    expect(run.stdout).to.match(/Certificate:\s+none in Secret unreachable-webhook-tls/);
     expect(run.stdout).to.include(
       'SkrUnreachable (docs/runbooks/SkrUnreachable.md): SKRConnected is False (KubeconfigMissing)',
     );
