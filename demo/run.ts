@@ -62,6 +62,7 @@ function tryThis(system: LocalSystem): string[] {
     '  # what the agent registered in the SKR, and the Kymas with their state',
     `  ${skr(skr1)} get validatingwebhookconfiguration skr-webhook -o yaml`,
     `  ${kcp} -n ${system.namespace} get kymas`,
+    `  npx kubectl-skr status --kubeconfig ${system.kcpKubeconfigPath} -n ${system.namespace}`,
   ];
   if (system.modules) {
     lines.push(

@@ -10,6 +10,7 @@ const WORKSPACE_SUITES = [
   'agent/test/**/*.test.ts',
   'certs/test/**/*.test.ts',
   'modules/test/**/*.test.ts',
+  'kubectl-skr/test/**/*.test.ts',
 ];
 
 module.exports = { ...base, spec: WORKSPACE_SUITES, ignore: unit.spec };

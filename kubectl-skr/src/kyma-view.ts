@@ -1,0 +1,207 @@
+// One Kyma as the on-call engineer reads it, built from what the agent records in KCP: the Kyma's status (state,
+// conditions, modules) and, per module, its Manifest (state, last operation). No SKR is contacted: the KCP Kyma's
+// status is where the agent reports the SKR side.
+import {
+  ANNOTATIONS,
+  LABELS,
+  parseKyma,
+  parseManifest,
+  trackedObject,
+  type Condition,
+  type Kyma,
+  type Manifest,
+} from '@skr-watcher/api';
+import { PAUSE_ANNOTATIONS } from './audit.js';
+
+/** The agent's condition types on a Kyma that the plugin reads (agent/src/reconcile/status.ts writes them). */
+export const CONDITION_TYPES = {
+  skrWebhook: 'SKRWebhook',
+  skrConnected: 'SKRConnected',
+  syncResourcesApplied: 'SyncResourcesApplied',
+} as const;
+
+export interface ModuleView {
+  name: string;
+  state: string;
+  version?: string;
+  channel?: string;
+  /** The module's message, else its Manifest's last operation when that is not Ready. */
+  reason?: string;
+  manifest?: {
+    name: string;
+    state: string;
+    lastOperation?: string;
+    lastUpdateTime?: string;
+  };
+}
+
+export type CertificateView =
+  | { kind: 'found'; secret: string; notAfter: Date; notBefore: Date; commonName: string; issuer: string }
+  | { kind: 'missing'; secret: string }
+  | { kind: 'unreadable'; secret: string; why: string };
+
+export interface KymaView {
+  name: string;
+  namespace: string;
+  runtimeId?: string;
+  /** `status.state`, or `Unknown` when the agent wrote none yet. */
+  state: string;
+  /** Why it is not Ready, in one line: the first False condition, else the first failing module. */
+  reason?: string;
+  paused?: { by?: string; reason?: string; since?: string };
+  channel?: string;
+  /** The agent replica that owns it (sharding). */
+  owner?: string;
+  /** Set when the SKR webhook runs outside the SKR (URL mode). */
+  webhookUrl?: string;
+  lastOperation?: { operation: string; lastUpdateTime?: string };
+  conditions: Condition[];
+  modules: ModuleView[];
+  certificate?: CertificateView;
+  condition(type: string): Condition | undefined;
+}
+
+/** Severity order for listing: the unhealthy first. */
+const SEVERITY: Record<string, number> = {
+  Error: 0,
+  Warning: 1,
+  Deleting: 2,
+  Processing: 3,
+  Unknown: 4,
+  Ready: 6,
+};
+
+export function severityOf(view: Pick<KymaView, 'state' | 'paused'>): number {
+  return SEVERITY[view.state] ?? 5;
+}
+
+export function isHealthy(view: Pick<KymaView, 'state' | 'paused'>): boolean {
+  return view.state === 'Ready' && !view.paused;
+}
+
+/** Reads a Kyma as stored; one that does not parse is shown with what can be read of it, never dropped. */
+export function readKyma(object: unknown): Kyma {
+  try {
+    return parseKyma(object, 'Kyma');
+  } catch {
+    const raw = object as Partial<Kyma>;
+    return { ...raw, metadata: raw.metadata ?? { name: '(unnamed)' }, spec: {}, status: undefined } as Kyma;
+  }
+}
+
+export function readManifests(objects: unknown[]): Manifest[] {
+  const manifests: Manifest[] = [];
+  for (const object of objects) {
+    try {
+      manifests.push(parseManifest(object, 'Manifest'));
+    } catch {
+      // A Manifest another tool wrote in a shape we do not know is left out of the view, not fatal.
+    }
+  }
+  return manifests;
+}
+
+export function kymaView(kyma: Kyma, manifests: Manifest[]): KymaView {
+  const labels = kyma.metadata.labels ?? {};
+  const annotations = kyma.metadata.annotations ?? {};
+  const status = kyma.status;
+  const conditions = status?.conditions ?? [];
+  const ofThisKyma = manifests.filter((m) => m.metadata.labels?.[LABELS.kymaName] === kyma.metadata.name);
+  const modules: ModuleView[] = (status?.modules ?? []).map((module) => {
+    const trackedName = trackedObject(module.manifest)?.name;
+    const manifest =
+      ofThisKyma.find((m) => m.metadata.name === trackedName) ??
+      ofThisKyma.find((m) => m.metadata.labels?.[LABELS.moduleName] === module.name);
+    const manifestState = manifest?.status?.state || (manifest ? 'Processing' : undefined);
+    const lastOperation = manifest?.status?.lastOperation;
+    const reason =
+      module.message ||
+      (manifest && manifestState !== 'Ready' && lastOperation ? lastOperation.operation : undefined);
+    return {
+      name: module.name,
+      state: module.state,
+      ...(module.version ? { version: module.version } : {}),
+      ...(module.channel ? { channel: module.channel } : {}),
+      ...(reason ? { reason } : {}),
+      ...(manifest
+        ? {
+            manifest: {
+              name: manifest.metadata.name,
+              state: manifestState ?? 'Processing',
+              ...(lastOperation ? { lastOperation: lastOperation.operation } : {}),
+              ...(lastOperation?.lastUpdateTime
+                ? { lastUpdateTime: String(lastOperation.lastUpdateTime) }
+                : {}),
+            },
+          }
+        : {}),
+    };
+  });
+  const paused = labels[LABELS.skipReconciliation] === 'true';
+  const failing = conditions.find((c) => c.status === 'False');
+  const failingModule = modules.find((m) => m.state === 'Error' || m.state === 'Warning');
+  const reason = failing
+    ? `${failing.type} ${failing.reason ?? ''}: ${failing.message ?? ''}`.replace(/ :/, ':')
+    : failingModule
+      ? `module ${failingModule.name}: ${failingModule.reason ?? failingModule.state}`
+      : status?.state
+        ? undefined
+        : 'no status yet: no agent pass has written one';
+  const view: KymaView = {
+    name: kyma.metadata.name,
+    namespace: kyma.metadata.namespace ?? '',
+    state: status?.state || 'Unknown',
+    conditions,
+    modules,
+    condition: (type) => conditions.find((c) => c.type === type),
+    ...(labels[LABELS.runtimeId] ? { runtimeId: labels[LABELS.runtimeId] } : {}),
+    ...(reason ? { reason } : {}),
+    ...(paused
+      ? {
+          paused: {
+            ...(annotations[PAUSE_ANNOTATIONS.by] ? { by: annotations[PAUSE_ANNOTATIONS.by] } : {}),
+            ...(annotations[PAUSE_ANNOTATIONS.reason]
+              ? { reason: annotations[PAUSE_ANNOTATIONS.reason] }
+              : {}),
+            ...(annotations[PAUSE_ANNOTATIONS.since] ? { since: annotations[PAUSE_ANNOTATIONS.since] } : {}),
+          },
+        }
+      : {}),
+    ...(status?.activeChannel || kyma.spec.channel
+      ? { channel: status?.activeChannel || kyma.spec.channel }
+      : {}),
+    ...(labels[LABELS.shardOwner] ? { owner: labels[LABELS.shardOwner] } : {}),
+    ...(annotations[ANNOTATIONS.skrWebhookUrl] ? { webhookUrl: annotations[ANNOTATIONS.skrWebhookUrl] } : {}),
+    ...(status?.lastOperation
+      ? {
+          lastOperation: {
+            operation: status.lastOperation.operation,
+            ...(status.lastOperation.lastUpdateTime
+              ? { lastUpdateTime: String(status.lastOperation.lastUpdateTime) }
+              : {}),
+          },
+        }
+      : {}),
+  };
+  return view;
+}
+
+/** The view as data for -o json|yaml: no functions, dates as RFC 3339. */
+export function viewData(view: KymaView): Record<string, unknown> {
+  const { condition: _condition, certificate, ...rest } = view;
+  return {
+    ...rest,
+    ...(certificate
+      ? {
+          certificate:
+            certificate.kind === 'found'
+              ? {
+                  ...certificate,
+                  notAfter: certificate.notAfter.toISOString(),
+                  notBefore: certificate.notBefore.toISOString(),
+                }
+              : certificate,
+        }
+      : {}),
+  };
+}
