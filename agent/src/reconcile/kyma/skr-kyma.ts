@@ -60,7 +60,7 @@ export function skrKymaLabels(kyma: Kyma, watched: Record<string, string>): Reco
   return { ...SKR_UPSTREAM_LABELS.kyma, ...Object.fromEntries(copied), ...watched };
 }
 
-/** A merge patch under the agent's field manager: the SKR webhook counts the agent's own writes as no drift. */
+/** Label writes are JSON merge patches under the agent's field manager: the SKR webhook sees them as its own writes. */
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /**
