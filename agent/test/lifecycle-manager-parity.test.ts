@@ -157,12 +157,19 @@ describe('lifecycle-manager parity where its users look (real KCP and SKR)', fun
   it('marks every module entry Error while the SKR is unreachable, and reports them afresh once it answers', async function () {
     await catalogEntry(ns, 'sample', { regular: '1.0.0' });
     await catalogEntry(ns, 'other', { regular: '2.0.0' });
-    await createKyma(ns, 'kyma-gone', [{ name: 'sample' }, { name: 'other' }]);
+    await catalogEntry(ns, 'users', { regular: '3.0.0' });
+    await createKyma(ns, 'kyma-gone', [
+      { name: 'sample' },
+      { name: 'other' },
+      { name: 'users', managed: false },
+    ]);
     await manager.reconciler.reconcile(`${ns}/kyma-gone`);
     let status = await kymaStatus(ns, 'kyma-gone');
-    expect(status.modules.map((m) => [m.name, m.state])).to.deep.equal([
+    const states = () => status.modules.map((m) => [m.name, m.state]);
+    expect(states()).to.deep.equal([
       ['sample', 'Ready'],
       ['other', 'Ready'],
+      ['users', 'Unmanaged'],
     ]);
 
     await kubeconfigSecret(ns, 'kyma-gone', false);
@@ -175,8 +182,13 @@ describe('lifecycle-manager parity where its users look (real KCP and SKR)', fun
     expect(status.state).to.equal('Error');
     const connected = status.conditions.find((c) => c['type'] === 'SKRConnected');
     expect(connected).to.include({ status: 'False', reason: 'SKRUnreachable' });
-    for (const module of status.modules) {
-      expect(module.state, module.name).to.equal('Error');
+    // The module the user runs stays Unmanaged: that state keeps its Module CR from ever being deleted.
+    expect(states()).to.deep.equal([
+      ['sample', 'Error'],
+      ['other', 'Error'],
+      ['users', 'Unmanaged'],
+    ]);
+    for (const module of status.modules.filter((m) => m.state === 'Error')) {
       // Upstream's message is the error that stopped the pass: the same words as the condition's.
       expect(module.message, module.name).to.equal(connected?.['message']);
     }
@@ -185,10 +197,12 @@ describe('lifecycle-manager parity where its users look (real KCP and SKR)', fun
     await manager.reconciler.reconcile(`${ns}/kyma-gone`);
     status = await kymaStatus(ns, 'kyma-gone');
     expect(status.state).to.equal('Ready');
-    for (const module of status.modules) {
-      expect(module.state, module.name).to.equal('Ready');
-      expect(module.message, module.name).to.equal(undefined);
-    }
+    expect(states()).to.deep.equal([
+      ['sample', 'Ready'],
+      ['other', 'Ready'],
+      ['users', 'Unmanaged'],
+    ]);
+    for (const module of status.modules) expect(module.message, module.name).to.equal(undefined);
   });
 
   it("labels the SKR Kyma and kyma-system as upstream does, and keeps the agent's own objects selectable by its label", async function () {
