@@ -9,6 +9,7 @@ import { readListenerTls, type AgentConfig, type ListenerConfig } from './config
 import { createController, type Controller, type KymaReconciler } from './controller.js';
 import { reportCertificates } from './certificate-metrics.js';
 import { registerFleetMetrics } from './fleet-metrics.js';
+import { registerLifecycleManagerMetrics } from './lifecycle-manager-metrics.js';
 import type { EventStream } from './event-stream.js';
 import { ReconcileWakes, startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createManager } from './manager/index.js';
@@ -112,11 +113,15 @@ export async function startWork(
       : {}),
   });
   // Fleet gauges read the Kyma cache at scrape time; each reconcile's end says when the next is due (decision 023).
-  const fleet = registerFleetMetrics(registry, {
-    kymas: () =>
-      controller?.synced
-        ? controller.kymaKeys().flatMap((key) => controller?.cachedKyma(key) ?? [])
-        : undefined,
+  const ownedKymas = () =>
+    controller?.synced
+      ? controller.kymaKeys().flatMap((key) => controller?.cachedKyma(key) ?? [])
+      : undefined;
+  const fleet = registerFleetMetrics(registry, { kymas: ownedKymas });
+  // Upstream lifecycle-manager's metrics from the same cache, for alerts written against it (decision 027).
+  const lifecycleManager = registerLifecycleManagerMetrics(registry, {
+    kymas: ownedKymas,
+    releaseMetas: () => controller?.caches.moduleReleaseMetas(),
   });
   const measured: Reconciler = {
     reconcile: async (key) => {
@@ -126,6 +131,7 @@ export async function startWork(
         return result;
       } catch (error) {
         fleet.reconciled(key, config.requeue.Error);
+        lifecycleManager.failed(controller?.cachedKyma(key), error);
         throw error;
       }
     },

@@ -15,9 +15,11 @@ import {
   custom,
   getOrUndefined,
   kymaRef,
+  readCustom,
   refTo,
   untilCrdsServe,
   untilInWatchCache,
+  wipeSkrKyma,
 } from './support/planes.js';
 
 type Json = Record<string, unknown>;
@@ -62,10 +64,7 @@ async function create(kind: Kind, namespace: string, body: Json): Promise<Json> 
   })) as Json;
 }
 
-async function read(kc: KubeConfig, kind: Kind, namespace: string, name: string): Promise<Json | undefined> {
-  return (await getOrUndefined(() => custom(kc).getNamespacedCustomObject(refTo(kind, namespace, name)))) as
-    Json | undefined;
-}
+const read = readCustom;
 
 /** A KCP namespace with the kubeconfig Secret of the one SKR this suite uses. */
 async function kcpNamespace(): Promise<string> {
@@ -158,19 +157,7 @@ async function patchSkrKyma(body: Json): Promise<void> {
 }
 
 /** Leaves the SKR as a fresh one: no Kyma, no Sample, no catalog copies. */
-async function wipeSkr(): Promise<void> {
-  await getOrUndefined(() => skrApi().deleteNamespacedCustomObject(skrKyma));
-  for (const kind of ['sample', 'moduleTemplate', 'moduleReleaseMeta'] as const) {
-    const { group, version, plural } = refTo(kind, SKR_NS, '');
-    const list = (await getOrUndefined(() =>
-      skrApi().listNamespacedCustomObject({ group, version, plural, namespace: SKR_NS }),
-    )) as { items: { metadata: { name: string } }[] } | undefined;
-    for (const item of list?.items ?? [])
-      await getOrUndefined(() =>
-        skrApi().deleteNamespacedCustomObject(refTo(kind, SKR_NS, item.metadata.name)),
-      );
-  }
-}
+const wipeSkr = () => wipeSkrKyma(skr, SKR_NS);
 
 describe('upstream API parity (real KCP and SKR)', function () {
   this.timeout(120_000);
@@ -416,9 +403,11 @@ describe('upstream API parity (real KCP and SKR)', function () {
       const labels = ((await read(skr, 'kyma', SKR_NS, skrKyma.name))?.['metadata'] as Json)[
         'labels'
       ] as Json;
+      // The Watcher's label, and upstream's managed-by and the account it copies from the KCP Kyma.
       expect(labels).to.include({
         [LABELS.watchedBy]: 'lifecycle-manager',
-        [LABELS.managedBy]: 'lifecycle-manager',
+        [LABELS.managedBy]: 'kyma',
+        [LABELS.globalAccountId]: 'ga',
       });
       // A second pass finds nothing to change.
       const before = (await read(kcp, 'kyma', ns, 'taken-over'))?.['metadata'] as Json;

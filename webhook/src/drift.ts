@@ -1,7 +1,7 @@
 // Drift of installed module objects: writes of objects labelled `managed-by: kyma` reach the webhook
 // through one label-selected rule. Only a change the agent would put back wakes KCP; the agent's own applies and
 // the churn of controllers (status, volatile metadata, annotations they rewrite) do not.
-import { DRIFT, LABELS, type AdmissionRequest, type EmbeddedObject } from '@skr-watcher/api';
+import { DRIFT, GROUP, KINDS, LABELS, type AdmissionRequest, type EmbeddedObject } from '@skr-watcher/api';
 import { sameJson } from './same-json.js';
 
 /** drift: KCP must hear about it; own-write: the agent's apply; churn: nothing the agent applies changed. */
@@ -22,8 +22,17 @@ function carriesInstalledLabel(object: EmbeddedObject | null | undefined): boole
   return record(object?.metadata?.['labels'])?.[LABELS.managedBy] === DRIFT.managedByValue;
 }
 
+/**
+ * The SKR Kyma carries `managed-by: kyma` because upstream labels it so (decision 027), yet no module installed it:
+ * the user edits it and the Watchers' rules decide on its writes, status writes included.
+ */
+function isKyma(request: AdmissionRequest): boolean {
+  return request.kind.group === GROUP && request.kind.kind === KINDS.kyma.kind;
+}
+
 /** Whether the write is about an object a module installed (the label on either side: removing it is drift too). */
 export function isInstalledObject(request: AdmissionRequest): boolean {
+  if (isKyma(request)) return false;
   return carriesInstalledLabel(request.object) || carriesInstalledLabel(request.oldObject);
 }
 

@@ -51,6 +51,36 @@ function verdictOf(subject: AdmissionReview): { verdict?: DriftVerdict; event: u
 }
 
 describe('drift of installed objects (webhook)', () => {
+  it('the SKR Kyma, labelled managed-by: kyma as upstream labels it, follows the Watcher rules, not drift', () => {
+    const kyma = (state: string) => ({
+      apiVersion: 'operator.kyma-project.io/v1beta2',
+      kind: 'Kyma',
+      metadata: {
+        name: 'default',
+        namespace: 'kyma-system',
+        uid: 'k-1',
+        resourceVersion: '7',
+        labels: INSTALLED,
+      },
+      spec: { channel: 'regular' },
+      status: { state },
+    });
+    const kymaReview = (options: unknown) =>
+      review({
+        kind: { group: 'operator.kyma-project.io', version: 'v1beta2', kind: 'Kyma' },
+        resource: { group: 'operator.kyma-project.io', version: 'v1beta2', resource: 'kymas' },
+        subResource: 'status',
+        name: 'default',
+        oldObject: kyma('Processing'),
+        object: kyma('Ready'),
+        options,
+      });
+    // A status write under the agent's own field manager reaches a Watcher of Kymas' status as before.
+    const { verdict, event } = verdictOf(kymaReview({ fieldManager: DRIFT.agentFieldManagers[0] }));
+    expect(verdict).to.equal(undefined);
+    expect(event).to.deep.include({ watched: { Namespace: 'kyma-system', Name: 'default' } });
+  });
+
   it("a user's edit of an installed ConfigMap is drift and names the object on the wire as upstream does", () => {
     const { verdict, event } = verdictOf(update(configMap({ a: '1' }), configMap({ a: '2' })));
     expect(verdict).to.equal('drift');

@@ -35,6 +35,32 @@ export function createBareKyma(
   });
 }
 
+/** One of the project's custom objects as JSON, undefined when absent. */
+export async function readCustom(
+  kc: KubeConfig,
+  kind: keyof typeof KINDS,
+  namespace: string,
+  name: string,
+): Promise<Record<string, unknown> | undefined> {
+  return (await getOrUndefined(() => custom(kc).getNamespacedCustomObject(refTo(kind, namespace, name)))) as
+    Record<string, unknown> | undefined;
+}
+
+/** Leaves an SKR's `namespace` as a fresh SKR's: no SKR Kyma (`default`), no Sample, no module catalog copies. */
+export async function wipeSkrKyma(kc: KubeConfig, namespace: string): Promise<void> {
+  await getOrUndefined(() => custom(kc).deleteNamespacedCustomObject(kymaRef(namespace, 'default')));
+  for (const kind of ['sample', 'moduleTemplate', 'moduleReleaseMeta'] as const) {
+    const { group, version, plural } = refTo(kind, namespace, '');
+    const list = (await getOrUndefined(() =>
+      custom(kc).listNamespacedCustomObject({ group, version, plural, namespace }),
+    )) as { items: { metadata: { name: string } }[] } | undefined;
+    for (const item of list?.items ?? [])
+      await getOrUndefined(() =>
+        custom(kc).deleteNamespacedCustomObject(refTo(kind, namespace, item.metadata.name)),
+      );
+  }
+}
+
 /** A read that answers undefined on 404 and waits out the 429 a fresh CRD answers for a moment. */
 export async function getOrUndefined<T>(read: () => Promise<T>): Promise<T | undefined> {
   for (let attempt = 0; ; attempt++) {

@@ -65,6 +65,30 @@ export const LABELS = {
   controllerName: 'operator.kyma-project.io/controller-name',
   /** "true" on the Manifest of a mandatory module (upstream's), which no Kyma lists. */
   mandatoryModule: 'operator.kyma-project.io/mandatory-module',
+  /** On the KCP Kyma (set by the provisioning broker): the BTP global account; copied to the SKR Kyma as upstream does. */
+  globalAccountId: 'kyma-project.io/global-account-id',
+  /** On the KCP Kyma (set by the provisioning broker): the BTP subaccount; copied to the SKR Kyma as upstream does. */
+  subaccountId: 'kyma-project.io/subaccount-id',
+  /** On the KCP Kyma (set by the provisioning broker): the service instance; upstream's metrics report it. */
+  instanceId: 'kyma-project.io/instance-id',
+} as const;
+
+/**
+ * What upstream lifecycle-manager keeps on the SKR Kyma and on the SKR's kyma-system Namespace, so that its tooling
+ * (selectors on `managed-by=kyma`) finds them in an SKR this agent runs (decision 027). The agent's own objects keep
+ * `managed-by: skr-watcher` (MANAGED_BY), which its own selectors rely on.
+ */
+export const SKR_UPSTREAM_LABELS = {
+  /** On the SKR Kyma, unless a Watcher of Kymas needs another value of the same key to select it. */
+  kyma: { [LABELS.managedBy]: 'kyma', [LABELS.watchedBy]: 'kyma' },
+  /** Copied from the KCP Kyma to the SKR Kyma, each when the KCP Kyma has it. */
+  copiedFromKcpKyma: [LABELS.runtimeId, LABELS.globalAccountId, LABELS.subaccountId],
+  /** On kyma-system: upstream's owner mark, Istio sidecar injection and the Warden admission check. */
+  namespace: {
+    [LABELS.managedBy]: 'kyma',
+    'istio-injection': 'enabled',
+    'namespaces.warden.kyma-project.io/validate': 'enabled',
+  },
 } as const;
 
 export const ANNOTATIONS = {

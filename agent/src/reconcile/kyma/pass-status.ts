@@ -24,6 +24,28 @@ export interface PassFindings {
   webhook?: SkrWebhookOutcome;
 }
 
+/** Upstream's words for a Kyma whose kubeconfig Secret is missing (its ErrAccessSecretNotFound). */
+const ACCESS_SECRET_NOT_FOUND = 'access secret not found';
+
+/**
+ * The module entries of a pass that could not reach the SKR (unreachable, no or broken credentials): each Error with
+ * what failed, as upstream marks them, so no entry claims Ready for a cluster nobody can see. A module the user runs
+ * stays Unmanaged: that state is what keeps the user's Module CR from being deleted with the module or the Kyma. The
+ * next pass that reaches the SKR reports every module afresh.
+ */
+export function modulesWithoutSkr(
+  modules: KymaModuleStatus[],
+  failure: { reason: string; message: string },
+): KymaModuleStatus[] {
+  const message =
+    failure.reason === 'KubeconfigMissing'
+      ? `${ACCESS_SECRET_NOT_FOUND}: ${failure.message}`
+      : failure.message;
+  return modules.map((module) =>
+    module.state === 'Unmanaged' ? module : { ...module, state: 'Error', message },
+  );
+}
+
 /** The Kyma's state: the worst of its modules, SyncResources, webhook, and (as Warning) catalog and pull Secret. */
 export function stateOf(found: PassFindings): ResourceState {
   return worstState([

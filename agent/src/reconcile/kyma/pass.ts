@@ -19,7 +19,7 @@ import { reconcileSyncResource, syncResourcesOf } from '../sync-resources/sync-r
 import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
 import { addFinalizerAt } from './finalizers.js';
 import { syncImagePullSecret } from './image-pull-secret.js';
-import { conditionsOf, stateOf, writeStatuses, type PassFindings } from './pass-status.js';
+import { conditionsOf, modulesWithoutSkr, stateOf, writeStatuses, type PassFindings } from './pass-status.js';
 import { ensureSkrKyma, skrKymaRef, watchedLabels } from './skr-kyma.js';
 import { reconcileSkrWebhook } from './skr-webhook.js';
 
@@ -38,7 +38,7 @@ export function isPaused(kyma: Kyma): boolean {
 }
 
 /** A failure of the whole SKR side (unreachable, no credentials, no CRDs): status, Event, then back off. */
-class SkrFailure extends Error {
+export class SkrFailure extends Error {
   constructor(
     readonly reason: string,
     message: string,
@@ -250,7 +250,7 @@ async function finishPass(pass: LivePass, side: SkrSide, found: PassFindings): P
 
 /** Ends the pass on an SKR-side failure: `SKRConnected=False` with its reason, an Event, and a throw. */
 async function failSkr({ ctx, kyma }: LivePass, failure: SkrFailure): Promise<never> {
-  const status = kymaStatus(ctx, kyma, 'Error', kyma.status?.modules ?? [], [
+  const status = kymaStatus(ctx, kyma, 'Error', modulesWithoutSkr(kyma.status?.modules ?? [], failure), [
     { type: CONDITIONS.skrConnected, ok: false, reason: failure.reason, message: failure.message },
   ]);
   if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status);

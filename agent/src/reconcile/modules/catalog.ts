@@ -1,7 +1,8 @@
 // The module catalog in the SKR: the ModuleTemplates and ModuleReleaseMetas a Kyma may use are copied into
 // its SKR (next to the SKR Kyma), so SKR-side tools can list the modules on offer, and copies no longer
 // visible are removed. What a Kyma may see follows resolution's rules (beta, internal, kymaSelector);
-// mandatory modules and templates labelled `sync=false` stay out, as upstream keeps them out.
+// mandatory modules and templates labelled `sync=false` stay out, and a ModuleReleaseMeta lists only the channels
+// whose template the Kyma may see, as upstream narrows them.
 import { createHash } from 'node:crypto';
 import {
   FIELD_MANAGER,
@@ -133,13 +134,23 @@ export function mandatoryModules(catalog: Catalog): ModuleReleaseMeta[] {
   return catalog.metas.filter((meta) => meta.spec.mandatory !== undefined);
 }
 
-/** What of the catalog this Kyma may see. */
+/** The ModuleTemplate a channel's version resolves to: `<module>-<version>`, as resolution names it. */
+function moduleTemplateName(module: string, version: string): string {
+  return `${module}-${version}`;
+}
+
+/**
+ * What of the catalog this Kyma may see, as upstream narrows it: the templates it may use (not mandatory, not
+ * `sync=false`, admitted by their beta and internal labels, of a module whose ModuleReleaseMeta it may see), and each
+ * such ModuleReleaseMeta with only the channels whose version's template is among them; one left without a channel
+ * is not offered at all.
+ */
 export function visibleCatalog(kyma: Kyma, catalog: Catalog): Catalog {
-  const metas = catalog.metas.filter(
+  const admitted = catalog.metas.filter(
     (meta) => !meta.spec.mandatory && !releaseMetaRefusal(kyma, meta, meta.metadata.name),
   );
   const hiddenModules = new Set(
-    catalog.metas.filter((meta) => !metas.includes(meta)).map((meta) => meta.spec.moduleName),
+    catalog.metas.filter((meta) => !admitted.includes(meta)).map((meta) => meta.spec.moduleName),
   );
   const templates = catalog.templates.filter(
     (template) =>
@@ -148,6 +159,18 @@ export function visibleCatalog(kyma: Kyma, catalog: Catalog): Catalog {
       !hiddenModules.has(template.spec.moduleName ?? '') &&
       !templateRefusal(kyma, template, template.metadata.name),
   );
+  const templateNames = new Set(templates.map((template) => template.metadata.name));
+  const metas = admitted.flatMap((meta) => {
+    const channels = meta.spec.channels ?? [];
+    const offered = channels.filter(({ version }) =>
+      templateNames.has(moduleTemplateName(meta.spec.moduleName, version)),
+    );
+    if (offered.length === 0) return [];
+    // The same object when nothing was cut: its spec digest is computed once (specDigests).
+    return offered.length === channels.length
+      ? [meta]
+      : [{ ...meta, spec: { ...meta.spec, channels: offered } }];
+  });
   return { templates, metas };
 }
 
