@@ -31,6 +31,8 @@ export interface AgentConfig {
   metricsAddress: Address;
   /** The live event stream (`/events`); loopback unless asked otherwise (decision 011). */
   eventsAddress: Address;
+  /** lifecycle-manager's per-Kyma metric families beside this project's own (decision 027). */
+  lifecycleManagerMetrics: boolean;
   leaderElection?: { leaseName: string; leaseNamespace: string; identity: string };
   /** Several replicas, each owning a share of the Kymas (decision 012); undefined: one replica owns all. */
   sharding?: ShardingConfig;
@@ -164,6 +166,7 @@ export interface RunFlags {
   trustedProxies?: string;
   metricsAddress: string;
   eventsAddress: string;
+  lifecycleManagerMetrics?: boolean;
   leaderElect?: boolean;
   leaseName: string;
   leaseNamespace?: string;
@@ -271,6 +274,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     listener,
     metricsAddress: parseAddress('--metrics-address', flags.metricsAddress),
     eventsAddress: parseAddress('--events-address', flags.eventsAddress),
+    lifecycleManagerMetrics: flags.lifecycleManagerMetrics === true,
     leaderElection: flags.leaderElect
       ? { leaseName: flags.leaseName, leaseNamespace: flags.leaseNamespace || namespace, identity }
       : undefined,

@@ -118,11 +118,14 @@ export async function startWork(
       ? controller.kymaKeys().flatMap((key) => controller?.cachedKyma(key) ?? [])
       : undefined;
   const fleet = registerFleetMetrics(registry, { kymas: ownedKymas });
-  // Upstream lifecycle-manager's metrics from the same cache, for alerts written against it (decision 027).
-  const lifecycleManager = registerLifecycleManagerMetrics(registry, {
-    kymas: ownedKymas,
-    releaseMetas: () => controller?.caches.moduleReleaseMetas(),
-  });
+  // Upstream lifecycle-manager's metrics from the same cache, for alerts written against it (decision 027); a
+  // series per Kyma, so only when asked for.
+  const lifecycleManager = config.lifecycleManagerMetrics
+    ? registerLifecycleManagerMetrics(registry, {
+        kymas: ownedKymas,
+        releaseMetas: () => controller?.caches.moduleReleaseMetas(),
+      })
+    : undefined;
   const measured: Reconciler = {
     reconcile: async (key) => {
       try {
@@ -131,7 +134,7 @@ export async function startWork(
         return result;
       } catch (error) {
         fleet.reconciled(key, config.requeue.Error);
-        lifecycleManager.failed(controller?.cachedKyma(key), error);
+        lifecycleManager?.failed(controller?.cachedKyma(key), error);
         throw error;
       }
     },

@@ -155,6 +155,7 @@ describe("upstream lifecycle-manager's metrics", function () {
       const port = await freePort();
       const started = runAgent(env.plane('kcp').kubeconfigPath, namespace, [
         '--no-listener',
+        '--lifecycle-manager-metrics',
         '--metrics-address',
         `127.0.0.1:${port}`,
       ]);

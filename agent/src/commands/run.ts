@@ -189,6 +189,10 @@ export function runCommand(): Command {
     )
     .option('--metrics-tls-key <file>', 'private key of --metrics-tls-cert (PEM)')
     .option(
+      '--lifecycle-manager-metrics',
+      "also export lifecycle-manager's per-Kyma metrics (lifecycle_mgr_kyma_state, lifecycle_mgr_module_state, …) under its names and labels, for alerts written against it; a series per Kyma, module and state",
+    )
+    .option(
       '--events-address <[host]:port>',
       'address of the live event stream (ws://…/events, plain HTTP, no authentication: it names runtime-ids and objects, so loopback by default; reach it with kubectl port-forward)',
       EVENT_STREAM_ADDRESS,
