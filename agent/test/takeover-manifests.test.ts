@@ -51,6 +51,34 @@ function contentOf(object: KubernetesObject | undefined): Json {
 const managersOf = (object: KubernetesObject | undefined) =>
   ((object?.metadata?.managedFields ?? []) as Json[]).map((entry) => entry.manager as string);
 
+/**
+ * `after` is `before` with the fields lifecycle-manager's applier owned now owned by `owner` alone (an Apply
+ * entry), and nothing else changed: uid and content.
+ */
+function expectOwnershipMoved(
+  before: (KubernetesObject | undefined)[],
+  after: (KubernetesObject | undefined)[],
+  owner: string,
+): void {
+  const other =
+    owner === MANIFEST.applyFieldManager ? LIFECYCLE_MANAGER.applyFieldManager : MANIFEST.applyFieldManager;
+  after.forEach((object, index) => {
+    const old = before[index]!;
+    const what = `${object?.kind} ${object?.metadata?.name}`;
+    expect(object?.metadata?.uid, what).to.equal(old.metadata?.uid);
+    expect(contentOf(object), what).to.deep.equal(contentOf(old));
+    expect(managersOf(object), what).to.not.include(other);
+    const entry = (object?.metadata?.managedFields as Json[]).find((e) => e.manager === owner);
+    const original = (old.metadata?.managedFields as Json[]).find(
+      (e) => e.manager === LIFECYCLE_MANAGER.applyFieldManager,
+    );
+    expect(entry?.operation, what).to.equal('Apply');
+    expect(entry?.fieldsV1, `${what}: ${owner} owns what lifecycle-manager owned`).to.deep.equal(
+      original?.fieldsV1,
+    );
+  });
+}
+
 describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in place', function () {
   this.timeout(300_000);
   const suite = moduleSuite();
@@ -322,26 +350,12 @@ describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in 
     expect(result.manifests[0]!.objects).to.deep.equal({ moved: synced.length, unchanged: 0, absent: 0 });
 
     const after = await readAll(synced);
-    after.forEach((object, index) => {
-      const old = before[index]!;
-      const what = `${object?.kind} ${object?.metadata?.name}`;
-      expect(object?.metadata?.uid, what).to.equal(old.metadata?.uid);
-      expect(contentOf(object), what).to.deep.equal(contentOf(old));
-      expect(object?.metadata?.resourceVersion, `${what}: the ownership move is one write`).to.not.equal(
-        old.metadata?.resourceVersion,
-      );
-      expect(managersOf(object), what).to.not.include(LIFECYCLE_MANAGER.applyFieldManager);
-      const ours = (object?.metadata?.managedFields as Json[]).find(
-        (e) => e.manager === MANIFEST.applyFieldManager,
-      );
-      const theirs = (old.metadata?.managedFields as Json[]).find(
-        (e) => e.manager === LIFECYCLE_MANAGER.applyFieldManager,
-      );
-      expect(ours?.operation, what).to.equal('Apply');
-      expect(ours?.fieldsV1, `${what}: the agent owns what lifecycle-manager owned`).to.deep.equal(
-        theirs?.fieldsV1,
-      );
-    });
+    expectOwnershipMoved(before, after, MANIFEST.applyFieldManager);
+    after.forEach((object, index) =>
+      expect(object?.metadata?.resourceVersion, 'the ownership move is one write').to.not.equal(
+        before[index]!.metadata?.resourceVersion,
+      ),
+    );
     // Users' CRs (the default CR included) are not touched.
     expect((await crs()).map((cr) => cr.metadata.resourceVersion)).to.deep.equal(
       crsBefore.map((cr) => cr.metadata.resourceVersion),
@@ -449,21 +463,7 @@ describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in 
     await takeOver('k3');
     const back = await takeOver('k3', true);
     expect(back.manifests[0]!.objects).to.deep.equal({ moved: synced.length, unchanged: 0, absent: 0 });
-    const after = await readAll(synced);
-    after.forEach((object, index) => {
-      const old = before[index]!;
-      const what = `${object?.kind} ${object?.metadata?.name}`;
-      expect(object?.metadata?.uid, what).to.equal(old.metadata?.uid);
-      expect(contentOf(object), what).to.deep.equal(contentOf(old));
-      expect(managersOf(object), what).to.not.include(MANIFEST.applyFieldManager);
-      const entry = (object?.metadata?.managedFields as Json[]).find(
-        (e) => e.manager === LIFECYCLE_MANAGER.applyFieldManager,
-      );
-      expect(entry?.fieldsV1, what).to.deep.equal(
-        (old.metadata?.managedFields as Json[]).find((e) => e.manager === LIFECYCLE_MANAGER.applyFieldManager)
-          ?.fieldsV1,
-      );
-    });
+    expectOwnershipMoved(before, await readAll(synced), LIFECYCLE_MANAGER.applyFieldManager);
     const manifest = (await suite
       .api()
       .getNamespacedCustomObject(refTo('manifest', suite.state.ns, name))) as Json;

@@ -351,30 +351,12 @@ describe('skr-agent takeover: lifecycle-manager’s SKR webhook and certificate 
       `Certificate.cert-manager.io ${CERT_NS}/${KYMA}-webhook-tls`,
       `Secret ${CERT_NS}/${KYMA}-webhook-tls`,
     ]);
-    expect(
-      await readObject(kcp.objects, {
-        apiVersion: 'cert-manager.io/v1',
-        kind: 'Certificate',
-        name: `${KYMA}-webhook-tls`,
-        namespace: CERT_NS,
-      }),
-    ).to.equal(undefined);
-    expect(
-      await readObject(kcp.objects, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        name: `${KYMA}-webhook-tls`,
-        namespace: CERT_NS,
-      }),
-    ).to.equal(undefined);
-    expect(
-      await readObject(kcp.objects, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        name: webhookTlsSecretName(KYMA),
-        namespace: NS,
-      }),
-    ).to.not.equal(undefined);
+    const inKcp = (apiVersion: string, kind: string, name: string, namespace: string) =>
+      readObject(kcp.objects, { apiVersion, kind, name, namespace });
+    const upstreamName = `${KYMA}-webhook-tls`;
+    expect(await inKcp('cert-manager.io/v1', 'Certificate', upstreamName, CERT_NS)).to.equal(undefined);
+    expect(await inKcp('v1', 'Secret', upstreamName, CERT_NS)).to.equal(undefined);
+    expect(await inKcp('v1', 'Secret', webhookTlsSecretName(KYMA), NS)).to.not.equal(undefined);
 
     // The agent's next registration finds its own objects as it left them.
     const again = await register();
