@@ -329,7 +329,7 @@ describe('skr-agent takeover: lifecycle-manager’s SKR webhook and certificate 
     const taken = await configuration();
     expect(taken?.metadata?.uid).to.equal(original?.metadata?.uid);
     expect(managersOf(taken)).to.not.include(LIFECYCLE_MANAGER.fieldManager);
-    const hooks = ((taken as Json).webhooks as Json[]).map((hook) => hook.name as string);
+    const hooks = (((taken as Json).webhooks ?? []) as Json[]).map((hook) => hook.name as string);
     expect(hooks, "upstream's own webhook entry is gone").to.not.include(
       'lifecycle-manager.operator.kyma-project.io',
     );

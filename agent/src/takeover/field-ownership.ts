@@ -105,15 +105,23 @@ export async function transferFieldOwnership(
         })),
       },
     } as KubernetesObject;
+    let written: KubernetesObject;
     try {
-      await withContext(`move the managed fields of ${what} to ${to}`, () =>
+      written = await withContext(`move the managed fields of ${what} to ${to}`, () =>
         objects.patch(patch, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch),
       );
-      return 'moved';
     } catch (error) {
       if (isNotFound(error)) return 'absent';
       if (!isConflict(error) || attempt >= 3) throw error;
+      continue;
     }
+    // An API server that cannot decode managed fields written to it keeps the old ones without an error.
+    const kept = ((written.metadata?.managedFields ?? []) as ManagedFieldsEntry[]).filter((entry) =>
+      from.includes(entry.manager ?? ''),
+    );
+    if (kept.length > 0)
+      throw new Error(`move the managed fields of ${what} to ${to}: the API server kept them`);
+    return 'moved';
   }
 }
 
