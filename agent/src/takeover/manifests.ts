@@ -79,7 +79,10 @@ export async function takeOverManifest(
     to,
     ctx.dryRun,
   );
-  const finalizers = (manifest.metadata.finalizers ?? []).some((f) => leaving.includes(f));
+  // No finalizer may be added to a Manifest being deleted; its removal drops either side's when it is through.
+  const finalizers =
+    !manifest.metadata.deletionTimestamp &&
+    (manifest.metadata.finalizers ?? []).some((f) => leaving.includes(f));
   if (finalizers && !ctx.dryRun) await swap(ctx, manifest);
   ctx.logger.info(
     { manifest: name, objects, finalizers, handBack: ctx.handBack ?? false, dryRun: ctx.dryRun ?? false },
