@@ -15,7 +15,7 @@ import {
 } from '@skr-watcher/kube';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { takeOverKyma, type KymaTakeover } from '../src/takeover/index.js';
-import { custom, getOrUndefined, kymaRef, refTo } from './support/planes.js';
+import { custom, getOrUndefined, refTo } from './support/planes.js';
 import { docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
 const serverSideApply = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
@@ -88,8 +88,10 @@ describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in 
   beforeEach(async function () {
     kcp = await createClusterClient(planes.kcp);
     skr = await createClusterClient(planes.skr);
-    await getOrUndefined(() =>
-      planes.skr.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'kyma-system' } } }),
+    await applyObject(
+      skr.objects,
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kyma-system' } },
+      { fieldManager: 'test' },
     );
   });
   afterEach(async function () {
@@ -437,12 +439,7 @@ describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in 
       namespace: 'kyma-system',
       name: `${module}-users`,
     });
-    await suite
-      .api()
-      .patchNamespacedCustomObject(
-        { ...kymaRef(suite.state.ns, 'k2'), body: { spec: { modules: [] } } },
-        mergePatch,
-      );
+    await suite.skrModules([]);
     await suite.reconcileUntil('k2', async () => (await suite.manifests()).length === 0, 'Manifest removed');
     const left = (await readAll(synced)).filter((object) => object !== undefined);
     expect(
