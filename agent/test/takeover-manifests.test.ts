@@ -15,6 +15,7 @@ import {
 } from '@skr-watcher/kube';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { takeOverKyma, type KymaTakeover } from '../src/takeover/index.js';
+import { spawnAgent } from './support/agent-child.js';
 import { custom, getOrUndefined, refTo } from './support/planes.js';
 import { docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
@@ -465,5 +466,44 @@ describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in 
       .api()
       .getNamespacedCustomObject(refTo('manifest', suite.state.ns, name))) as Json;
     expect(manifest.metadata.finalizers).to.have.members([...LIFECYCLE_MANAGER.finalizers]);
+  });
+
+  it('runs as skr-agent takeover: --dry-run writes nothing and says what it would move; then one run takes the Kyma over, exit 0', async function () {
+    const module = unique('delta');
+    const { name, synced } = await installedByLifecycleManager('k4', module);
+    const before = await readAll(synced);
+    const command = async (...flags: string[]) => {
+      const agent = spawnAgent([
+        'takeover',
+        '--kubeconfig',
+        planes.env.plane('kcp').kubeconfigPath,
+        '--namespace',
+        suite.state.ns,
+        '--kyma',
+        'k4',
+        '--manifests-only',
+        ...flags,
+      ]);
+      const code = await agent.exited;
+      return { code, output: agent.output() };
+    };
+
+    const dry = await command('--dry-run');
+    expect(dry.code, dry.output).to.equal(0);
+    const line = JSON.parse(dry.output.trim().split('\n').pop()!) as KymaTakeover;
+    expect(line.kyma).to.equal('k4');
+    expect(line.manifests[0]).to.deep.include({ finalizers: true });
+    expect(line.manifests[0]!.objects).to.deep.equal({ moved: synced.length, unchanged: 0, absent: 0 });
+    expect((await readAll(synced)).map((o) => o?.metadata?.resourceVersion)).to.deep.equal(
+      before.map((o) => o?.metadata?.resourceVersion),
+    );
+
+    const real = await command();
+    expect(real.code, real.output).to.equal(0);
+    expectOwnershipMoved(before, await readAll(synced), MANIFEST.applyFieldManager);
+    const manifest = (await suite
+      .api()
+      .getNamespacedCustomObject(refTo('manifest', suite.state.ns, name))) as Json;
+    expect(manifest.metadata.finalizers).to.deep.equal([MANIFEST.finalizer]);
   });
 });
