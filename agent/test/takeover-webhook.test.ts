@@ -4,7 +4,15 @@
 // registration (agent/src/registration).
 import { expect } from 'chai';
 import { AppsV1Api, CoreV1Api, type KubernetesObject } from '@kubernetes/client-node';
-import { ANNOTATIONS, GROUP, KINDS, LABELS, LIFECYCLE_MANAGER, type Kyma } from '@skr-watcher/api';
+import {
+  ANNOTATIONS,
+  GROUP,
+  KINDS,
+  LABELS,
+  LIFECYCLE_MANAGER,
+  SKR_WEBHOOK_REGISTRATION,
+  type Kyma,
+} from '@skr-watcher/api';
 import {
   applyObject,
   createClusterClient,
@@ -16,7 +24,7 @@ import { createCa, webhookTlsSecretName } from '@skr-watcher/pki';
 import { silentLogger } from '@skr-watcher/telemetry';
 import { registerSkrWebhook } from '../src/registration/index.js';
 import { takeOverKyma } from '../src/takeover/index.js';
-import { upstreamOnlyWebhookObjects } from '../src/takeover/webhook.js';
+import { agentOnlyWebhookObjects, upstreamOnlyWebhookObjects } from '../src/takeover/webhook.js';
 import { getOrUndefined, kcpAndSkrForSuite } from './support/planes.js';
 import type { Json } from './support/modules.js';
 
@@ -258,11 +266,17 @@ describe('skr-agent takeover: lifecycle-manager’s SKR webhook and certificate 
       secret: { namespace: NS, name: 'kubeconfig', resourceVersion: '1' },
     }),
   };
-  const takeOver = () =>
+  const takeOver = (handBack = false) =>
     takeOverKyma(
-      { kcp, skrClients, namespace: NS, certificateNamespace: CERT_NS, logger: silentLogger() },
+      { kcp, skrClients, namespace: NS, certificateNamespace: CERT_NS, handBack, logger: silentLogger() },
       kyma,
     );
+  const deploymentAvailable = () =>
+    planes.skr.makeApiClient(AppsV1Api).patchNamespacedDeploymentStatus({
+      name: 'skr-webhook',
+      namespace: 'kyma-system',
+      body: [{ op: 'add', path: '/status', value: { replicas: 1, readyReplicas: 1, availableReplicas: 1 } }],
+    });
   const read = (apiVersion: string, kind: string, name: string, namespace?: string) =>
     readObject(skr.objects, { apiVersion, kind, name, ...(namespace ? { namespace } : {}) });
   const configuration = () =>
@@ -316,11 +330,7 @@ describe('skr-agent takeover: lifecycle-manager’s SKR webhook and certificate 
       ).to.not.equal(undefined);
 
     // The Deployment's controller reports the agent's webhook available.
-    await planes.skr.makeApiClient(AppsV1Api).patchNamespacedDeploymentStatus({
-      name: 'skr-webhook',
-      namespace: 'kyma-system',
-      body: [{ op: 'add', path: '/status', value: { replicas: 1, readyReplicas: 1, availableReplicas: 1 } }],
-    });
+    await deploymentAvailable();
 
     const third = await takeOver();
     expect(third.done, JSON.stringify(third)).to.equal(true);
@@ -366,5 +376,38 @@ describe('skr-agent takeover: lifecycle-manager’s SKR webhook and certificate 
     const fourth = await takeOver();
     expect(fourth).to.deep.include({ done: true, certificates: [] });
     expect(fourth.webhook?.removed).to.deep.equal([]);
+  });
+
+  it("hands back: the agent's Deployment goes first, the rest of its webhook once lifecycle-manager's serves again", async function () {
+    const original = await configuration();
+    const first = await takeOver(true);
+    expect(first.webhook).to.deep.include({
+      state: 'waiting',
+      reason: "lifecycle-manager's webhook configuration is not written yet",
+    });
+    expect(first.webhook?.removed).to.deep.equal(['Deployment skr-webhook']);
+    for (const ref of agentOnlyWebhookObjects('kyma-system'))
+      expect(await readObject(skr.objects, ref), `${ref.kind} ${ref.name}`).to.not.equal(undefined);
+
+    // Lifecycle-manager, started again, applies its chart over the shared objects and creates its Deployment.
+    for (const object of upstreamWebhookObjects())
+      await applyObject(skr.objects, object, { fieldManager: LIFECYCLE_MANAGER.fieldManager, force: true });
+    expect((await takeOver(true)).webhook).to.deep.include({ state: 'waiting' });
+    await deploymentAvailable();
+
+    const done = await takeOver(true);
+    expect(done.done, JSON.stringify(done)).to.equal(true);
+    for (const ref of agentOnlyWebhookObjects('kyma-system'))
+      expect(await readObject(skr.objects, ref), `${ref.kind} ${ref.name}`).to.equal(undefined);
+    const configurationNow = await configuration();
+    expect(configurationNow?.metadata?.uid).to.equal(original?.metadata?.uid);
+    for (const object of [
+      configurationNow,
+      await read('v1', 'Secret', 'skr-webhook-tls', 'kyma-system'),
+      await read('v1', 'Service', 'skr-webhook', 'kyma-system'),
+    ])
+      expect(managersOf(object), object?.kind).to.not.include(SKR_WEBHOOK_REGISTRATION.fieldManager);
+    const hooks = (((configurationNow as Json).webhooks ?? []) as Json[]).map((hook) => hook.name as string);
+    expect(hooks).to.deep.equal(['lifecycle-manager.operator.kyma-project.io']);
   });
 });
