@@ -3,6 +3,7 @@
 // annotations, finalizers, status.synced and field managers; its applier's objects in the SKR with its transforms;
 // the default CR it created; a user's CR), then `skr-agent takeover`'s steps run, then the agent reconciles.
 import { expect } from 'chai';
+import { parse } from 'yaml';
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
 import { GROUP, KINDS, LIFECYCLE_MANAGER, MANIFEST, manifestName, type SyncedObject } from '@skr-watcher/api';
 import {
@@ -17,7 +18,7 @@ import { silentLogger } from '@skr-watcher/telemetry';
 import { takeOverKyma, type KymaTakeover } from '../src/takeover/index.js';
 import { spawnAgent } from './support/agent-child.js';
 import { custom, getOrUndefined, refTo } from './support/planes.js';
-import { docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
+import { crdYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
 const serverSideApply = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 
@@ -108,29 +109,7 @@ describe('skr-agent takeover: Manifests lifecycle-manager installed, adopted in 
     const group = `${module}.test.io`;
     const kind = `${module[0]!.toUpperCase()}${module.slice(1)}`;
     const plural = `${kind.toLowerCase()}s`;
-    const crd = {
-      apiVersion: 'apiextensions.k8s.io/v1',
-      kind: 'CustomResourceDefinition',
-      metadata: { name: `${plural}.${group}` },
-      spec: {
-        group,
-        names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
-        scope: 'Namespaced',
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            schema: {
-              openAPIV3Schema: {
-                type: 'object',
-                properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-              },
-            },
-          },
-        ],
-      },
-    };
+    const crd = parse(crdYaml(group, kind)) as Json;
     const configMap = (name: string, data: Record<string, string>) => ({
       apiVersion: 'v1',
       kind: 'ConfigMap',

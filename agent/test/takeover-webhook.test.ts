@@ -3,6 +3,7 @@
 // labels), the KCP its cert-manager Certificate and Secret; the takeover's webhook step runs around the agent's own
 // registration (agent/src/registration).
 import { expect } from 'chai';
+import { parse } from 'yaml';
 import { AppsV1Api, CoreV1Api, type KubernetesObject } from '@kubernetes/client-node';
 import {
   ANNOTATIONS,
@@ -26,7 +27,7 @@ import { registerSkrWebhook } from '../src/registration/index.js';
 import { takeOverKyma } from '../src/takeover/index.js';
 import { agentOnlyWebhookObjects, upstreamOnlyWebhookObjects } from '../src/takeover/webhook.js';
 import { getOrUndefined, kcpAndSkrForSuite } from './support/planes.js';
-import type { Json } from './support/modules.js';
+import { crdYaml, type Json } from './support/modules.js';
 
 const NS = `tw-${process.pid}`;
 const KYMA = 'kyma-tw';
@@ -162,34 +163,7 @@ function upstreamWebhookObjects(): KubernetesObject[] {
 }
 
 /** cert-manager's Certificate kind, as much of it as the KCP needs to store one. */
-const CERTIFICATE_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'certificates.cert-manager.io' },
-  spec: {
-    group: 'cert-manager.io',
-    names: {
-      kind: 'Certificate',
-      plural: 'certificates',
-      singular: 'certificate',
-      listKind: 'CertificateList',
-    },
-    scope: 'Namespaced',
-    versions: [
-      {
-        name: 'v1',
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-          },
-        },
-      },
-    ],
-  },
-};
+const CERTIFICATE_CRD = parse(crdYaml('cert-manager.io', 'Certificate')) as KubernetesObject;
 
 describe('skr-agent takeover: lifecycle-manager’s SKR webhook and certificate replaced by the agent’s', function () {
   this.timeout(180_000);
