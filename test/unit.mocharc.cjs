@@ -28,6 +28,7 @@ const PURE_FILES = [
   'agent/test/reconcile-names.test.ts',
   'agent/test/sharding-forward.test.ts',
   'agent/test/sharding-ring.test.ts',
+  'agent/test/takeover-field-ownership.test.ts',
   'agent/test/targeted-router.test.ts',
   'agent/test/unknown-modules.test.ts',
   'agent/test/watcher-health.test.ts',

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // skr-agent: the KCP agent. `run` serves the callback listener and reconciles Kymas; `reconcile --once` runs
-// one reconciliation and exits; `events` tails accepted callbacks. Each command lives in commands/.
+// one reconciliation and exits; `events` tails accepted callbacks; `takeover` adopts what lifecycle-manager left.
+// Each command lives in commands/.
 import { Command } from 'commander';
 import { versionLine } from '@skr-watcher/api';
 import { eventsCommand } from './commands/events.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
+import { takeoverCommand } from './commands/takeover.js';
 import { ConfigError } from './config.js';
 
 const cli = new Command('skr-agent')
@@ -16,7 +18,8 @@ const cli = new Command('skr-agent')
   .showHelpAfterError()
   .addCommand(runCommand())
   .addCommand(reconcileCommand())
-  .addCommand(eventsCommand());
+  .addCommand(eventsCommand())
+  .addCommand(takeoverCommand());
 
 cli.parseAsync(process.argv).catch((error: unknown) => {
   if (error instanceof ConfigError) {

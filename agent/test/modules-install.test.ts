@@ -5,7 +5,16 @@
 // unmanaged, and adoption of a Manifest upstream wrote.
 import { expect } from 'chai';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { ANNOTATIONS, GROUP, KINDS, LABELS, MANIFEST, manifestName, parseManifest } from '@skr-watcher/api';
+import {
+  ANNOTATIONS,
+  GROUP,
+  KINDS,
+  LABELS,
+  LIFECYCLE_MANAGER,
+  MANIFEST,
+  manifestName,
+  parseManifest,
+} from '@skr-watcher/api';
 import { MODULE_OBJECT_METADATA, createClusterClient, pooledKubeConfig } from '@skr-watcher/kube';
 import { createRegistry, silentLogger } from '@skr-watcher/telemetry';
 import { waitUntil } from '../../test/support/eventually.js';
@@ -90,11 +99,7 @@ describe('module installation from a registry (Manifests)', function () {
       .api()
       .getNamespacedCustomObject(refTo('manifest', suite.state.ns, name))) as Json;
     expect(manifest.status.state).to.equal('Ready');
-    expect(manifest.metadata.finalizers).to.include.members([
-      MANIFEST.finalizer,
-      MANIFEST.labelRemovalFinalizer,
-      MANIFEST.resourceFinalizer,
-    ]);
+    expect(manifest.metadata.finalizers).to.include.members([MANIFEST.finalizer]);
     expect(manifest.metadata.annotations[ANNOTATIONS.syncOciRef]).to.equal(manifest.spec.install.source.ref);
     expect(manifest.status.synced.map((s: Json) => `${s.kind}/${s.name}`).sort()).to.deep.equal(
       [
@@ -385,7 +390,7 @@ describe('module installation from a registry (Manifests)', function () {
     await patch({ metadata: { finalizers: null } });
     const read = parseManifest(await suite.api().getNamespacedCustomObject(ref), 'Manifest');
     await patch({ metadata: { labels: { 'example.com/another-writer': 'was-first' } } });
-    const wanted = [MANIFEST.finalizer, MANIFEST.labelRemovalFinalizer];
+    const wanted = [MANIFEST.finalizer];
     const kcp = await createClusterClient(suite.planes.kcp);
     try {
       const written = await ensureFinalizers({ kcp, logger: silentLogger() }, read, wanted);
@@ -484,7 +489,7 @@ describe('module installation from a registry (Manifests)', function () {
           labels: { [LABELS.managedBy]: 'kyma' },
         },
       },
-      fieldManager: MANIFEST.applyFieldManager,
+      fieldManager: LIFECYCLE_MANAGER.applyFieldManager,
     });
     const created = (await suite.api().createNamespacedCustomObject({
       ...refTo('manifest', suite.state.ns, name),
@@ -502,7 +507,7 @@ describe('module installation from a registry (Manifests)', function () {
             [LABELS.managedBy]: MANIFEST.managedBy,
           },
           annotations: { [ANNOTATIONS.ocmComponentName]: component, [ANNOTATIONS.fqdn]: component },
-          finalizers: [MANIFEST.finalizer, MANIFEST.labelRemovalFinalizer],
+          finalizers: LIFECYCLE_MANAGER.finalizers.slice(0, 2),
           ownerReferences: [
             {
               apiVersion: `${GROUP}/v1beta2`,

@@ -184,27 +184,44 @@ export const HOLDER_MARKS = {
   adoptedAnnotation: 'operator.kyma-project.io/adopted',
 } as const;
 
+/**
+ * Upstream lifecycle-manager's own names on what it leaves behind (decision 028): the agent honours its Manifest
+ * finalizers and takes over what these managers own (`skr-agent takeover`).
+ */
+export const LIFECYCLE_MANAGER = {
+  /** Field manager of its applies into SKRs and of its Manifests' status and finalizers. */
+  applyFieldManager: 'declarative.kyma-project.io/applier',
+  /** Field manager of its Kyma reconciler, its SKR webhook objects and its webhook Certificates. */
+  fieldManager: 'lifecycle-manager',
+  /** `managed-by` on its SKR webhook objects and on its certificate Secrets. */
+  managedBy: 'lifecycle-manager',
+  /** Its Manifest finalizers: install (with label removal), and the default CR's while that CR exists. */
+  finalizers: [
+    'declarative.kyma-project.io/finalizer',
+    'label-removal-finalizer',
+    'resource.kyma-project.io/finalizer',
+  ] as readonly string[],
+} as const;
+
 /** Server-side apply field manager of the agent; one name so ownership is stable across restarts. */
 export const FIELD_MANAGER = 'skr-watcher-agent';
 
 /**
- * Manifests (docs/decisions/021): upstream's values, so Manifests written by either controller read the same and
- * one can take over from the other.
+ * Manifests (docs/decisions/021): upstream's names where its tooling reads them (labels, annotations, the Kyma
+ * side's field manager), so Manifests written by either controller read the same; the agent's own finalizer and
+ * SKR field manager (decision 028), so a takeover from lifecycle-manager is a visible handover, not a shared name.
  */
 export const MANIFEST = {
   /** `managed-by` on the Manifest itself: upstream's value, which its tooling selects Manifests by. */
   managedBy: 'lifecycle-manager',
   /** Field manager of the Kyma side's writes of a Manifest (upstream's: its Kyma reconciler applies it so). */
   kymaFieldManager: 'lifecycle-manager',
-  /** Field manager of the objects applied into the SKR and of the Manifest's status (upstream's applier). */
-  applyFieldManager: 'declarative.kyma-project.io/applier',
+  /** Field manager of the objects applied into the SKR and of the Manifest's status. */
+  applyFieldManager: 'skr-watcher-modules',
   /** Field manager of the default CR's creation (upstream creates it under its CR finalizer's name). */
   resourceFieldManager: 'resource.kyma-project.io/finalizer',
-  /** Upstream's two install finalizers: the set is removed from the SKR before the Manifest goes. */
-  finalizer: 'declarative.kyma-project.io/finalizer',
-  labelRemovalFinalizer: 'label-removal-finalizer',
-  /** Held while the default CR exists: it goes before the set, so the operator can clean up after it. */
-  resourceFinalizer: 'resource.kyma-project.io/finalizer',
+  /** The module's objects are removed from the SKR (default CR first) before the Manifest goes. */
+  finalizer: 'operator.kyma-project.io/skr-watcher-manifest',
   /** install.name: only the raw manifest is rendered. */
   installName: 'raw-manifest',
   /** Upstream's cut of a generated Manifest name (LM#3440): 63 characters or more become 62. */

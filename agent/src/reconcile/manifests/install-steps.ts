@@ -114,13 +114,9 @@ export async function keepSpecSetWhileDeleting(
   return { synced: applied.value.inventory };
 }
 
-/** Upstream's finalizers, the default CR's only when the module has one. */
+/** The agent's finalizer: the removal (default CR first, then the set) runs behind it (decision 028). */
 function addFinalizers(ctx: FinalizerWriter, manifest: Manifest): Promise<Manifest> {
-  return ensureFinalizers(ctx, manifest, [
-    MANIFEST.finalizer,
-    MANIFEST.labelRemovalFinalizer,
-    ...(hasDefaultCr(manifest) ? [MANIFEST.resourceFinalizer] : []),
-  ]);
+  return ensureFinalizers(ctx, manifest, [MANIFEST.finalizer]);
 }
 
 /** The raw manifest's objects; what fails the module (registry, digest, YAML, a document) is its Error. */

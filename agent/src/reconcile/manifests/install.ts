@@ -10,7 +10,7 @@
 //   default-cr.ts     the default CR: body, address, users' CRs, customStateCheck
 //   manifest-status.ts, finalizers.ts, manifest.ts, step-result.ts  what the steps stand on
 // This module is what the rest of the agent imports.
-export { ensureFinalizers } from './finalizers.js';
+export { ensureFinalizers, handBackFinalizers, takeOverFinalizers } from './finalizers.js';
 export { leaveModule } from './leave.js';
 export { leaveDeletedModules, markOrphanedManifests, removeModulesOfKyma } from './kyma-teardown.js';
 export { reconcileManifest } from './pass.js';

@@ -1,7 +1,7 @@
 // What a Manifest says of itself that every step reads: its address in KCP, the holder its SKR objects name
 // (decision 026), whether it keeps a default CR, which of its conditions are True, and the finalizers this controller
 // puts on it; and the narrow view of KCP through which a Manifest is read and written.
-import { DEFAULTS, MANIFEST, type Manifest } from '@skr-watcher/api';
+import { DEFAULTS, LIFECYCLE_MANAGER, MANIFEST, type Manifest } from '@skr-watcher/api';
 import { manifestHolder, type ClusterClient, type Holding } from '@skr-watcher/kube';
 import { refOf } from '../context.js';
 
@@ -10,12 +10,11 @@ export interface ManifestStore {
   kcp: Pick<ClusterClient, 'custom'>;
 }
 
-/** Upstream's three finalizers, the ones this controller adds and drops. */
-export const OWN_FINALIZERS: readonly string[] = [
-  MANIFEST.finalizer,
-  MANIFEST.labelRemovalFinalizer,
-  MANIFEST.resourceFinalizer,
-];
+/**
+ * The finalizers this controller removes a module behind and then drops: its own, and lifecycle-manager's on a
+ * Manifest it took over (decision 028), which nobody else will drop once lifecycle-manager is gone.
+ */
+export const OWN_FINALIZERS: readonly string[] = [MANIFEST.finalizer, ...LIFECYCLE_MANAGER.finalizers];
 
 export function refOfManifest(manifest: Manifest) {
   return refOf('manifest', manifest.metadata.namespace ?? DEFAULTS.kcpNamespace, manifest.metadata.name);
