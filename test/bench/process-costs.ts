@@ -2,10 +2,9 @@
 // /proc/<pid>/stat) and the requests each API server served (its own apiserver_request_total), both per edit. On a
 // shared machine the latencies move with the load; these counts do not, so a before/after pair compares them.
 import { readFile } from 'node:fs/promises';
-import { request } from 'node:https';
-import type { AgentOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { parseMetrics, type Samples } from '../support/prometheus-text.js';
+import { apiserverMetrics, labelOf as label } from '../support/apiserver-metrics.js';
+import type { Samples } from '../support/prometheus-text.js';
 
 /** A process whose CPU time is counted, or an API server whose requests are. */
 export interface Costed {
@@ -33,32 +32,6 @@ async function cpuMsOf(pid: number): Promise<number | undefined> {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
 }
 
-/** The API server's own metrics (apiserver_request_total), read with the kubeconfig's client certificate. */
-async function apiserverMetrics(kubeConfig: KubeConfig): Promise<Samples> {
-  const server = kubeConfig.getCurrentCluster()?.server;
-  if (!server) throw new Error('kubeconfig has no current cluster');
-  const tls: AgentOptions = {};
-  await kubeConfig.applyToHTTPSOptions(tls);
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(
-      new URL('/metrics', server),
-      { ca: tls.ca, cert: tls.cert, key: tls.key, agent: false },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () =>
-          res.statusCode === 200 ? resolve(body) : reject(new Error(`/metrics: HTTP ${res.statusCode}`)),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-  const all = parseMetrics(text);
-  return new Map([...all].filter(([key]) => key.startsWith('apiserver_request_total{')));
-}
-
 export async function snapshot(parts: Costed[]): Promise<CostSnapshot> {
   const cpuMs = new Map<string, number>();
   const requests = new Map<string, Samples>();
@@ -73,8 +46,6 @@ export async function snapshot(parts: Costed[]): Promise<CostSnapshot> {
   cpuMs.set('bench (this process)', (process.cpuUsage().user + process.cpuUsage().system) / 1000);
   return { cpuMs, requests };
 }
-
-const label = (key: string, name: string) => new RegExp(`[{,]${name}="([^"]*)"`).exec(key)?.[1] ?? '';
 
 /**
  * Lines saying what `edits` edits cost between the two snapshots: CPU ms per edit of each process, and per API
