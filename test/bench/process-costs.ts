@@ -22,7 +22,8 @@ export interface CostSnapshot {
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-async function cpuMsOf(pid: number): Promise<number | undefined> {
+/** CPU milliseconds (user and system) a process has used so far; undefined when it is gone. */
+export async function cpuMsOf(pid: number): Promise<number | undefined> {
   if (pid <= 0) return undefined;
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
   if (!stat) return undefined;

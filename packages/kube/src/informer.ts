@@ -32,13 +32,15 @@ export type {
 export { objectKey } from './informer/store.js';
 export { customResourceSource, metadataOnly, secretSource } from './informer/sources.js';
 
+/** Silence that restarts a watch, by default (InformerOptions.watchdogMs). */
+const DEFAULT_WATCHDOG_MS = 5 * 60_000;
 /** How much later than the watchdog client-node's own silence bound ends a watch: the watchdog is the rule. */
 const WATCH_SILENCE_MARGIN_MS = 5_000;
 
 /**
  * client-node's Watch with its silence bound set to `silenceMs`. Its default aborts a watch that received no bytes
- * for 30 s, but an API server with nothing to report sends a watch only a bookmark about once a minute (and one
- * 2 s before its timeoutSeconds): every quiet watch was cut and opened again every 30 s, about 20 watch requests a
+ * for 30 s, but an API server with nothing to report sends a watch only a bookmark every 1 to 2 min (and one 2 s
+ * before its timeoutSeconds): every quiet watch was cut and opened again every 30 s, about 20 watch requests a
  * minute from an idle agent. The bound has no setter; the property is checked, so an upgrade that renames it fails
  * loudly instead of bringing the 30 s back.
  */
@@ -76,7 +78,7 @@ export class ResilientInformer<T extends CachedObject> {
     this.kubeConfig = options.kubeConfig;
     this.source = options.source;
     this.resource = options.source.resource;
-    this.watchdogMs = options.watchdogMs ?? 120_000;
+    this.watchdogMs = options.watchdogMs ?? DEFAULT_WATCHDOG_MS;
     this.resyncMs = options.resyncMs ?? 600_000;
     this.pageSize = options.pageSize ?? 500;
     this.transform = options.transform ?? ((object) => object);
