@@ -13,6 +13,7 @@ const PURE_FILES = [
   'agent/test/drift-holds.test.ts',
   'agent/test/event-stream.test.ts',
   'agent/test/fleet-metrics.test.ts',
+  'agent/test/full-passes.test.ts',
   'agent/test/listener-budget.test.ts',
   'agent/test/listener-connections.test.ts',
   'agent/test/listener-delivery.test.ts',

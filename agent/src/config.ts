@@ -44,6 +44,8 @@ export interface AgentConfig {
   resyncMs: number;
   /** The first window between two targeted reverts of one installed object (doubling up to 5 min); 0: no pacing. */
   driftRevertBackoffMs: number;
+  /** A Kyma whose inputs did not change is re-applied whole this often; in between its passes leave the SKR alone. */
+  fullReapplyMs: number;
   /** What SyncResource items may touch in SKRs. */
   syncResourcePolicy: { kinds: string[]; namespaces: string[] };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -187,6 +189,7 @@ export interface RunFlags {
   requeueError: string;
   resyncInterval: string;
   driftRevertBackoff: string;
+  fullReapplyInterval: string;
   syncResourceKinds?: string;
   syncResourceNamespaces?: string;
   logLevel: string;
@@ -289,6 +292,7 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     },
     resyncMs: parseDurationFlag('--resync-interval', flags.resyncInterval),
     driftRevertBackoffMs: parseDurationFlag('--drift-revert-backoff', flags.driftRevertBackoff),
+    fullReapplyMs: parseDurationFlag('--full-reapply-interval', flags.fullReapplyInterval),
     syncResourcePolicy: {
       kinds: parseList(flags.syncResourceKinds, SYNC_RESOURCE_ALLOWED.kinds),
       namespaces: parseList(flags.syncResourceNamespaces, SYNC_RESOURCE_ALLOWED.namespaces),

@@ -93,6 +93,7 @@ export async function startWork(
     },
     requeue: config.requeue,
     driftRevertBackoffMs: config.driftRevertBackoffMs,
+    fullReapplyMs: config.fullReapplyMs,
     ...(modules ? { modules } : {}),
     ...(config.registration
       ? {
@@ -159,6 +160,7 @@ export async function startWork(
     fullPass: {
       now: (key, trigger) => (trigger === 'callback' ? wake(key) : controller?.enqueue(key, trigger)),
       after: (key, ms) => controller?.queue.addAfter(key, ms),
+      distrust: (key) => manager.distrust(key),
     },
     logger,
   });

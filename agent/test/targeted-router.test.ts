@@ -12,11 +12,14 @@ import type { SyncResourceApplyOutcome } from '../src/reconcile/index.js';
 const KEY = 'kcp-system/k';
 const FINGERPRINT: ChangeFingerprint = { uid: 'u', generation: 2, previousResourceVersion: '7' };
 
-function callback(fingerprint?: ChangeFingerprint): AcceptedEvent {
+const SAMPLE_CR = { group: 'operator.kyma-project.io', version: 'v1alpha1', kind: 'Sample' };
+const SKR_KYMA = { group: 'operator.kyma-project.io', version: 'v1beta2', kind: 'Kyma' };
+
+function callback(fingerprint?: ChangeFingerprint, gvk = SAMPLE_CR): AcceptedEvent {
   return {
     runtimeId: 'r',
-    gvk: { group: 'operator.kyma-project.io', version: 'v1alpha1', kind: 'Sample' },
-    watched: { namespace: 'kyma-system', name: 'sample' },
+    gvk,
+    watched: { namespace: 'kyma-system', name: gvk === SKR_KYMA ? 'default' : 'sample' },
     receivedAt: new Date(),
     ...(fingerprint ? { fingerprint } : {}),
   } as AcceptedEvent;
@@ -28,6 +31,8 @@ function routed(
   sync: SyncResourceApplyOutcome | Error = new Error('unused'),
 ) {
   const passes: { now?: FullPassTrigger; afterMs?: number }[] = [];
+  /** Kymas whose next pass the router made a full one. */
+  const distrusted: string[] = [];
   const answer = <T>(value: T | Error) =>
     value instanceof Error ? Promise.reject(value) : Promise.resolve(value);
   const router = createTargetedRouter({
@@ -35,11 +40,12 @@ function routed(
     fullPass: {
       now: (_key, trigger) => passes.push({ now: trigger }),
       after: (_key, ms) => passes.push({ afterMs: ms }),
+      distrust: (key) => distrusted.push(key),
     },
     logger: silentLogger(),
   });
   const settled = () => new Promise((resolve) => setImmediate(resolve));
-  return { router, passes, settled };
+  return { router, passes, distrusted, settled };
 }
 
 describe('the targeted router', () => {
@@ -78,6 +84,40 @@ describe('the targeted router', () => {
     router.callback(KEY, callback(FINGERPRINT));
     await settled();
     expect(passes).to.deep.equal([]);
+  });
+
+  it("makes the next pass a full one after a callback about what a pass's inputs do not show, not the SKR Kyma or a mirrored Module CR", async () => {
+    const cases: [ObjectChangeResult | Error, AcceptedEvent | undefined, boolean][] = [
+      // Without a fingerprint: the SKR Kyma's spec is an input; any other object, or no event, is not.
+      [new Error('no path runs'), callback(undefined, SKR_KYMA), false],
+      [new Error('no path runs'), callback(), true],
+      [new Error('no path runs'), undefined, true],
+      // With one: drift (put back or deferred) and what the mirror could not take are not inputs.
+      [{ path: 'drift', outcome: 'reverted', reads: 1 }, callback(FINGERPRINT), true],
+      [{ path: 'drift', outcome: 'deferred', reads: 0 }, callback(FINGERPRINT), true],
+      [{ path: 'mirror', outcome: 'not-a-module', reads: 0 }, callback(FINGERPRINT), true],
+      [new Error('SKR unreachable'), callback(FINGERPRINT), true],
+      [{ path: 'mirror', outcome: 'not-a-module', reads: 0 }, callback(FINGERPRINT, SKR_KYMA), false],
+      // A mirrored (or already mirrored) Module CR changed its ModuleConfig, which is an input.
+      [
+        { path: 'mirror', outcome: 'mirrored', reads: 1, kymaStatusChanged: true },
+        callback(FINGERPRINT),
+        false,
+      ],
+      [
+        { path: 'mirror', outcome: 'unchanged', reads: 1, kymaStatusChanged: false },
+        callback(FINGERPRINT),
+        false,
+      ],
+    ];
+    for (const [result, event, full] of cases) {
+      const { router, distrusted, settled } = routed(result);
+      router.callback(KEY, event);
+      await settled();
+      expect(distrusted, `${JSON.stringify(result)} ${event?.gvk.kind ?? 'no event'}`).to.deep.equal(
+        full ? [KEY] : [],
+      );
+    }
   });
 
   it('follows a SyncResource apply after the window when the Kyma status changes, now when it did not apply', async () => {

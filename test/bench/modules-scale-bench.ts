@@ -11,9 +11,10 @@
 //                                  [--log-level warn|info] [--agent <script>]
 //
 // Prints: time until every Kyma is Ready with all its modules Ready (from the agents' start; per replica, when the
-// Kymas it owns were), the registry requests by operation against the digests the modules have (bar: one pull per
-// digest and replica), what a no-op pass over every Kyma costs (bar: 0 SKR writes, 0 registry requests; the agents'
-// request counters over one full resync, summed over replicas), and each agent's RSS at every sample of the steady
+// Kymas it owns were), the requests of the install per installed module, the registry requests by operation against
+// the digests the modules have (bar: one pull per digest and replica), what a no-op pass over every Kyma costs (bar:
+// 0 SKR writes, 0 registry requests; the agents' request counters over one full resync, summed over replicas, in all
+// and per pass), the agents' CPU per Kyma and hour at rest (the steady phase), and each agent's RSS at every sample of the steady
 // phase after it (bar ≤ 300 MB per replica), split every 5 s into V8's heap, external memory and, from /proc, glibc's
 // heaps; `--heap-snapshot`: each agent's heap at the end of the steady phase by constructor (V8 writes it on
 // SIGUSR2); `--log-level info`: the agents' log lines during the no-op pass, counted by message (which writes it made
@@ -39,6 +40,7 @@ import { formatHeapSummary, snapshotWritten, summariseHeapSnapshot } from '../su
 import { nativeMemory } from '../support/process-memory.js';
 import { parseMetrics, sumOf, type Samples } from '../support/prometheus-text.js';
 import { shippedAgentEnv, shippedAgentScript } from '../support/shipped-agent.js';
+import { cpuMsOf } from './process-costs.js';
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);
@@ -85,6 +87,27 @@ const uptime = () => execFileSync('uptime', { encoding: 'utf8' }).trim();
 const load = () => loadavg()[0]!.toFixed(1);
 const mb = (bytes: number) => `${Math.round(bytes / 1048576)} MB`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The agents' requests between two scrapes by cluster (`kcp`, `skr`) and kind (`reads`, `writes`). */
+function requestsByCluster(before: Samples, after: Samples): Map<string, number> {
+  const sums = new Map<string, number>();
+  for (const [series, delta] of increases(before, after, 'skr_agent_kube_requests_total')) {
+    const cluster = /cluster="([^"]*)"/.exec(series)?.[1] ?? '?';
+    const kind = /verb="(get|list|watch|discovery)"/.test(series) ? 'reads' : 'writes';
+    sums.set(`${cluster} ${kind}`, (sums.get(`${cluster} ${kind}`) ?? 0) + delta);
+  }
+  return sums;
+}
+
+/** `what n (per unit)` for each entry, per `units`. */
+function perUnit(sums: Map<string, number>, units: number, unit: string): string {
+  return (
+    [...sums]
+      .sort()
+      .map(([what, n]) => `${what} ${Math.round(n)} (${(n / units).toFixed(2)} per ${unit})`)
+      .join(', ') || 'none'
+  );
+}
 
 /** Counter increases between two scrapes, for the series of `prefix`, by series. */
 function increases(before: Samples, after: Samples, prefix: string): [string, number][] {
@@ -399,6 +422,9 @@ async function main(): Promise<void> {
         `  replica ${agent.identity}: owns ${agent.owned ?? 0} Kymas, all of them Ready ${agent.readyMs ?? NaN} ms after the start`,
       );
     console.log(
+      `  requests of the install: ${perUnit(requestsByCluster(new Map(), afterInstall), KYMAS * MODULES, 'installed module')}`,
+    );
+    console.log(
       `  registry requests: ${registryRequests.map(([series, n]) => `${series} ${n}`).join(', ') || 'none'}`,
     );
     console.log(
@@ -445,6 +471,7 @@ async function main(): Promise<void> {
           `  SKR write requests: ${skrWrites.reduce((n, [, d]) => n + d, 0)} ${skrWrites.map(([s, d]) => `${s} ${d}`).join(', ')}\n` +
           `  KCP write requests: ${kcpWrites.reduce((n, [, d]) => n + d, 0)} ${kcpWrites.map(([s, d]) => `${s} ${d}`).join(', ')}\n` +
           `  registry requests: ${registryInPass.reduce((n, [, d]) => n + d, 0)}\n` +
+          `  per no-op pass: ${perUnit(requestsByCluster(before, after), Math.max(1, reconciles), 'pass')}\n` +
           `  all requests: ${requests.map(([s, d]) => `${s} ${d}`).join(', ')}`,
       );
       for (const agent of agents) {
@@ -457,6 +484,8 @@ async function main(): Promise<void> {
 
     // Phase 3: steady state; every RSS sample of it, and every 5 s where the memory is.
     const steadyFrom = Date.now() - started;
+    const cpuBefore = await Promise.all(agents.map((agent) => cpuMsOf(agent.pid)));
+    const steadyStartedAt = Date.now();
     const breakdowns = new Map<string, string[]>(agents.map((agent) => [agent.identity, []]));
     while (Date.now() - started < steadyFrom + STEADY_S * 1000) {
       await Promise.all(
@@ -469,6 +498,12 @@ async function main(): Promise<void> {
       await sleep(5_000);
     }
     clearInterval(sampler);
+    const cpuAfter = await Promise.all(agents.map((agent) => cpuMsOf(agent.pid)));
+    const restHours = (Date.now() - steadyStartedAt) / 3_600_000;
+    const restCpuMs = agents.reduce((sum, _, i) => sum + (cpuAfter[i] ?? 0) - (cpuBefore[i] ?? 0), 0);
+    console.log(
+      `at rest: the agents used ${Math.round(restCpuMs)} ms of CPU in ${Math.round(restHours * 3600)} s, ${(restCpuMs / 1000 / KYMAS / restHours).toFixed(3)} CPU-s per Kyma per hour`,
+    );
     for (const agent of agents) {
       const steady = agent.rss.filter((s) => s.atMs >= steadyFrom);
       const peak = Math.max(...agent.rss.map((s) => s.rss));

@@ -2,10 +2,9 @@
 // /proc/<pid>/stat) and the requests each API server served (its own apiserver_request_total), both per edit. On a
 // shared machine the latencies move with the load; these counts do not, so a before/after pair compares them.
 import { readFile } from 'node:fs/promises';
-import { request } from 'node:https';
-import type { AgentOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { parseMetrics, type Samples } from '../support/prometheus-text.js';
+import { apiserverMetrics, labelOf as label } from '../support/apiserver-metrics.js';
+import type { Samples } from '../support/prometheus-text.js';
 
 /** A process whose CPU time is counted, or an API server whose requests are. */
 export interface Costed {
@@ -23,7 +22,8 @@ export interface CostSnapshot {
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-async function cpuMsOf(pid: number): Promise<number | undefined> {
+/** CPU milliseconds (user and system) a process has used so far; undefined when it is gone. */
+export async function cpuMsOf(pid: number): Promise<number | undefined> {
   if (pid <= 0) return undefined;
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
   if (!stat) return undefined;
@@ -31,32 +31,6 @@ async function cpuMsOf(pid: number): Promise<number | undefined> {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the command.
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-}
-
-/** The API server's own metrics (apiserver_request_total), read with the kubeconfig's client certificate. */
-async function apiserverMetrics(kubeConfig: KubeConfig): Promise<Samples> {
-  const server = kubeConfig.getCurrentCluster()?.server;
-  if (!server) throw new Error('kubeconfig has no current cluster');
-  const tls: AgentOptions = {};
-  await kubeConfig.applyToHTTPSOptions(tls);
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(
-      new URL('/metrics', server),
-      { ca: tls.ca, cert: tls.cert, key: tls.key, agent: false },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () =>
-          res.statusCode === 200 ? resolve(body) : reject(new Error(`/metrics: HTTP ${res.statusCode}`)),
-        );
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-  const all = parseMetrics(text);
-  return new Map([...all].filter(([key]) => key.startsWith('apiserver_request_total{')));
 }
 
 export async function snapshot(parts: Costed[]): Promise<CostSnapshot> {
@@ -73,8 +47,6 @@ export async function snapshot(parts: Costed[]): Promise<CostSnapshot> {
   cpuMs.set('bench (this process)', (process.cpuUsage().user + process.cpuUsage().system) / 1000);
   return { cpuMs, requests };
 }
-
-const label = (key: string, name: string) => new RegExp(`[{,]${name}="([^"]*)"`).exec(key)?.[1] ?? '';
 
 /**
  * Lines saying what `edits` edits cost between the two snapshots: CPU ms per edit of each process, and per API

@@ -268,6 +268,11 @@ export function runCommand(): Command {
       '1s',
     )
     .option(
+      '--full-reapply-interval <duration>',
+      'a Kyma whose inputs did not change is re-applied whole this often; in between its passes leave the SKR alone (0: every pass re-applies)',
+      '1h',
+    )
+    .option(
       '--sync-resource-kinds <list>',
       'kinds SyncResource items may apply or delete in SKRs (Kind or Kind.group, comma-separated)',
       SYNC_RESOURCE_ALLOWED.kinds.join(','),

@@ -35,6 +35,7 @@ import {
   type WatchCaches,
 } from '../reconcile/context.js';
 import { DEFAULT_CRD_DIR } from '../reconcile/kyma/crds.js';
+import { DEFAULT_FULL_REAPPLY_MS, FullPasses } from '../reconcile/kyma/pass-inputs.js';
 import { createEventRecorder } from '../reconcile/events.js';
 import { KymaReads } from '../reconcile/kyma-reads.js';
 import { passMetricsIn } from '../reconcile/metrics.js';
@@ -98,6 +99,8 @@ export interface ManagerOptions {
   modules?: ModuleInstallation;
   /** The first window between two targeted reverts of one installed object (default DRIFT_PACING.initialMs); 0: none. */
   driftRevertBackoffMs?: number;
+  /** A Kyma whose inputs did not change is re-applied whole this often (pass-inputs.ts); 0: on every pass. */
+  fullReapplyMs?: number;
 }
 
 export interface Manager {
@@ -110,6 +113,8 @@ export interface Manager {
    * replica may have written it after this replica's Kyma watch last showed it.
    */
   acquired(kymaKey: string): void;
+  /** The Kyma's next pass re-applies everything: a callback said something its inputs do not show may have changed. */
+  distrust(kymaKey: string): void;
   /** Closes the pooled connections to KCP and every SKR, and the PKI watch it started. */
   close(): Promise<void>;
 }
@@ -132,6 +137,16 @@ export function createManager(options: ManagerOptions): Manager {
   // Nothing else of a full reconcile holds a mirror up (decision 010).
   const lanes = new MirrorLanes();
   const kymas = new KymaReads(namespace, options.caches?.kyma);
+  // Run by a controller only: its watch caches make the inputs cheap to read, and its callbacks are what can put a
+  // Kyma's inputs in doubt. `reconcile --once` and tests without caches run every pass in full.
+  const fullPasses =
+    options.caches && options.fullReapplyMs !== 0
+      ? new FullPasses(options.fullReapplyMs ?? DEFAULT_FULL_REAPPLY_MS)
+      : undefined;
+  const keyOf = (kymaKey: string) => {
+    const { namespace: kymaNamespace, name } = parseKymaKey(kymaKey, namespace);
+    return `${kymaNamespace}/${name}`;
+  };
   const pki = pkiWatch(options, namespace, logger);
   const clients = buildClients(options, namespace, logger, lanes, pki);
   // A failed construction surfaces on the next reconcile; keep it from being an unhandled rejection meanwhile.
@@ -146,6 +161,7 @@ export function createManager(options: ManagerOptions): Manager {
       logger,
       deadlineMs: options.reconcileDeadlineMs ?? DEFAULT_RECONCILE_DEADLINE_MS,
       ...optional('metrics', passMetricsIn(options.registry)),
+      ...optional('fullPasses', fullPasses),
     }),
     targeted: createTargetedPaths({
       context,
@@ -167,6 +183,15 @@ export function createManager(options: ManagerOptions): Manager {
         kymas.forget(`${kymaNamespace}/${name}`);
         // Its leaf too: the other replica may have re-issued it after this one last read it.
         pki?.forget(name);
+        // And what the other replica's passes changed in the SKR: the first pass here is a full one.
+        fullPasses?.distrust(`${kymaNamespace}/${name}`);
+      } catch {
+        // Not a Kyma key: nothing is known of it.
+      }
+    },
+    distrust(kymaKey) {
+      try {
+        fullPasses?.distrust(keyOf(kymaKey));
       } catch {
         // Not a Kyma key: nothing is known of it.
       }

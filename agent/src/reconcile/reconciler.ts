@@ -4,14 +4,15 @@
 // chain) only for failures that should back off: KCP errors, an unreachable SKR, a missing or broken kubeconfig
 // Secret. Problems of one module or one SyncResource item are reported in status and Events instead.
 //
-// It keeps nothing between calls: the clients, the Kyma versions known (kyma-reads.ts), the mirror lanes and the
-// metrics are built by the wiring (agent/src/manager) and passed in.
+// It keeps nothing between calls: the clients, the Kyma versions known (kyma-reads.ts), the last full passes
+// (kyma/pass-inputs.ts), the mirror lanes and the metrics are built by the wiring (agent/src/manager) and passed in.
 import { LABELS, type Kyma } from '@skr-watcher/api';
 import { withinDeadline } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import { parseKymaKey, type ReconcileContext } from './context.js';
 import { deleteKyma } from './kyma/deletion.js';
 import { isPaused, reconcileLiveKyma } from './kyma/pass.js';
+import type { FullPasses } from './kyma/pass-inputs.js';
 import type { KymaReads } from './kyma-reads.js';
 import { markOrphanedManifests } from './manifests/install.js';
 import type { MirrorLanes } from './modules/mirror-lanes.js';
@@ -39,6 +40,8 @@ export interface ReconcilerDeps {
   /** Every SKR request of one pass is aborted once this has passed. */
   deadlineMs: number;
   metrics?: PassMetrics;
+  /** The last full pass of each Kyma: a pass with the same inputs leaves the SKR alone; none: every pass is full. */
+  fullPasses?: FullPasses;
 }
 
 /** Epoch milliseconds, comparable with other processes' log lines. */
@@ -90,7 +93,7 @@ async function pass(
       return { result: {}, label: 'paused' };
     }
     if (kyma.metadata.deletionTimestamp) return await deleting(deps, ctx, kymaKey, kyma);
-    const outcome = await reconcileLiveKyma(ctx, kyma);
+    const outcome = await reconcileLiveKyma(ctx, kyma, deps.fullPasses);
     deps.kymas.remember(kymaKey, outcome.resourceVersion);
     return { result: requeue(outcome.requeueAfterMs), label: (outcome.state ?? 'ready').toLowerCase() };
   } catch (error) {
@@ -109,6 +112,7 @@ async function kymaGone(
   name: string,
 ): Promise<{ result: ReconcileResult; label: string }> {
   deps.kymas.forget(kymaKey);
+  deps.fullPasses?.distrust(kymaKey);
   await ctx.skrClients.evict(name);
   const orphaned = await markOrphanedManifests(ctx, namespace, name);
   if (orphaned > 0)
@@ -126,6 +130,7 @@ async function deleting(
   kyma: Kyma,
 ): Promise<{ result: ReconcileResult; label: string }> {
   deps.kymas.forget(kymaKey);
+  deps.fullPasses?.distrust(kymaKey);
   // Mirrors that read the Kyma before its deletionTimestamp finish first, so none writes a ModuleConfig after the
   // deletion removed it; those queued from now on read the timestamp and write nothing.
   await deps.lanes.drain(kymaKey);

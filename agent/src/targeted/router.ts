@@ -5,6 +5,7 @@
 //
 //   what came in                               path                  full pass
 //   callback without fingerprint (upstream's)  none                  now, and again after unfingerprintedRecheckMs
+//                                                                    (the write may not show yet at the first)
 //   callback, object a module installed        drift revert          now; none when the revert is deferred (the
 //                                                                    object's revert window is not over: the
 //                                                                    Kyma's scheduled passes put it back)
@@ -18,8 +19,9 @@
 // A pass "now" goes through `fullPass.now` (the agent paces callbacks': one per Kyma per interval, so a flood of
 // callbacks costs one); a later one through `fullPass.after` (the queue keeps the earliest schedule). The window lets a burst
 // of edits cost one pass, and a spec edit the status already covers none: on a busy agent those passes competed
-// with the targeted work of the next edits.
-import { MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
+// with the targeted work of the next edits. A pass whose inputs did not change leaves the SKR alone (decision 029): a
+// callback about anything but the SKR Kyma or a mirrored Module CR makes the Kyma's next pass a full one (`distrust`).
+import { GROUP, KINDS, MODULE_MIRROR, hasFingerprint } from '@skr-watcher/api';
 import type { Logger } from '@skr-watcher/telemetry';
 import type { AcceptedEvent } from '../listener/index.js';
 import type { ObjectChangeResult, TargetedPaths } from './paths.js';
@@ -33,6 +35,11 @@ export interface FullPass {
   now(kymaKey: string, trigger: FullPassTrigger): void;
   /** Runs it after `ms`, unless one is due sooner. */
   after(kymaKey: string, ms: number): void;
+  /**
+   * The Kyma's next pass re-applies everything even if its inputs did not change (the no-op rule, decision 029):
+   * the callback was about something those inputs do not show.
+   */
+  distrust?(kymaKey: string): void;
 }
 
 export interface TargetedRouter {
@@ -52,6 +59,8 @@ export function createTargetedRouter({ paths, fullPass, logger }: RouterDeps): T
   return {
     callback(kymaKey, event) {
       if (!event?.fingerprint || !hasFingerprint(event.fingerprint)) {
+        // Which write it announces is not known: the SKR Kyma's is among a pass's inputs, any other object's is not.
+        if (!event || !isKyma(event.gvk)) fullPass.distrust?.(kymaKey);
         fullPass.now(kymaKey, 'callback');
         if (event) fullPass.after(kymaKey, MODULE_MIRROR.unfingerprintedRecheckMs);
         return;
@@ -64,13 +73,14 @@ export function createTargetedRouter({ paths, fullPass, logger }: RouterDeps): T
         receivedAtMs: event.receivedAt.getTime(),
       };
       void paths.objectChanged(kymaKey, change).then(
-        (result) => followObjectChange(fullPass, kymaKey, result),
+        (result) => followObjectChange(fullPass, kymaKey, result, isKyma(event.gvk)),
         (error: unknown) => {
           // The full pass retries whatever failed here, with backoff and status.
           logger.debug(
             { err: error, kyma: kymaKey, gvk: event.gvk, name: event.watched.name },
             'targeted path failed',
           );
+          fullPass.distrust?.(kymaKey);
           fullPass.now(kymaKey, 'callback');
         },
       );
@@ -90,17 +100,33 @@ export function createTargetedRouter({ paths, fullPass, logger }: RouterDeps): T
   };
 }
 
-function followObjectChange(fullPass: FullPass, kymaKey: string, result: ObjectChangeResult): void {
-  // Something in the SKR keeps changing an installed object: a pass per write would revert it at the pace of the
-  // fight, which the drift revert's windows exist to bound.
-  if (result.path === 'drift' && result.outcome === 'deferred') return;
+function followObjectChange(
+  fullPass: FullPass,
+  kymaKey: string,
+  result: ObjectChangeResult,
+  aboutKyma: boolean,
+): void {
+  if (result.path === 'drift') {
+    // The next pass re-applies the whole set, whenever it runs.
+    fullPass.distrust?.(kymaKey);
+    // Something in the SKR keeps changing an installed object: a pass per write would revert it at the pace of the
+    // fight, which the drift revert's windows exist to bound.
+    if (result.outcome !== 'deferred') fullPass.now(kymaKey, 'callback');
+    return;
+  }
+  // The ModuleConfig holds the Module CR's spec: a change of it is a change of the pass's inputs.
   if (result.path === 'mirror' && (result.outcome === 'mirrored' || result.outcome === 'unchanged')) {
     if (result.kymaStatusChanged !== false) fullPass.after(kymaKey, MODULE_MIRROR.fullReconcileAfterMirrorMs);
     return;
   }
-  // A drift revert (the pass re-applies the whole set), a Kyma edit, a module without ModuleConfig yet, a Module CR
-  // gone or never shown: the full pass's job, at once.
+  // A Kyma edit, a module without ModuleConfig yet, a Module CR gone or never shown: the full pass's job, at once.
+  // Of those, only the Kyma's spec is among its inputs.
+  if (!aboutKyma) fullPass.distrust?.(kymaKey);
   fullPass.now(kymaKey, 'callback');
+}
+
+function isKyma(gvk: { group: string; kind: string }): boolean {
+  return gvk.group === GROUP && gvk.kind === KINDS.kyma.kind;
 }
 
 function followSyncResourceApply(

@@ -23,6 +23,7 @@ export function testRunFlags(namespace: string, overrides: Partial<RunFlags> = {
     requeueError: '500ms',
     resyncInterval: '10m',
     driftRevertBackoff: '1s',
+    fullReapplyInterval: '1h',
     logLevel: 'silent',
     skrWebhookImage: 'unused',
     skrWebhookNamespace: DEFAULTS.skrNamespace,

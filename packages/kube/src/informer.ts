@@ -32,6 +32,25 @@ export type {
 export { objectKey } from './informer/store.js';
 export { customResourceSource, metadataOnly, secretSource } from './informer/sources.js';
 
+/** Silence that restarts a watch, by default (InformerOptions.watchdogMs). */
+const DEFAULT_WATCHDOG_MS = 5 * 60_000;
+/** How much later than the watchdog client-node's own silence bound ends a watch: the watchdog is the rule. */
+const WATCH_SILENCE_MARGIN_MS = 5_000;
+
+/**
+ * client-node's Watch with its silence bound set to `silenceMs`. Its default aborts a watch that received no bytes
+ * for 30 s, but an API server with nothing to report sends a watch only a bookmark every 1 to 2 min (and one 2 s
+ * before its timeoutSeconds): every quiet watch was cut and opened again every 30 s, about 20 watch requests a
+ * minute from an idle agent. The bound has no setter; the property is checked, so an upgrade that renames it fails
+ * loudly instead of bringing the 30 s back.
+ */
+function quietTolerant(watcher: Watch, silenceMs: number): Watch {
+  if (typeof (watcher as unknown as Record<string, unknown>)['requestTimeoutMs'] !== 'number')
+    throw new Error("client-node's Watch has no requestTimeoutMs: its silence bound cannot be set");
+  Object.assign(watcher, { requestTimeoutMs: silenceMs });
+  return watcher;
+}
+
 export class ResilientInformer<T extends CachedObject> {
   readonly resource: string;
   private readonly kubeConfig: KubeConfig;
@@ -59,7 +78,7 @@ export class ResilientInformer<T extends CachedObject> {
     this.kubeConfig = options.kubeConfig;
     this.source = options.source;
     this.resource = options.source.resource;
-    this.watchdogMs = options.watchdogMs ?? 120_000;
+    this.watchdogMs = options.watchdogMs ?? DEFAULT_WATCHDOG_MS;
     this.resyncMs = options.resyncMs ?? 600_000;
     this.pageSize = options.pageSize ?? 500;
     this.transform = options.transform ?? ((object) => object);
@@ -244,8 +263,11 @@ export class ResilientInformer<T extends CachedObject> {
 
   private async watchOnce(): Promise<WatchOutcome> {
     if (this.stopped) return 'stopped';
-    const watcher = new Watch(
-      this.source.metadataOnly ? accepting(this.kubeConfig, PARTIAL_OBJECT_METADATA) : this.kubeConfig,
+    const watcher = quietTolerant(
+      new Watch(
+        this.source.metadataOnly ? accepting(this.kubeConfig, PARTIAL_OBJECT_METADATA) : this.kubeConfig,
+      ),
+      this.watchdogMs + WATCH_SILENCE_MARGIN_MS,
     );
     const watch = openWatch(
       watcher,

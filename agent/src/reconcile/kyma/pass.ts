@@ -1,7 +1,8 @@
 // One reconcile pass of a live KCP Kyma, as a list of named steps: the finalizer, the SKR client, the SKR side
 // (CRDs and the SKR Kyma), then SKR_STEPS in order (the image pull Secret, modules, the module catalog,
 // SyncResources, the SKR webhook), then status on both Kymas. Each pass reads both clusters and converges; nothing is
-// remembered between passes that the clusters do not hold. A failure of the whole SKR side (unreachable, no
+// remembered between passes that the clusters do not hold, but what lets a pass with unchanged inputs rest
+// (pass-inputs.ts), which only saves work. A failure of the whole SKR side (unreachable, no
 // credentials, no CRDs) ends the pass with `SKRConnected=False`, an Event, and a throw that backs off; a KCP failure
 // (recognised by the KCP client itself, whatever socket error it was) throws as it is.
 import { DEFAULTS, LABELS, type Kyma, type ResourceState, type SyncedObject } from '@skr-watcher/api';
@@ -20,8 +21,9 @@ import { ensureSkrCrds, forgetCrdCheck } from './crds.js';
 import { addFinalizerAt } from './finalizers.js';
 import { syncImagePullSecret } from './image-pull-secret.js';
 import { conditionsOf, modulesWithoutSkr, stateOf, writeStatuses, type PassFindings } from './pass-status.js';
+import { passInputsDigest, statusAtRest, type FullPasses } from './pass-inputs.js';
 import { ensureSkrKyma, skrKymaRef, watchedLabels } from './skr-kyma.js';
-import { reconcileSkrWebhook } from './skr-webhook.js';
+import { reconcileSkrWebhook, webhookAtRest } from './skr-webhook.js';
 
 export interface KymaOutcome {
   state: ResourceState | undefined;
@@ -53,6 +55,8 @@ export class SkrFailure extends Error {
 interface LivePass {
   ctx: ReconcileContext;
   kyma: Kyma;
+  /** namespace/name */
+  key: string;
   log: Logger;
   /** The KCP Kyma's resourceVersion after the finalizer step. */
   resourceVersion: string | undefined;
@@ -89,13 +93,27 @@ const SKR_STEPS: readonly SkrStep[] = [
   { name: 'SKR webhook', run: webhookStep },
 ];
 
-export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Promise<KymaOutcome> {
+/**
+ * One pass of a live Kyma. With `fullPasses`, a pass whose inputs are those of the Kyma's last full pass (within its
+ * re-apply interval) and whose webhook is not in doubt leaves the SKR alone after reading the SKR Kyma (pass-inputs.ts).
+ */
+export async function reconcileLiveKyma(
+  ctx: ReconcileContext,
+  kyma: Kyma,
+  fullPasses?: FullPasses,
+): Promise<KymaOutcome> {
   const pass = await beginPass(ctx, kyma);
   const skr = await connectSkr(pass);
   const found: PassFindings = { modules: [], syncOutcomes: [] };
   let side: SkrSide;
+  let inputs: string | undefined;
   try {
     side = await ensureSkrSide(pass, skr);
+    inputs = fullPasses ? await inputsOf(pass, side) : undefined;
+    if (fullPasses && inputs !== undefined) {
+      const rested = await restingPass(pass, side, fullPasses, inputs);
+      if (rested) return rested;
+    }
     for (const step of SKR_STEPS) await step.run(pass, side, found);
   } catch (error) {
     if (error instanceof SkrFailure) return failSkr(pass, error);
@@ -105,7 +123,57 @@ export async function reconcileLiveKyma(ctx: ReconcileContext, kyma: Kyma): Prom
       return failSkr(pass, new SkrFailure('SKRUnreachable', messageOf(error), { cause: error }));
     throw error; // a KCP failure: back off
   }
-  return finishPass(pass, side, found);
+  const outcome = await finishPass(pass, side, found);
+  // Only a pass that found everything in place, and no webhook object put back (callbacks may have been lost while
+  // it was gone), lets the next passes with these inputs rest.
+  if (fullPasses && inputs !== undefined && outcome.state === 'Ready' && !found.webhook?.restored)
+    fullPasses.record(pass.key, inputs, ctx.clock().getTime());
+  return outcome;
+}
+
+/** The digest of what the pass has read so far: the KCP reads started at its beginning, and the SKR Kyma. */
+async function inputsOf(pass: LivePass, side: SkrSide): Promise<string | undefined> {
+  const [catalog, configs, syncs] = await Promise.all([
+    pass.reads.catalog,
+    pass.reads.configs,
+    pass.reads.syncs,
+  ]);
+  return passInputsDigest(pass.ctx, {
+    kyma: pass.kyma,
+    skrKyma: side.skrKyma,
+    skr: side.skr,
+    catalog,
+    watchers: side.watchers,
+    configs,
+    syncs,
+  });
+}
+
+/**
+ * The pass at rest: its inputs are those of the Kyma's last full pass, its status is Ready and the webhook is not in
+ * doubt. Nothing is written (but a probe that is due); the Kyma's status stays what that full pass wrote.
+ */
+async function restingPass(
+  pass: LivePass,
+  side: SkrSide,
+  fullPasses: FullPasses,
+  inputs: string,
+): Promise<KymaOutcome | undefined> {
+  const { ctx, kyma } = pass;
+  if (!statusAtRest(kyma) || !fullPasses.covers(pass.key, inputs, ctx.clock().getTime())) return undefined;
+  const webhook = ctx.registration
+    ? await webhookAtRest(ctx, ctx.registration, kyma, side.skr, skrKymaRef(kyma))
+    : { doubt: false as const };
+  if (webhook.doubt) {
+    fullPasses.distrust(pass.key);
+    return undefined;
+  }
+  pass.log.debug('inputs unchanged since the last full pass: the SKR left as it is');
+  return {
+    state: 'Ready',
+    requeueAfterMs: Math.min(ctx.requeue.Ready, webhook.requeueAfterMs ?? Infinity),
+    resourceVersion: pass.resourceVersion,
+  };
 }
 
 /** Step: our finalizer on the Kyma; the KCP reads that do not depend on the SKR start now. */
@@ -119,8 +187,9 @@ async function beginPass(ctx: ReconcileContext, kyma: Kyma): Promise<LivePass> {
     watchers: listWatchers(ctx.kcp, ctx.namespace, ctx.caches?.watchers()),
   };
   for (const read of Object.values(reads)) (read as Promise<unknown>).catch(() => undefined);
-  const log = ctx.logger.child({ kyma: `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}` });
-  return { ctx, kyma, log, resourceVersion, reads };
+  const key = `${kyma.metadata.namespace ?? ctx.namespace}/${kymaName}`;
+  const log = ctx.logger.child({ kyma: key });
+  return { ctx, kyma, key, log, resourceVersion, reads };
 }
 
 /** Step: the SKR client from the Kyma's kubeconfig Secret. */
@@ -249,13 +318,12 @@ async function finishPass(pass: LivePass, side: SkrSide, found: PassFindings): P
 }
 
 /** Ends the pass on an SKR-side failure: `SKRConnected=False` with its reason, an Event, and a throw. */
-async function failSkr({ ctx, kyma }: LivePass, failure: SkrFailure): Promise<never> {
+async function failSkr({ ctx, kyma, key }: LivePass, failure: SkrFailure): Promise<never> {
   const status = kymaStatus(ctx, kyma, 'Error', modulesWithoutSkr(kyma.status?.modules ?? [], failure), [
     { type: CONDITIONS.skrConnected, ok: false, reason: failure.reason, message: failure.message },
   ]);
   if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status);
   await ctx.events.warning(eventTarget(ctx, kyma), failure.reason, failure.message);
-  const key = `${kyma.metadata.namespace ?? ctx.namespace}/${kyma.metadata.name}`;
   throw new Error(`reconcile Kyma ${key}: ${failure.message}`, { cause: failure });
 }
 

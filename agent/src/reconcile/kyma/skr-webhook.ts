@@ -22,6 +22,8 @@ export interface SkrWebhookOutcome {
   state: ResourceState;
   /** Look again this soon (a probe is out). */
   requeueAfterMs?: number;
+  /** This pass put back webhook objects someone deleted or changed: callbacks may have been lost meanwhile. */
+  restored?: boolean;
 }
 
 export async function reconcileSkrWebhook(
@@ -70,7 +72,7 @@ export async function reconcileSkrWebhook(
   const noEvent = { type: SKR_WEBHOOK_CONDITION, ok: false, reason: 'NoEventFromWebhook' };
   switch (verdict.kind) {
     case 'healthy':
-      return { condition: installed, state: 'Ready' };
+      return { condition: installed, state: 'Ready', ...restoredFlag(result) };
     case 'waiting':
       // A pass in the middle of a probe (a Kyma edit woke it) keeps what the last probe found.
       if (verdict.broken !== undefined)
@@ -79,22 +81,76 @@ export async function reconcileSkrWebhook(
           state: 'Warning',
           requeueAfterMs: verdict.afterMs,
         };
-      return { condition: installed, state: 'Ready', requeueAfterMs: verdict.afterMs };
+      return {
+        condition: installed,
+        state: 'Ready',
+        requeueAfterMs: verdict.afterMs,
+        ...restoredFlag(result),
+      };
     case 'probe':
     case 'broken': {
-      // A harmless write the webhook must turn into an event: an annotation on the SKR Kyma.
-      await mergePatchCustomObject(skr.custom, skrKymaRef, {
-        metadata: { annotations: { [ANNOTATIONS.watcherProbe]: now.toISOString() } },
-      });
-      settings.health?.recordProbe(runtimeId, now);
+      await writeProbe(settings, runtimeId, skr, skrKymaRef, now);
       if (verdict.kind === 'probe')
-        return { condition: installed, state: 'Ready', requeueAfterMs: verdict.timeoutMs };
+        return {
+          condition: installed,
+          state: 'Ready',
+          requeueAfterMs: verdict.timeoutMs,
+          ...restoredFlag(result),
+        };
       return {
         condition: { ...noEvent, message: verdict.message },
         state: 'Warning',
         requeueAfterMs: verdict.timeoutMs,
       };
     }
+  }
+}
+
+function restoredFlag(result: { restored?: string[] }): { restored?: true } {
+  return result.restored && result.restored.length > 0 ? { restored: true } : {};
+}
+
+/** A harmless write the webhook must turn into an event: an annotation on the SKR Kyma. */
+async function writeProbe(
+  settings: RegistrationSettings,
+  runtimeId: string,
+  skr: ClusterClient,
+  skrKymaRef: Parameters<typeof mergePatchCustomObject>[1],
+  now: Date,
+): Promise<void> {
+  await mergePatchCustomObject(skr.custom, skrKymaRef, {
+    metadata: { annotations: { [ANNOTATIONS.watcherProbe]: now.toISOString() } },
+  });
+  settings.health?.recordProbe(runtimeId, now);
+}
+
+/**
+ * The webhook's health on a pass that leaves the SKR otherwise alone (pass-inputs.ts): in doubt once a probe went
+ * unanswered (callbacks may be lost, so the pass re-applies everything); else a probe written when one is due, and
+ * when to look again.
+ */
+export async function webhookAtRest(
+  ctx: ReconcileContext,
+  settings: RegistrationSettings,
+  kyma: Kyma,
+  skr: ClusterClient,
+  skrKymaRef: Parameters<typeof mergePatchCustomObject>[1],
+): Promise<{ doubt: true } | { doubt: false; requeueAfterMs?: number }> {
+  const now = ctx.clock();
+  const runtimeId = kyma.metadata.labels?.[LABELS.runtimeId] ?? '';
+  const verdict = settings.health?.assess(runtimeId, now) ?? { kind: 'healthy' as const };
+  switch (verdict.kind) {
+    case 'healthy':
+      return { doubt: false };
+    case 'waiting':
+      return verdict.broken === undefined
+        ? { doubt: false, requeueAfterMs: verdict.afterMs }
+        : { doubt: true };
+    case 'probe':
+      await writeProbe(settings, runtimeId, skr, skrKymaRef, now);
+      return { doubt: false, requeueAfterMs: verdict.timeoutMs };
+    case 'broken':
+      return { doubt: true };
   }
 }
 

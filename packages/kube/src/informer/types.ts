@@ -44,7 +44,11 @@ export interface InformerHandlers<T> {
 export interface InformerOptions<T> {
   kubeConfig: KubeConfig;
   source: InformerSource<T>;
-  /** Restarts a watch that delivered no event (bookmarks count) for this long. Default 120 s. */
+  /**
+   * Restarts a watch that delivered no event (bookmarks count) for this long. Default 5 min: a quiet collection gets a
+   * bookmark every 1 to 2 min (kube-apiserver 1.35: every minute once its watch cache saw an event, about every two
+   * before), and the server ends every watch within 10 min anyway.
+   */
   watchdogMs?: number;
   /**
    * Resync interval: every cached object is then reported to onUpdate again, from the cache. Nothing is listed for

@@ -91,7 +91,8 @@ export function openWatch(
     const done = (error: unknown) => {
       if (!error) return finish('closed');
       if (statusCodeOf(error) === 410) return finish('gone');
-      // client-node aborts a watch that received no bytes for 30 s: a silent connection, not a failure.
+      // client-node aborts a watch that received no bytes for its silence bound (the informer sets it past the
+      // watchdog): a silent connection, not a failure.
       if ((error as { name?: unknown }).name === 'TimeoutError') return finish('timeout');
       if ((error as { name?: unknown }).name === 'AbortError' && finished) return;
       finish(new WatchFailure(`watch ${request.resource}`, statusCodeOf(error), { cause: error }));
