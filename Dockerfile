@@ -40,14 +40,24 @@ RUN node node_modules/typescript/bin/tsc -b packages/api packages/pki packages/t
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && rm -rf node_modules/@skr-watcher/testenv node_modules/.package-lock.json
 # The commands on PATH: each name links to its entry point, which starts `#!/usr/bin/env node`. The runtime base
-# may lack env (distroless has no coreutils): it comes from here, as a file (busybox's is a link to itself).
-RUN mkdir -p /image/app/bin /image/usr/bin \
- && chmod 755 agent/dist/bundle/main.js webhook/dist/main.js certs/dist/main.js modules/dist/main.js \
- && ln -s ../agent/dist/bundle/main.js /image/app/bin/skr-agent \
- && ln -s ../webhook/dist/main.js /image/app/bin/skr-webhook \
- && ln -s ../certs/dist/main.js /image/app/bin/skr-certs \
- && ln -s ../modules/dist/main.js /image/app/bin/skr-modules \
- && cp -L /usr/bin/env /image/usr/bin/env
+# may lack env (distroless has no coreutils): it comes from here, as a file (busybox's is a link to itself). Node
+# does the work: the build bases differ in their shell tools, both have node.
+RUN node -e " \
+      const fs = require('node:fs'); \
+      fs.mkdirSync('/image/app/bin', { recursive: true }); \
+      fs.mkdirSync('/image/usr/bin', { recursive: true }); \
+      for (const [command, entry] of [ \
+        ['skr-agent', 'agent/dist/bundle/main.js'], \
+        ['skr-webhook', 'webhook/dist/main.js'], \
+        ['skr-certs', 'certs/dist/main.js'], \
+        ['skr-modules', 'modules/dist/main.js'], \
+      ]) { \
+        fs.chmodSync(entry, 0o755); \
+        fs.symlinkSync('../' + entry, '/image/app/bin/' + command); \
+      } \
+      fs.copyFileSync('/usr/bin/env', '/image/usr/bin/env'); \
+      fs.chmodSync('/image/usr/bin/env', 0o755); \
+    "
 
 FROM ${RUNTIME_IMAGE}
 WORKDIR /app

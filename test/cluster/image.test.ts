@@ -131,7 +131,7 @@ describe('the image from the Dockerfile runs every shipped command in a containe
     expect(output.trim()).to.match(versionLine('skr-agent'));
   });
 
-  it("runs the agent's run command by default, which lists its flags when asked", async () => {
+  it('passes `run` and its flags to the agent, as the shipped Deployment does', async () => {
     const { exitCode, reason, output } = await runToEnd('agent-run-help', { args: ['run', '--help'] });
     expect(exitCode, `${reason}\n${output}`).to.equal(0);
     expect(output).to.include('--skr-webhook-image');

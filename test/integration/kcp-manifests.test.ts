@@ -1,6 +1,7 @@
 // manifests/kcp as an operator installs it: a real kubectl (built by testenv from k8s.io/kubectl, its kustomize
 // included) against a fresh KCP API server: `kubectl apply -k manifests/kcp` creates every object in one go, and the
-// image is set in one place (kustomize images:) that also names the webhook the agent installs in SKRs.
+// image is set in one place (kustomize images:) that also names the webhook the agent installs in SKRs; and
+// manifests/monitoring's ServiceMonitor finds the agent and presents a token that may read its /metrics.
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -39,6 +40,29 @@ interface Rendered {
   kind: string;
   metadata: { name: string; namespace?: string };
   spec?: { template?: { spec?: { containers?: V1Container[] } } };
+}
+
+/** What the monitoring test reads of the rendered objects. */
+interface Monitored {
+  apiVersion: string;
+  kind: string;
+  type?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  spec?: {
+    jobLabel?: string;
+    selector?: { matchLabels?: Record<string, string> };
+    namespaceSelector?: { matchNames?: string[] };
+    ports?: { name?: string }[];
+    endpoints?: {
+      port?: string;
+      authorization?: { type?: string; credentials?: { name?: string; key?: string } };
+    }[];
+  };
 }
 
 function agentContainer(objects: Rendered[]): V1Container {
@@ -136,5 +160,74 @@ describe('manifests/kcp with a real kubectl against a fresh KCP', function () {
     const container = deployment.spec?.template.spec?.containers.find((c) => c.name === 'agent');
     if (!container) throw new Error('no agent container in the applied Deployment');
     expect(images(container)).to.deep.equal({ agent: `${ours}@${digest}`, webhook: `${ours}@${digest}` });
+  });
+
+  it("manifests/monitoring's ServiceMonitor selects the agent's metrics Service and scrapes it with a token that may read /metrics", async () => {
+    // The component as an overlay of manifests/kcp uses it (the Prometheus Operator's kinds are not in this KCP:
+    // only the rest is applied).
+    const overlay = join(parent, 'monitoring-overlay');
+    await mkdir(overlay, { recursive: true });
+    await writeFile(
+      join(overlay, 'kustomization.yaml'),
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        'resources:',
+        `  - ${relative(overlay, KCP)}`,
+        'components:',
+        `  - ${relative(overlay, join(MANIFESTS, 'monitoring'))}`,
+        '',
+      ].join('\n'),
+    );
+    const built = await k('kustomize', overlay);
+    expect(built.status, built.stderr).to.equal(0);
+    const objects = parseAllDocuments(built.stdout).map((d) => d.toJS() as Monitored);
+    const monitor = objects.find((o) => o.kind === 'ServiceMonitor');
+    if (!monitor?.spec) throw new Error('no ServiceMonitor in manifests/monitoring');
+    const selected = objects.filter(
+      (o) =>
+        o.kind === 'Service' &&
+        o.metadata.namespace !== undefined &&
+        monitor.spec?.namespaceSelector?.matchNames?.includes(o.metadata.namespace) &&
+        Object.entries(monitor.spec?.selector?.matchLabels ?? {}).every(
+          ([key, value]) => o.metadata.labels?.[key] === value,
+        ),
+    );
+    expect(selected.map((o) => o.metadata.name)).to.deep.equal(['skr-agent-metrics']);
+    const [service] = selected;
+    const [endpoint] = monitor.spec.endpoints ?? [];
+    expect(service?.spec?.ports?.map((port) => port.name)).to.include(endpoint?.port);
+    // The job label the alerts read `up` of.
+    expect(service?.metadata.labels?.[monitor.spec.jobLabel ?? '']).to.equal('skr-agent');
+
+    // The token comes from a Secret (authorization), not from Prometheus's own file (bearerTokenFile, deprecated).
+    expect(endpoint).to.not.have.property('bearerTokenFile');
+    expect(endpoint?.authorization?.type).to.equal('Bearer');
+    const secret = objects.find(
+      (o) => o.kind === 'Secret' && o.metadata.name === endpoint?.authorization?.credentials?.name,
+    );
+    expect(secret?.type).to.equal('kubernetes.io/service-account-token');
+    const account = secret?.metadata.annotations?.['kubernetes.io/service-account.name'];
+    expect(account, 'the token Secret names its ServiceAccount').to.be.a('string');
+
+    // Applied to the KCP, that ServiceAccount may GET /metrics, as the agent's SubjectAccessReview asks.
+    const rest = join(overlay, 'without-operator-kinds.yaml');
+    await writeFile(
+      rest,
+      objects
+        .filter((o) => !o.apiVersion.startsWith('monitoring.coreos.com/'))
+        .map((o) => JSON.stringify(o))
+        .join('\n---\n'),
+    );
+    const applied = await k('apply', '-f', rest);
+    expect(applied.stderr).to.equal('');
+    const allowed = await k(
+      'auth',
+      'can-i',
+      'get',
+      '/metrics',
+      `--as=system:serviceaccount:${secret?.metadata.namespace}:${account}`,
+    );
+    expect(allowed.stdout.trim()).to.equal('yes');
   });
 });
