@@ -2,7 +2,7 @@
 // registry and started by containerd, each shipped command as the image's default entrypoint (skr-agent) or by name
 // (a container's `command`), with nothing but what the image holds. A command the image lacks, or one whose modules
 // do not all resolve in it, fails here as it would in a cluster.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -106,9 +106,7 @@ describe('the image from the Dockerfile runs every shipped command in a containe
         throw new Error(`Pod ${name} cannot run: ${waiting.reason}: ${waiting.message ?? ''}`);
       const terminated = status?.state?.terminated;
       if (terminated) {
-        const output = await core
-          .readNamespacedPodLog({ name, namespace: NAMESPACE, container: 'command' })
-          .catch((error: unknown) => `(no log: ${String(error)})`);
+        const output = await containerOutput(name, current.metadata?.uid ?? '');
         return {
           exitCode: terminated.exitCode,
           reason: `${terminated.reason ?? ''} ${terminated.message ?? ''}`.trim(),
@@ -121,6 +119,29 @@ describe('the image from the Dockerfile runs every shipped command in a containe
         );
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
+  }
+
+  /**
+   * What the container printed, from the kubelet's log file on the node (CRI format: time, stream, tag, text), as
+   * `kubectl logs` would show it.
+   */
+  async function containerOutput(name: string, uid: string): Promise<string> {
+    const file = join(
+      env.plane('kcp').dir,
+      'node',
+      'pod-logs',
+      `${NAMESPACE}_${name}_${uid}`,
+      'command',
+      '0.log',
+    );
+    const text = await readFile(file, 'utf8').catch(
+      (error: unknown) => `(no log at ${file}: ${String(error)})`,
+    );
+    return text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split(' ').slice(3).join(' '))
+      .join('\n');
   }
 
   const versionLine = (command: string) => new RegExp(`^${command} ${VERSION.replaceAll('.', '\\.')}\\b`);
