@@ -1,4 +1,5 @@
-# One image for skr-agent, skr-webhook and skr-certs: `docker build -t skr-watcher .`
+# One image for every shipped command: skr-agent (the entrypoint), skr-webhook, skr-certs and skr-modules (by name,
+# e.g. a container's `command: [skr-webhook]`). `docker build -t <registry>/skr-watcher:<tag> .`
 # Base images are pinned by digest and replaceable through build arguments: the tests build this file with
 # buildah from local bases (a Node 22 assembled from the npm `node` binary; see packages/testenv/src/images.ts),
 # since their machines reach no internet registry. Decision 014.
@@ -31,12 +32,32 @@ COPY packages ./packages
 COPY webhook ./webhook
 COPY agent ./agent
 COPY certs ./certs
+COPY modules ./modules
 COPY examples ./examples
-RUN node node_modules/typescript/bin/tsc -b packages/api packages/pki packages/telemetry packages/kube webhook agent certs \
-      packages/module-manager examples/sample-manager \
+RUN node node_modules/typescript/bin/tsc -b packages/api packages/pki packages/telemetry packages/kube packages/oci \
+      webhook agent certs modules packages/module-manager examples/sample-manager \
  && npm run --workspace agent bundle \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && rm -rf node_modules/@skr-watcher/testenv node_modules/.package-lock.json
+# The commands on PATH: each name links to its entry point, which starts `#!/usr/bin/env node`. The runtime base
+# may lack env (distroless has no coreutils): it comes from here, as a file (busybox's is a link to itself). Node
+# does the work: the build bases differ in their shell tools, both have node.
+RUN node -e " \
+      const fs = require('node:fs'); \
+      fs.mkdirSync('/image/app/bin', { recursive: true }); \
+      fs.mkdirSync('/image/usr/bin', { recursive: true }); \
+      for (const [command, entry] of [ \
+        ['skr-agent', 'agent/dist/bundle/main.js'], \
+        ['skr-webhook', 'webhook/dist/main.js'], \
+        ['skr-certs', 'certs/dist/main.js'], \
+        ['skr-modules', 'modules/dist/main.js'], \
+      ]) { \
+        fs.chmodSync(entry, 0o755); \
+        fs.symlinkSync('../' + entry, '/image/app/bin/' + command); \
+      } \
+      fs.copyFileSync('/usr/bin/env', '/image/usr/bin/env'); \
+      fs.chmodSync('/image/usr/bin/env', 0o755); \
+    "
 
 FROM ${RUNTIME_IMAGE}
 WORKDIR /app
@@ -58,6 +79,10 @@ COPY --from=build /src/agent/package.json ./agent/
 COPY --from=build /src/agent/dist ./agent/dist
 COPY --from=build /src/certs/package.json ./certs/
 COPY --from=build /src/certs/dist ./certs/dist
+COPY --from=build /src/packages/oci/package.json ./packages/oci/
+COPY --from=build /src/packages/oci/dist ./packages/oci/dist
+COPY --from=build /src/modules/package.json ./modules/
+COPY --from=build /src/modules/dist ./modules/dist
 COPY --from=build /src/packages/module-manager/package.json ./packages/module-manager/
 COPY --from=build /src/packages/module-manager/dist ./packages/module-manager/dist
 COPY --from=build /src/examples/sample-manager/package.json ./examples/sample-manager/
@@ -66,10 +91,14 @@ COPY manifests/crds ./manifests/crds
 # util-linux's chrt (libc only): the webhook's dispatch thread makes itself SCHED_IDLE with it, so admission
 # answers always take the core first (decision 015). Without it the thread keeps only a higher nice value.
 COPY --from=build /usr/bin/chrt /usr/bin/chrt
+COPY --from=build /image/usr/bin/env /usr/bin/env
+COPY --from=build /image/app/bin ./bin
 ENV NODE_ENV=production
+# The commands, then node where either base keeps it (distroless: /nodejs/bin).
+ENV PATH=/app/bin:/nodejs/bin:/usr/local/bin:/usr/bin:/bin
 USER 65532:65532
-# The image's entrypoint is node; pick the binary with the first argument:
-#   agent/dist/bundle/main.js run ...   webhook/dist/main.js   certs/dist/main.js ...
-#   examples/sample-manager/dist/main.js ... (the example module manager)
-# (agent/dist/main.js runs the same agent from the module tree; the bundle is one file, decision 017.)
-CMD ["agent/dist/main.js", "--help"]
+# The agent by default, as its bundle (one file, decision 017): `run …` in a Deployment's args. The other commands
+# by name: `command: [skr-webhook]`, `[skr-certs, …]`, `[skr-modules, …]`; `[node, examples/sample-manager/dist/main.js]`
+# runs the example module manager.
+ENTRYPOINT ["skr-agent"]
+CMD ["run"]

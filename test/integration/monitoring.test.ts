@@ -1,17 +1,27 @@
 // The shipped monitoring against the running system (decision 023): a real Prometheus (built from the Go module
 // proxy by testenv) scrapes the real agent (sharded, one replica) and the real SKR webhooks on real planes, and
-// evaluates the shipped PrometheusRule. Only the `for` durations are shortened to 3 s (their semantics are covered
-// by promtool's unit tests): a stopped webhook fires SkrWebhookSilent, a broken kubeconfig Secret fires
-// SkrUnreachable (and SkrKymasInError), and both resolve when fixed; a stopped module registry fires
-// SkrModuleRegistryFailing and SkrModulesInError, never SkrUnreachable. Every metric named in the rules and
-// dashboards is one the running processes export, read from their /metrics (names parsed by Prometheus itself).
+// evaluates the shipped PrometheusRules, KCP's and the SKR webhook's. Only the `for` durations are shortened to 3 s
+// (their semantics are covered by promtool's unit tests): a stopped webhook fires SkrWebhookSilent and
+// SkrWebhookNotScraped, a broken kubeconfig Secret fires SkrUnreachable (and SkrKymasInError), and both resolve when
+// fixed; a stopped module registry fires SkrModuleRegistryFailing and SkrModulesInError, never SkrUnreachable; a
+// stopped agent fires SkrAgentNotScraped; agents with --leader-elect of which none leads fire
+// SkrAgentReplicaWithoutLease. Every metric the KCP rules and dashboards name is one the agent exports (a KCP
+// Prometheus scrapes nothing else), every metric the SKR ones name is one the webhooks export and has a series from
+// the start, and every metric and flag a runbook names exists (names parsed by Prometheus itself).
 // The agent installs modules from a registry of this suite's own (so the suite can stop it).
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { stringify } from 'yaml';
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  V1MicroTime,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { freePort, startPrometheus, type RunningPrometheus } from '@skr-watcher/testenv';
@@ -26,7 +36,15 @@ import {
   type ModuleRegistry,
 } from '../support/system/modules.js';
 import { eventually } from '../support/eventually.js';
-import { DASHBOARD_DIR, shippedRules } from '../support/monitoring.js';
+import { ENTRY_POINTS, startChild, type Child } from '../support/system/children.js';
+import {
+  DASHBOARD_DIR,
+  ROOT,
+  SKR_DASHBOARD_DIR,
+  SKR_RULE_FILE,
+  shippedRules,
+  type RuleGroups,
+} from '../support/monitoring.js';
 
 interface Alert {
   labels: Record<string, string>;
@@ -79,12 +97,33 @@ function dashboardExprs(dashboard: unknown): string[] {
   return exprs;
 }
 
+/** Rules with every `for` shortened to 3 s. */
+function quickRules(rules: RuleGroups): RuleGroups {
+  for (const group of rules.groups) for (const rule of group.rules) if (rule.for) rule.for = '3s';
+  return rules;
+}
+
+/** Every query of a side of the monitoring: its rules' expressions and its dashboards' panel targets. */
+async function queriesOf(rules: RuleGroups, dashboardDir: string) {
+  const exprs: { where: string; expr: string }[] = [];
+  for (const group of rules.groups)
+    for (const rule of group.rules)
+      exprs.push({ where: `rule ${rule.alert ?? rule.record}`, expr: rule.expr });
+  for (const file of await readdir(dashboardDir)) {
+    const dashboard = JSON.parse(await readFile(join(dashboardDir, file), 'utf8')) as unknown;
+    for (const expr of dashboardExprs(dashboard)) exprs.push({ where: `dashboard ${file}`, expr });
+  }
+  return exprs;
+}
+
 describe('shipped monitoring: a real Prometheus scraping the agent and webhooks on real planes', function () {
   this.timeout(900_000);
   let parent: string;
   let system: LocalSystem;
   let prometheus: RunningPrometheus;
   let registry: ModuleRegistry;
+  let standby: Child | undefined;
+  let standbyPrometheus: RunningPrometheus | undefined;
   const started = Date.now();
 
   before(async () => {
@@ -110,8 +149,8 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
       ],
     });
     await createCatalog(system.kcp, system.namespace, greeter!);
-    const rules = await shippedRules();
-    for (const group of rules.groups) for (const rule of group.rules) if (rule.for) rule.for = '3s';
+    const rules = quickRules(await shippedRules());
+    const skrRules = quickRules(await shippedRules(SKR_RULE_FILE));
     prometheus = await startPrometheus({
       dir: join(parent, 'prometheus'),
       config: {
@@ -127,10 +166,15 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
           },
         ],
       },
-      ruleFiles: { 'skr-watcher.rules.yaml': stringify(rules) },
+      ruleFiles: {
+        'skr-watcher.rules.yaml': stringify(rules),
+        'skr-webhook.rules.yaml': stringify(skrRules),
+      },
     });
   });
   after(async () => {
+    await standbyPrometheus?.stop();
+    await standby?.stop();
     await prometheus?.stop();
     await system?.stop();
     await registry?.stop();
@@ -207,40 +251,93 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
     expect(ready.value[1]).to.equal('2');
     const [info] = await prometheus.query('skr_agent_build_info');
     expect(info?.metric['version']).to.match(/^\d+\.\d+\.\d+/);
-    expect((await alerts()).filter((alert) => alert.state === 'firing')).to.deep.equal([]);
+    // With `for` at 3 s the not-scraped alerts fire in the moment before the first scrapes; one evaluation later
+    // they are gone.
+    await eventually(
+      'no alert firing',
+      async () => ((await alerts()).some((alert) => alert.state === 'firing') ? undefined : true),
+      30_000,
+      1_000,
+    ).catch(async (error: unknown) => {
+      throw new Error(`${(error as Error).message}: ${JSON.stringify(await alerts())}`);
+    });
   });
 
-  it('every metric the rules and dashboards name is exported by the running agent or webhooks', async () => {
-    const scraped = new Set<string>();
-    const targets = [system.agentMetricsPort, ...system.skrs.map((skr) => skr.webhookMetricsPort)];
-    for (const port of targets) {
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      for (const name of exportedNames(text)) scraped.add(name);
-    }
-    // Prometheus's own series names (up, ALERTS) are not the system's: the files must not need them.
-    const exprs: { where: string; expr: string }[] = [];
-    for (const group of (await shippedRules()).groups)
-      for (const rule of group.rules)
-        exprs.push({ where: `rule ${rule.alert ?? rule.record}`, expr: rule.expr });
-    for (const file of await readdir(DASHBOARD_DIR)) {
-      const dashboard = JSON.parse(await readFile(join(DASHBOARD_DIR, file), 'utf8')) as unknown;
-      for (const expr of dashboardExprs(dashboard)) exprs.push({ where: `dashboard ${file}`, expr });
-    }
-    expect(exprs.length).to.be.at.least(40);
+  /** Names each process declares on its /metrics: the agent's, and the webhooks' together. */
+  const exported = async () => {
+    const names = async (port: number) =>
+      exportedNames(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+    const webhook = new Set<string>();
+    for (const skr of system.skrs) for (const name of await names(skr.webhookMetricsPort)) webhook.add(name);
+    return { agent: await names(system.agentMetricsPort), webhook };
+  };
+
+  it('every metric the KCP rules and dashboards name is exported by the agent, the SKR ones by the webhooks', async () => {
+    const { agent, webhook } = await exported();
+    // `up` is Prometheus's own: the not-scraped alerts read it for their job.
+    const sides = [
+      { what: 'KCP', exprs: await queriesOf(await shippedRules(), DASHBOARD_DIR), names: agent },
+      {
+        what: 'SKR',
+        exprs: await queriesOf(await shippedRules(SKR_RULE_FILE), SKR_DASHBOARD_DIR),
+        names: webhook,
+      },
+    ];
     const missing: string[] = [];
+    const seriesless: string[] = [];
     let checked = 0;
-    for (const { where, expr } of exprs) {
-      const names = await metricNamesIn(prometheus, expr);
-      expect(names.length, `${where}: ${expr} names a metric`).to.be.greaterThan(0);
-      for (const name of names) {
-        checked++;
-        if (!scraped.has(name)) missing.push(`${where}: ${name}`);
+    for (const side of sides) {
+      expect(side.exprs.length, side.what).to.be.at.least(side.what === 'KCP' ? 40 : 10);
+      for (const { where, expr } of side.exprs) {
+        const names = await metricNamesIn(prometheus, expr);
+        expect(names.length, `${where}: ${expr} names a metric`).to.be.greaterThan(0);
+        for (const name of names) {
+          checked++;
+          if (name === 'up') continue;
+          if (!side.names.has(name)) missing.push(`${side.what} ${where}: ${name}`);
+          // The webhook's panels and alerts have data from the start: no series waits for its first event.
+          else if (side.what === 'SKR' && (await prometheus.query(`count(${name})`)).length === 0)
+            seriesless.push(`${where}: ${name}`);
+        }
       }
     }
     console.log(
-      `      ${exprs.length} queries, ${checked} metric references, ${scraped.size} names exported`,
+      `      ${sides.map((side) => `${side.what} ${side.exprs.length}`).join(', ')} queries, ${checked} metric ` +
+        `references; exported: agent ${agent.size}, webhooks ${webhook.size} names`,
     );
-    expect(missing, 'metrics named but not exported').to.deep.equal([]);
+    expect(missing, 'metrics named but not exported by what that side scrapes').to.deep.equal([]);
+    expect(seriesless, 'SKR metrics named that have no series yet').to.deep.equal([]);
+  });
+
+  // The documents they link are checked with every other link of docs/ (test/integration/docs.test.ts).
+  it('every metric and flag a runbook names exists', async () => {
+    const { agent, webhook } = await exported();
+    // Flags of every binary, as the reference generated from their --help lists them.
+    const configuration = await readFile(join(ROOT, 'docs/configuration.md'), 'utf8');
+    const problems: string[] = [];
+    const runbooks = join(ROOT, 'docs/runbooks');
+    let references = 0;
+    for (const file of await readdir(runbooks)) {
+      const text = await readFile(join(runbooks, file), 'utf8');
+      for (const [, span] of text.matchAll(/`([^`]+)`/g)) {
+        const code = (span as string).replace(/\s+/g, ' ');
+        // A shell command line: its flags are kubectl's, jq's or curl's; only skr-* commands' flags are ours.
+        const command = /^(\S+)/.exec(code)?.[1] ?? '';
+        for (const [metric] of code.matchAll(/\b(?:skr|workqueue|leader_election)_[a-z0-9_]+\b/g)) {
+          references++;
+          if (!agent.has(metric) && !webhook.has(metric)) problems.push(`${file}: metric ${metric}`);
+        }
+        if (command.startsWith('-') || command.startsWith('skr-'))
+          for (const [flag] of code.matchAll(/(?:^|\s)(--[a-z][a-z0-9-]*)/g)) {
+            references++;
+            const name = (flag as string).trim();
+            if (!configuration.includes(`\`${name}`)) problems.push(`${file}: flag ${name}`);
+          }
+      }
+    }
+    console.log(`      ${references} references checked`);
+    expect(references).to.be.at.least(40);
+    expect(problems).to.deep.equal([]);
   });
 
   it('a stopped webhook fires SkrWebhookSilent; it resolves once the webhook is back', async () => {
@@ -249,10 +346,14 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
     try {
       const alert = await waitFiring('SkrWebhookSilent', poker('skr1'));
       expect(alert.value).to.equal('1e+00');
+      // The SKR's Prometheus sees it too: its scrapes of that webhook fail.
+      const notScraped = await waitFiring('SkrWebhookNotScraped');
+      expect(notScraped.labels['instance']).to.equal(`127.0.0.1:${skr.webhookMetricsPort}`);
     } finally {
       await skr.restartWebhook();
     }
     await waitResolved('SkrWebhookSilent', poker('skr1'));
+    await waitResolved('SkrWebhookNotScraped');
   });
 
   it('a broken kubeconfig Secret fires SkrUnreachable and SkrKymasInError; both resolve once it is fixed', async () => {
@@ -322,5 +423,79 @@ describe('shipped monitoring: a real Prometheus scraping the agent and webhooks 
     expect((await alerts()).filter((alert) => alert.labels['alertname'] === 'SkrUnreachable')).to.deep.equal(
       [],
     );
+  });
+
+  it('agents with --leader-elect of which none holds the Lease fire SkrAgentReplicaWithoutLease', async () => {
+    // Another replica holds the Lease and keeps it fresh for an hour: this one waits as a standby.
+    const lease = 'monitoring-test-leader';
+    const now = new V1MicroTime();
+    await system.kcp.makeApiClient(CoordinationV1Api).createNamespacedLease({
+      namespace: system.namespace,
+      body: {
+        metadata: { name: lease },
+        spec: {
+          holderIdentity: 'a-replica-elsewhere',
+          leaseDurationSeconds: 3600,
+          acquireTime: now,
+          renewTime: now,
+        },
+      },
+    });
+    const port = await freePort();
+    standby = startChild({
+      name: 'skr-agent (standby)',
+      entry: ENTRY_POINTS.agent,
+      logFile: join(parent, 'standby-agent.log'),
+      args: [
+        'run',
+        '--kubeconfig',
+        system.kcpKubeconfigPath,
+        '--namespace',
+        system.namespace,
+        '--leader-elect',
+        '--lease-name',
+        lease,
+        '--leader-identity',
+        'monitoring-standby',
+        '--metrics-address',
+        `127.0.0.1:${port}`,
+        // It never leads, so it never serves callbacks.
+        '--no-listener',
+        '--events-address',
+        `127.0.0.1:${await freePort()}`,
+      ],
+    });
+    // A KCP Prometheus whose agents are this standby only (the suite's own agent is sharded).
+    standbyPrometheus = await startPrometheus({
+      dir: join(parent, 'prometheus-standby'),
+      config: {
+        global: { scrape_interval: '2s', scrape_timeout: '2s', evaluation_interval: '1s' },
+        scrape_configs: [{ job_name: 'skr-agent', static_configs: [{ targets: [`127.0.0.1:${port}`] }] }],
+      },
+      ruleFiles: { 'skr-watcher.rules.yaml': stringify(quickRules(await shippedRules())) },
+    });
+    const fired = await eventually(
+      'SkrAgentReplicaWithoutLease firing for the standby fleet',
+      async () => {
+        if (!standby?.isRunning()) throw new Error(`the standby agent exited; see ${standby?.logFile}`);
+        const { alerts } = await standbyPrometheus!.api<{ alerts: Alert[] }>('alerts');
+        return alerts.find(
+          (a) => a.labels['alertname'] === 'SkrAgentReplicaWithoutLease' && a.state === 'firing',
+        );
+      },
+      180_000,
+      1_000,
+    );
+    console.log(`      SkrAgentReplicaWithoutLease fired for the standby (${seconds()} s into the test)`);
+    expect(fired.labels['instance']).to.equal(undefined);
+    const [up] = await standbyPrometheus.query('up');
+    expect(up?.value[1], 'the standby is scraped').to.equal('1');
+  });
+
+  // Last: the agent does not come back.
+  it('a stopped agent fires SkrAgentNotScraped', async () => {
+    await system.agent.stop();
+    const alert = await waitFiring('SkrAgentNotScraped');
+    expect(alert.labels['instance']).to.equal(`127.0.0.1:${system.agentMetricsPort}`);
   });
 });

@@ -13,6 +13,7 @@ interface EnvVar {
 
 interface Container {
   name: string;
+  command?: string[];
   args?: string[];
   env?: EnvVar[];
 }
@@ -39,10 +40,19 @@ export function shippedAgentEnv(): Record<string, string> {
   );
 }
 
-/** The script the agent container runs (its first argument; the image's working directory is the repository root). */
+const DOCKERFILE = new URL('../../Dockerfile', import.meta.url);
+
+/**
+ * The script the agent container runs: the image's entrypoint, skr-agent, which the Dockerfile links to a script
+ * (the image's working directory is the repository root). The container sets no command of its own.
+ */
 export function shippedAgentScript(): string {
-  const script = agentContainer().args?.[0];
-  if (!script?.endsWith('.js'))
-    throw new Error(`${MANIFEST.pathname}: the agent's first argument is not a script`);
+  const dockerfile = readFileSync(DOCKERFILE, 'utf8');
+  if (!/^ENTRYPOINT \["skr-agent"\]$/m.test(dockerfile))
+    throw new Error(`${DOCKERFILE.pathname}: the entrypoint is not skr-agent`);
+  const script = /\['skr-agent', '([^']+\.js)'\]/.exec(dockerfile)?.[1];
+  if (!script) throw new Error(`${DOCKERFILE.pathname}: no link that makes skr-agent a script`);
+  if (agentContainer().command)
+    throw new Error(`${MANIFEST.pathname}: the agent container sets a command of its own`);
   return fileURLToPath(new URL(`../../${script}`, import.meta.url));
 }

@@ -15,7 +15,7 @@ import { DispatchThread } from './dispatch/thread.js';
 import { parseKcpAddress } from './kcp-client.js';
 import { createWebhookMetrics } from './metrics.js';
 import { startAdmissionServer, type AdmissionServer } from './server.js';
-import { CertificateWatcher, readTlsMaterialPatiently } from './tls-reload.js';
+import { CertificateWatcher, readTlsMaterialPatiently, runtimeIdOf } from './tls-reload.js';
 import { ConfigurationWatch } from './configuration-watch.js';
 
 export { isRelevantChange, sameJson } from './admission.js';
@@ -67,13 +67,16 @@ export async function startWebhook(options: WebhookOptions): Promise<RunningWebh
     caCertFile: options.caCertFile,
     kcpAddr: options.kcpAddr,
   };
-  const logger = options.logger ?? createLogger('skr-webhook');
   const registry = options.registry ?? createRegistry();
   registerBuildInfo(registry, 'skr_webhook', buildInfo());
   const metrics = createWebhookMetrics(registry);
   const files = { certFile: config.tlsCertFile, keyFile: config.tlsKeyFile, caFile: config.caCertFile };
   // At start the files may be mid-swap (a Secret volume update): retry briefly before giving up.
   const material = await readTlsMaterialPatiently(files, options.startupCertWaitMs ?? 10_000);
+  // Every line names the SKR it comes from, so logs collected from many SKRs can be told apart and matched to the
+  // listener's (which logs the same runtime-id). A renewed certificate keeps the CN.
+  const runtimeId = runtimeIdOf(material.cert);
+  const logger = (options.logger ?? createLogger('skr-webhook')).child(runtimeId ? { runtimeId } : {});
   const address = parseKcpAddress(config.kcpAddr);
 
   // Callbacks run on a thread of their own, so admission answers never wait behind them (decision 015).

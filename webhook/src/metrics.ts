@@ -5,8 +5,19 @@ import type { DeliveryOutcome } from './dispatch/outcome.js';
 import type { DriftVerdict } from './drift.js';
 
 /** Why an admission request was not answered with a review. */
-export type AdmissionError =
-  'not_found' | 'method_not_allowed' | 'too_large' | 'over_budget' | 'bad_json' | 'invalid_review';
+export const ADMISSION_ERRORS = [
+  'not_found',
+  'method_not_allowed',
+  'too_large',
+  'over_budget',
+  'bad_json',
+  'invalid_review',
+] as const;
+export type AdmissionError = (typeof ADMISSION_ERRORS)[number];
+
+/** Results of a certificate reload from disk. */
+export const TLS_RELOAD_RESULTS = ['applied', 'failed'] as const;
+export type TlsReloadResult = (typeof TLS_RELOAD_RESULTS)[number];
 
 export interface AdmissionMetrics {
   /** Called once per answered request. */
@@ -26,7 +37,7 @@ export interface WebhookMetrics {
    * this brings its latest counts over first, so `/metrics` is exact.
    */
   refreshDispatchBeforeScrape(refresh: () => Promise<unknown>): void;
-  tlsReloaded(result: 'applied' | 'failed'): void;
+  tlsReloaded(result: TlsReloadResult): void;
 }
 
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
@@ -146,6 +157,20 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     return child;
   };
   for (const code of [200, 400, 404, 405, 413, 503]) codeChild(code).inc(0);
+  // Every known label value at 0 from the start: a series that appears only with its first increment hides that
+  // increment from rate() and increase(), and leaves its dashboard panel empty until then.
+  const errorBy = new Map<AdmissionError, Counter.Internal>();
+  for (const reason of ADMISSION_ERRORS) {
+    const child = errors.labels(reason);
+    child.inc(0);
+    errorBy.set(reason, child);
+  }
+  const reloadBy = new Map<TlsReloadResult, Counter.Internal>();
+  for (const result of TLS_RELOAD_RESULTS) {
+    const child = reloads.labels(result);
+    child.inc(0);
+    reloadBy.set(result, child);
+  }
   const droppedBy = new Map<DropReason, Counter.Internal>();
   for (const reason of DROP_REASONS) {
     const child = dropped.labels(reason);
@@ -165,7 +190,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
         duration.observe(seconds);
       },
       error(reason) {
-        errors.labels(reason).inc();
+        errorBy.get(reason)?.inc();
       },
       connectionRefused: () => refused.inc(),
       drift: (verdict) => driftBy[verdict].inc(),
@@ -180,7 +205,7 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       breaker: (open) => breakerOpen.set(open ? 1 : 0),
       threadScheduling: (policy) => schedIdle.set(policy === 'idle' ? 1 : 0),
     },
-    tlsReloaded: (result) => reloads.labels(result).inc(),
+    tlsReloaded: (result) => reloadBy.get(result)?.inc(),
     refreshDispatchBeforeScrape: (next) => {
       refresh = next;
     },

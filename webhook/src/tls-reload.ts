@@ -1,5 +1,6 @@
 // Certificate hot reload: Kubernetes updates Secret volumes by swapping a `..data` symlink, so the
 // directories are watched (not the files) and the files re-read; a poll covers missed events.
+import { X509Certificate } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -21,7 +22,15 @@ export interface TlsMaterial {
   ca: string;
 }
 
-/** Reads the three files and proves they form a usable context (key matches certificate, PEM parses). */
+/**
+ * The SKR's runtime-id: the Subject CN of the webhook's own certificate (the leaf, first in the file), the identity
+ * the KCP listener knows it by. Undefined when the certificate has no CN.
+ */
+export function runtimeIdOf(certPem: string): string | undefined {
+  const subject = new X509Certificate(certPem).subject;
+  return /^CN=(.+)$/m.exec(subject)?.[1];
+}
+
 /** Like readTlsMaterial, but retries for up to `waitMs`: a Secret volume may be caught between two files. */
 export async function readTlsMaterialPatiently(files: TlsFiles, waitMs: number): Promise<TlsMaterial> {
   const deadline = Date.now() + waitMs;
@@ -37,6 +46,7 @@ export async function readTlsMaterialPatiently(files: TlsFiles, waitMs: number):
   }
 }
 
+/** Reads the three files and proves they form a usable context (key matches certificate, PEM parses). */
 export async function readTlsMaterial(files: TlsFiles): Promise<TlsMaterial> {
   const read = async (path: string, what: string) => {
     try {

@@ -120,8 +120,8 @@ export function inClusterResourcesFor(options: InClusterOptions): Manifest[] {
               {
                 name: 'webhook',
                 image: options.image,
-                // The image's entrypoint is node; its default command is the agent's help.
-                args: ['webhook/dist/main.js'],
+                // The image's entrypoint is the agent; the webhook is a command of its own on the image's PATH.
+                command: ['skr-webhook'],
                 env: [
                   { name: 'WEBHOOK_PORT', value: String(WEBHOOK_PORT) },
                   { name: 'METRICS_PORT', value: String(METRICS_PORT) },

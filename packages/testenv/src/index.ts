@@ -2,6 +2,7 @@ export { startEnvironment, installCrds, DEFAULT_CRD_DIR } from './environment.js
 export type { Environment, EnvironmentOptions } from './environment.js';
 export type { ControlPlane } from './control-plane.js';
 export { ensureBinaries, cacheDir } from './binaries.js';
+export { ensureKubectl } from './kubectl.js';
 export type { Binaries } from './binaries.js';
 export { liveChildPids, startProcess, type ManagedProcess } from './processes.js';
 export { freePort } from './ports.js';

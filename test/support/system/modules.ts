@@ -99,7 +99,9 @@ function greeterOperator(image: string, version: string) {
               {
                 name: 'operator',
                 image,
-                // The image's entrypoint is node: a stand-in operator that only answers its readiness probe.
+                // Node from the image (its entrypoint is the agent): a stand-in operator that only answers its
+                // readiness probe.
+                command: ['node'],
                 args: [
                   '-e',
                   "require('node:http').createServer((_, res) => res.end('ok')).listen(8080); process.on('SIGTERM', () => process.exit(0));",

@@ -117,28 +117,32 @@ patches:
   await writeFile(join(options.dir, 'kustomization.yaml'), overlay);
   const built = spawnSync(options.kustomize, ['build', options.dir], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`kustomize build ${options.dir}: ${built.stderr}`);
-  return parseAllDocuments(built.stdout)
-    .map((document) => document.toJS() as KubernetesObject | null)
-    .filter((object): object is KubernetesObject => !!object)
-    .map((object) => {
-      if (object.kind !== 'Deployment' || object.metadata?.name !== AGENT_DEPLOYMENT) return object;
-      // Flags that name this run: where SKR webhooks dial the listener, and which image they run.
-      const deployment = object as V1Deployment;
-      for (const container of deployment.spec?.template.spec?.containers ?? []) {
-        if (container.name !== 'agent') continue;
-        container.args = [
-          ...(container.args ?? []).map((arg) =>
-            arg.startsWith('--skr-webhook-kcp-address=')
-              ? `--skr-webhook-kcp-address=${options.kcpAddress}`
-              : arg.startsWith('--skr-webhook-image=')
-                ? `--skr-webhook-image=${options.image}`
-                : arg,
-          ),
-          ...options.agentArgs,
-        ];
-      }
-      return deployment as KubernetesObject;
-    });
+  return (
+    parseAllDocuments(built.stdout)
+      .map((document) => document.toJS() as KubernetesObject | null)
+      .filter((object): object is KubernetesObject => !!object)
+      // The run made the namespace before the agent's PKI went into it.
+      .filter((object) => object.kind !== 'Namespace')
+      .map((object) => {
+        if (object.kind !== 'Deployment' || object.metadata?.name !== AGENT_DEPLOYMENT) return object;
+        // Flags that name this run: where SKR webhooks dial the listener, and which image they run.
+        const deployment = object as V1Deployment;
+        for (const container of deployment.spec?.template.spec?.containers ?? []) {
+          if (container.name !== 'agent') continue;
+          container.args = [
+            ...(container.args ?? []).map((arg) =>
+              arg.startsWith('--skr-webhook-kcp-address=')
+                ? `--skr-webhook-kcp-address=${options.kcpAddress}`
+                : arg.startsWith('--skr-webhook-image=')
+                  ? `--skr-webhook-image=${options.image}`
+                  : arg,
+            ),
+            ...options.agentArgs,
+          ];
+        }
+        return deployment as KubernetesObject;
+      })
+  );
 }
 
 export async function startPodSystem(options: PodSystemOptions): Promise<PodSystem> {
