@@ -69,7 +69,8 @@ func startEnvironment(t *testing.T) client.Client {
 	t.Cleanup(func() { _ = env.Stop() })
 
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	// The cache options name the v1alpha1 kinds: the scheme must know them before the manager is made.
+	if err := clientgoscheme.AddToScheme(scheme); err != nil || v1alpha1.AddToScheme(scheme) != nil {
 		t.Fatal(err)
 	}
 	options := Options{Name: testManager, Module: "sample", Render: renderGreeting}
