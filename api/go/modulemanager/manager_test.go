@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -55,12 +56,15 @@ func renderGreeting(_ context.Context, config *v1alpha1.ModuleConfig) ([]Item, e
 
 func startEnvironment(t *testing.T) client.Client {
 	t.Helper()
+	ctrl.SetLogger(logr.Discard())
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set: point it at the project's kube-apiserver and etcd (node packages/testenv/dist/cli.js binaries)")
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "manifests", "crds")},
 		ErrorIfCRDPathMissing: true,
+		// Two busy cores start a kube-apiserver slowly.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
