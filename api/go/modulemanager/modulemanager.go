@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/skr-watcher/skr-watcher/api/go/v1alpha1"
@@ -35,6 +37,16 @@ const PendingAfter = time.Second
 
 // deletingRecheck: a SyncResource still being deleted (the agent removes its objects first) is looked at again.
 const deletingRecheck = time.Second
+
+// syncResourceWrites counts the manager's SyncResource writes, under the TypeScript kit's metric name.
+var syncResourceWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "module_manager_syncresource_writes_total",
+	Help: "SyncResource writes (apply, delete) of a module manager.",
+}, []string{"manager", "operation"})
+
+func init() {
+	metrics.Registry.MustRegister(syncResourceWrites)
+}
 
 // RenderFunc is the module team's function: the objects one ModuleConfig (one Module CR of one SKR) asks for.
 // An error is reported as RenderFailed, and the SyncResource is left as it was.
@@ -135,6 +147,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 
 // Reconcile renders one ModuleConfig, applies its SyncResource when the items changed, and writes the condition.
 func (r *Reconciler) Reconcile(ctx context.Context, request ctrl.Request) (ctrl.Result, error) {
+	startedAt := time.Now()
 	o := r.options
 	syncName := SyncResourceName(o.Name, request.Name)
 	logger := log.FromContext(ctx).WithValues("manager", o.Name, "module", o.Module, "moduleConfig", request.Name, "syncResource", syncName)
@@ -204,7 +217,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, request ctrl.Request) (ctrl.
 		}
 		current = applied
 		r.remember(request.String(), written{spec: desiredSpec, object: applied, at: r.now()})
-		logger.Info("SyncResource applied", "items", len(items), "syncResourceGeneration", applied.Generation)
+		syncResourceWrites.WithLabelValues(o.Name, "apply").Inc()
+		// startedAt/appliedAt (epoch ms): the run began, the apply returned (bench:e2e reads them, as from the TS kit).
+		logger.Info("SyncResource applied", "items", len(items), "syncResourceGeneration", applied.Generation,
+			"startedAt", startedAt.UnixMilli(), "appliedAt", time.Now().UnixMilli())
 	} else {
 		logger.V(1).Info("rendered objects unchanged; SyncResource not written")
 	}
@@ -319,6 +335,7 @@ func (r *Reconciler) deleteSyncResource(ctx context.Context, sync *v1alpha1.Sync
 	if err := r.client.Delete(ctx, sync); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete SyncResource %s/%s: %w", sync.Namespace, sync.Name, err)
 	}
+	syncResourceWrites.WithLabelValues(r.options.Name, "delete").Inc()
 	log.FromContext(ctx).Info("SyncResource deleted", "syncResource", sync.Name, "reason", why)
 	return nil
 }
