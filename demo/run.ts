@@ -12,7 +12,7 @@ import {
   timeDriftRevert,
   watchConfigMap,
 } from '../test/support/system/drift-timeline.js';
-import { timeRoundTrip } from '../test/support/system/sample-manager.js';
+import { buildGoManager, timeRoundTrip } from '../test/support/system/sample-manager.js';
 import {
   formatModuleTimeline,
   moduleObjectsIn,
@@ -30,6 +30,8 @@ import { formatTimeline, timeEdit } from './timeline.js';
 
 interface DemoOptions {
   once: boolean;
+  /** Which sample module manager runs: examples/sample-manager (ts) or examples/go-manager (go). */
+  manager: 'ts' | 'go';
   dir: string;
   timeout: number;
   editTimeout: number;
@@ -196,12 +198,16 @@ async function demo(options: DemoOptions): Promise<number> {
     await system?.stop();
   };
   try {
+    if (options.manager === 'go') {
+      print(`${elapsed()} building examples/go-manager (the sample module's manager in Go)`);
+      await buildGoManager();
+    }
     system = await startLocalSystem({
       dir: options.dir,
       startupTimeoutMs: options.timeout,
       progress: (line) => print(`${elapsed()} ${line}`),
       onAdmission: (seen) => observations.admission(seen),
-      sampleManager: true,
+      sampleManager: options.manager === 'go' ? 'go' : true,
       modules: true,
     });
     live = connectLiveEvents(
@@ -336,6 +342,14 @@ const command = new Command('npm run demo --')
     '--once',
     'exit after the scripted edits (0 when their ModuleConfig followed through a callback)',
     false,
+  )
+  .addOption(
+    new Option(
+      '--manager <language>',
+      "the sample module's manager: examples/sample-manager or examples/go-manager",
+    )
+      .choices(['ts', 'go'])
+      .default('ts'),
   )
   .option('--dir <path>', 'scratch directory for planes, certificates and logs (emptied first)', '.skr-demo')
   .option('--pods', 'run the agent and the webhooks in Pods on real nodes (root; slow first start)', false)

@@ -44,6 +44,7 @@ const PURE_FILES = [
   'packages/kube/test/workqueue-stuck.test.ts',
   'packages/kube/test/workqueue-timing.test.ts',
   'packages/kube/test/workqueue.test.ts',
+  'packages/module-manager/test/contract.test.ts',
   'packages/oci/test/bounded-parse.test.ts',
   'packages/oci/test/registry-answer.test.ts',
   'packages/oci/test/registry-auth.test.ts',

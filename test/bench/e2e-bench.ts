@@ -12,7 +12,9 @@
 //   ModuleConfig): the same figures.
 //
 //   npm run bench:e2e -- [--edits 1000] [--rate 10] [--kyma-edits 40] [--kyma-rate 2] [--floor 200] [--warmup 4] [--hung 20]
-//                        [--round-trips 1000] [--noop-edits 100] [--agent-cpu-prof DIR]
+//                        [--round-trips 1000] [--noop-edits 100] [--agent-cpu-prof DIR] [--manager ts|go]
+//
+// --manager go runs the round trips through examples/go-manager (the same contract, in Go) instead.
 //
 // --agent-cpu-prof DIR writes the agent's V8 CPU profile (node --cpu-prof) into DIR when the agent stops.
 // --hung N adds N Kymas whose SKR accepts TLS and never answers (a hung SKR must not stall the
@@ -33,6 +35,7 @@ import { applyCustomObject, createClusterClient, readObject } from '@skr-watcher
 import { SAMPLE_MANAGER } from '@skr-watcher/sample-manager';
 import { connectLiveEvents, type LiveEvent } from '../support/system/live-events.js';
 import {
+  buildGoManager,
   startSampleManager,
   type RenderedSeen,
   type SampleManagerProcess,
@@ -64,8 +67,12 @@ const { values } = parseArgs({
     'agent-cpu-prof': { type: 'string' },
     'edit-connections': { type: 'string', default: 'kept' },
     'webhook-cgroup': { type: 'string', default: 'own' },
+    manager: { type: 'string', default: 'ts' },
   },
 });
+/** The sample module's manager of the round-trip phase: examples/sample-manager (ts) or examples/go-manager (go). */
+const MANAGER = values.manager;
+if (MANAGER !== 'ts' && MANAGER !== 'go') throw new Error(`--manager must be ts or go, not ${MANAGER}`);
 const HUNG = Number(values.hung);
 const EDITS = Number(values.edits);
 const RATE = Number(values.rate);
@@ -701,8 +708,10 @@ function roundTripSteps(
 
 /** Module managers: round trips through sample-manager, then edits it does not render. */
 async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<void> {
+  const executable = MANAGER === 'go' ? await buildGoManager() : undefined;
   const t0 = Date.now();
   const manager = await startSampleManager({
+    ...(executable ? { executable } : {}),
     dir: system.dir,
     kcp: system.kcp,
     kcpKubeconfigPath: system.kcpKubeconfigPath,
@@ -711,7 +720,9 @@ async function roundTripPhase(system: LocalSystem, logs: ProcessLogs): Promise<v
     deadline: Date.now() + 120_000,
   });
   try {
-    console.log(`\nsample-manager up and its ConfigMaps in every SKR in ${Date.now() - t0} ms`);
+    console.log(
+      `\nsample-manager (${MANAGER === 'go' ? 'examples/go-manager' : 'examples/sample-manager'}) up and its ConfigMaps in every SKR in ${Date.now() - t0} ms`,
+    );
     await runEdits(system, editsFor(system, WARMUP, 'warmup-round-trip'));
     const edits = editsFor(system, ROUND_TRIPS, 'round-trip');
     const synced = new Map<Edit, number>();

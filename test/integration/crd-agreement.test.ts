@@ -23,16 +23,14 @@ import {
 } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { expect } from 'chai';
-import fc from 'fast-check';
 import type { z } from 'zod';
-import { customResourceDefinition } from '../../packages/api/scripts/generate-crds.js';
-import { arbitraryOf } from '../support/openapi-arbitrary.js';
+import { SAMPLE_RUNS, SAMPLE_SEED, drawnObjects, type Drawn } from '../support/crd-samples.js';
 
 type Json = Record<string, unknown>;
 
 /** Objects per kind; each costs four requests (create and status on two planes) and one parse. */
-const RUNS = Number(process.env['CRD_AGREEMENT_RUNS'] ?? 200);
-const SEED = Number(process.env['CRD_AGREEMENT_SEED'] ?? 28);
+const RUNS = Number(process.env['CRD_AGREEMENT_RUNS'] ?? SAMPLE_RUNS);
+const SEED = Number(process.env['CRD_AGREEMENT_SEED'] ?? SAMPLE_SEED);
 const CONCURRENCY = 16;
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -50,19 +48,6 @@ const AGENT_SCHEMAS: Record<string, z.ZodType> = {
 /** Kinds whose spec the agent copies into SKRs as parsed (catalog.ts): parsing must drop nothing. */
 const COPIED_SPECS = new Set(['ModuleTemplate', 'ModuleReleaseMeta']);
 
-/** CEL rules of the CRDs, which the arbitraries do not evaluate: brings a drawn spec inside them. */
-const INSIDE_RULES: Record<string, (spec: Json) => Json> = {
-  // Exactly one of channels and mandatory.
-  ModuleReleaseMeta: (spec) => {
-    if ('channels' in spec && 'mandatory' in spec) {
-      const { mandatory: _mandatory, ...rest } = spec;
-      return rest;
-    }
-    if (!('channels' in spec) && !('mandatory' in spec)) return { ...spec, channels: [] };
-    return spec;
-  },
-};
-
 /** Documented places where the agent reads less than the CRD accepts (see the schemas' comments). */
 function statusUnreadable(kind: string, status: Json | undefined): boolean {
   if (kind !== 'Kyma' || !Array.isArray(status?.['modules'])) return false;
@@ -78,28 +63,6 @@ function statusUnreadable(kind: string, status: Json | undefined): boolean {
 function agentOwnCheck(issue: z.core.$ZodIssue): boolean {
   if (issue.code === 'too_small' && issue.origin === 'string') return true;
   return issue.code === 'invalid_value' && issue.path.at(-1) === 'operator';
-}
-
-interface Drawn {
-  spec: Json;
-  status?: Json;
-}
-
-function drawnObjects(source: CustomResourceSource): Drawn[] {
-  const crd = customResourceDefinition(source) as {
-    spec: { versions: { schema: { openAPIV3Schema: { properties: Record<string, Json> } } }[] };
-  };
-  const properties = crd.spec.versions[0]!.schema.openAPIV3Schema.properties;
-  const fix = INSIDE_RULES[source.kind] ?? ((spec: Json) => spec);
-  const drawn = fc.record(
-    {
-      spec: (arbitraryOf(properties['spec']!) as fc.Arbitrary<Json>).map(fix),
-      ...(properties['status'] ? { status: arbitraryOf(properties['status']) as fc.Arbitrary<Json> } : {}),
-    },
-    // The API server does not require a spec (nor do upstream's CRDs); the agent reads no object without one.
-    { requiredKeys: ['spec'] },
-  ) as fc.Arbitrary<Drawn>;
-  return fc.sample(drawn, { numRuns: RUNS, seed: SEED + source.kind.length });
 }
 
 async function inPool<T>(items: T[], work: (item: T, index: number) => Promise<void>): Promise<void> {
@@ -190,7 +153,7 @@ describe('CRDs and the agent schemas agree on a real API server', function () {
 
   for (const source of CRDS) {
     it(`${source.kind}: ${RUNS} objects drawn from its CRD are accepted, read by the agent, and what it writes back is accepted`, async () => {
-      const objects = drawnObjects(source);
+      const objects = drawnObjects(source, RUNS, SEED);
       const agentSchema = AGENT_SCHEMAS[source.kind];
       expect(agentSchema, `no agent schema listed for ${source.kind}`).to.not.equal(undefined);
       const failures: string[] = [];

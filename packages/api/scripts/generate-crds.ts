@@ -1,9 +1,9 @@
 // `npm run generate`: writes manifests/crds/<plural>.yaml for every kind in CRDS from its zod schemas
-// (docs/decisions/018). `--check` writes nothing and exits 1 when a committed file differs from what it would write.
+// (docs/decisions/018), and the Go types of the same kinds to api/go (generate-go.ts). `--check` writes nothing and exits 1 when a committed file differs from what it would write.
 // zod gives the structure (types, required fields, enums, lists, maps); facts registered in `crd` give what only the
 // API server checks. zod's own string and number checks are the agent's and are left out.
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as prettier from 'prettier';
 import { stringify } from 'yaml';
@@ -129,14 +129,27 @@ function structural(node: OpenApiSchema, path: string): OpenApiSchema {
   return sorted(merged);
 }
 
-/** The OpenAPI schema of one zod schema, as the API server is to check it. */
-export function openApiSchemaOf(schema: z.ZodType, path: string): OpenApiSchema {
+/** The key under which `names` (see openApiSchemaOf) marks a node with the name of its exported schema. */
+export const SCHEMA_NAME = 'x-skr-watcher-schema-name';
+
+/**
+ * The OpenAPI schema of one zod schema, as the API server is to check it. `names` (the Go generator's) marks each node
+ * whose zod schema it holds with that name under SCHEMA_NAME; CRDs are written without.
+ */
+export function openApiSchemaOf(
+  schema: z.ZodType,
+  path: string,
+  names?: ReadonlyMap<object, string>,
+): OpenApiSchema {
   const json = z.toJSONSchema(schema, {
     io: 'input', // what the API server holds is what the agent's parse takes in
     unrepresentable: 'any',
     override: (ctx) => {
+      const node = ctx.jsonSchema as Record<string, unknown>;
       const facts = crd.get(ctx.zodSchema);
-      if (facts) (ctx.jsonSchema as Record<string, unknown>)[FACTS] = facts;
+      if (facts) node[FACTS] = facts;
+      const name = names?.get(ctx.zodSchema);
+      if (name) node[SCHEMA_NAME] = name;
     },
   });
   return structural(json as OpenApiSchema, path);
@@ -203,13 +216,19 @@ export async function renderCrds(): Promise<Map<string, string>> {
 
 async function main(check: boolean): Promise<number> {
   let stale = 0;
-  for (const [file, text] of await renderCrds()) {
-    const path = join(CRD_DIR, file);
+  // Imported here: generate-go.ts builds on this file's openApiSchemaOf.
+  const { GO_DIR, renderGoTypes } = await import('./generate-go.js');
+  const outputs = [
+    ...[...(await renderCrds())].map(([file, text]) => [join(CRD_DIR, file), text] as const),
+    ...[...renderGoTypes()].map(([file, text]) => [join(GO_DIR, file), text] as const),
+  ];
+  for (const [path, text] of outputs) {
     const current = await readFile(path, 'utf8').catch(() => undefined);
     if (current === text) continue;
     stale += 1;
     if (check) console.error(`${path} is not what npm run generate writes`);
     else {
+      await mkdir(dirname(path), { recursive: true });
       await writeFile(path, text);
       console.log(`wrote ${path}`);
     }
@@ -218,5 +237,14 @@ async function main(check: boolean): Promise<number> {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  process.exitCode = await main(process.argv.includes('--check'));
+  // Not a top-level await: main imports generate-go.ts, which imports this module, so this one must finish first.
+  main(process.argv.includes('--check')).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      console.error(error);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -23,6 +23,8 @@ export interface ChildOptions {
   name: string;
   entry: string;
   args?: string[];
+  /** A compiled program (a Go manager) to run with `args` instead of node with `entry`. */
+  executable?: string;
   /** Flags for node itself, before the entry point (e.g. --cpu-prof for a benchmark's profile). */
   nodeArgs?: string[];
   env?: Record<string, string>;
@@ -63,9 +65,12 @@ export function startChild(options: ChildOptions): Child {
     options.entry,
     ...(options.args ?? []),
   ];
-  const [command, argv] = hasSetpriv
-    ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', process.execPath, ...nodeArgs]]
+  const [program, programArgs] = options.executable
+    ? [options.executable, options.args ?? []]
     : [process.execPath, nodeArgs];
+  const [command, argv] = hasSetpriv
+    ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', program, ...programArgs]]
+    : [program, programArgs];
   const child = spawn(command, argv, {
     cwd: REPO,
     env: { ...process.env, ...options.env },

@@ -14,7 +14,7 @@ import { CA_BUNDLE_SECRET_NAME } from '@skr-watcher/pki';
 import { ensureBinaries, freePort, startEnvironment, type Environment } from '@skr-watcher/testenv';
 import { ENTRY_POINTS, startChild, type Child } from './children.js';
 import { LISTENER_TLS_SECRET_NAME, initKcpPki } from './kcp-pki.js';
-import { startSampleManager, type SampleManagerProcess } from './sample-manager.js';
+import { buildGoManager, startSampleManager, type SampleManagerProcess } from './sample-manager.js';
 import { watchModuleConfigs, type ModuleConfigWatch } from './module-configs.js';
 import {
   agentInstallsModules,
@@ -80,8 +80,11 @@ export interface LocalSystemOptions {
   onAgentLog?: { messages: string[]; handle: (entry: Record<string, unknown>) => void };
   /** Bound of the startup, counted once kube-apiserver and etcd are at hand (a first build takes minutes). */
   startupTimeoutMs?: number;
-  /** Also runs examples/sample-manager (sample-manager.ts): Module CR → ModuleConfig → SyncResource → SKR. */
-  sampleManager?: boolean;
+  /**
+   * Also runs examples/sample-manager (sample-manager.ts): Module CR → ModuleConfig → SyncResource → SKR; `'go'` runs
+   * its Go twin, examples/go-manager, instead.
+   */
+  sampleManager?: boolean | 'go';
   /**
    * Starts an OCI registry, publishes the modules (modules.ts) and, when this skr-agent has the flags, points the
    * agent at the registry so it installs modules through Manifests.
@@ -623,9 +626,12 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     let manager: SampleManagerProcess | undefined;
     if (options.sampleManager) {
       progress(
-        'starting sample-manager (examples/sample-manager): renders each sample ModuleConfig into a SyncResource',
+        options.sampleManager === 'go'
+          ? 'starting sample-manager in Go (examples/go-manager): renders each sample ModuleConfig into a SyncResource'
+          : 'starting sample-manager (examples/sample-manager): renders each sample ModuleConfig into a SyncResource',
       );
       manager = await startSampleManager({
+        ...(options.sampleManager === 'go' ? { executable: await buildGoManager() } : {}),
         dir,
         kcp,
         kcpKubeconfigPath: kcpPlane.kubeconfigPath,

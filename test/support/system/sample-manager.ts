@@ -1,7 +1,12 @@
 // The sample module's manager (examples/sample-manager) as a process of the local system, and the two watches
 // that time the second half of a round trip: the manager's SyncResource in KCP and the ConfigMap it renders,
 // applied by the agent, in each SKR.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, LABELS } from '@skr-watcher/api';
@@ -11,6 +16,8 @@ import { SAMPLE_CONFIG_MAP, SAMPLE_MANAGER } from '@skr-watcher/sample-manager';
 import { startChild, type Child } from './children.js';
 
 const ENTRY = fileURLToPath(new URL('../../../examples/sample-manager/src/main.ts', import.meta.url));
+const GO_MANAGER_DIR = fileURLToPath(new URL('../../../examples/go-manager/', import.meta.url));
+const run = promisify(execFile);
 
 /** What a watch saw: the greeting a Kyma's rendered ConfigMap carries, and when this process saw it. */
 export interface RenderedSeen {
@@ -77,11 +84,42 @@ function configMapSource(kubeConfig: KubeConfig): InformerSource<V1ConfigMap> {
   };
 }
 
+/** Go ships outside PATH on some machines; $GO, then /usr/local/go, then `go` on PATH. */
+function goCommand(): string {
+  if (process.env['GO']) return process.env['GO'];
+  return existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go';
+}
+
+let goManagerBuild: Promise<string> | undefined;
+
+/**
+ * Builds examples/go-manager (the sample module's manager in Go) into the cache, once per process; Go's build cache
+ * makes every build after the first a link at most. Resolves with the binary's path.
+ */
+export function buildGoManager(): Promise<string> {
+  goManagerBuild ??= (async () => {
+    const dir = join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'skr-watcher', 'go-manager');
+    await mkdir(dir, { recursive: true });
+    const binary = join(dir, 'go-manager');
+    await run(goCommand(), ['build', '-o', binary, '.'], {
+      cwd: GO_MANAGER_DIR,
+      env: { ...process.env, GOTOOLCHAIN: 'local' },
+    }).catch((error: unknown) => {
+      const { stderr } = error as { stderr?: string };
+      throw new Error(`go build examples/go-manager: ${stderr ?? String(error)}`, { cause: error });
+    });
+    return binary;
+  })();
+  return goManagerBuild;
+}
+
 /**
  * Starts sample-manager against the KCP (its own process, as a module team would run it) and the watches that see
  * its output. Resolves once it is ready and every SKR holds its rendered ConfigMap.
  */
 export async function startSampleManager(options: {
+  /** examples/go-manager built (buildGoManager), to run instead of examples/sample-manager. */
+  executable?: string;
   dir: string;
   kcp: KubeConfig;
   kcpKubeconfigPath: string;
@@ -93,6 +131,7 @@ export async function startSampleManager(options: {
   const child = startChild({
     name: SAMPLE_MANAGER.name,
     entry: ENTRY,
+    ...(options.executable ? { executable: options.executable } : {}),
     logFile: join(options.dir, `${SAMPLE_MANAGER.name}.log`),
     args: [
       '--kubeconfig',
