@@ -67,6 +67,8 @@ COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/packages/api/package.json ./packages/api/
 COPY --from=build /src/packages/api/dist ./packages/api/dist
+# The Node.js version check every entry point and the module-manager kit import first.
+COPY --from=build /src/packages/api/node-version-guard ./packages/api/node-version-guard
 COPY --from=build /src/packages/pki/package.json ./packages/pki/
 COPY --from=build /src/packages/pki/dist ./packages/pki/dist
 COPY --from=build /src/packages/kube/package.json ./packages/kube/
