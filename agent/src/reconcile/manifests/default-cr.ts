@@ -86,10 +86,11 @@ export async function usersCrs(
       return [];
     throw new KubeRequestError(`list ${ref.kind} in ${skr.name}`, error);
   }
+  // A cluster-scoped default CR has no namespace (the API server drops the one its template names): its name is it.
   const isDefault = (object: KubernetesObject) =>
     manifest.spec.customResourcePolicy !== 'Ignore' &&
     object.metadata?.name === ref.name &&
-    (object.metadata?.namespace ?? '') === (ref.namespace ?? '');
+    (object.metadata?.namespace === undefined || object.metadata.namespace === (ref.namespace ?? ''));
   return items
     .filter((object) => !isDefault(object))
     .map(
