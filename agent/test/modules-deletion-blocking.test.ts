@@ -4,10 +4,19 @@
 // is gone the default CR (CreateAndDelete only), the module's objects and the Manifest go and the Kyma is Ready.
 // Variants: several users' CRs (one deleted first: still blocked), CRs in several namespaces, a cluster-scoped CRD,
 // the Ignore policy (no default CR; a CR of the default's name blocks like any other), a user's finalizer on the
-// default CR, and the default CR alone (nothing blocks).
+// default CR, and the default CR alone (nothing blocks); and non-blocking-deletion's last part: a CR the module
+// itself installed, held by a finalizer, keeps the module's operator and RBAC in place until it is gone.
 import { expect } from 'chai';
-import { CoreV1Api } from '@kubernetes/client-node';
-import { moduleSuite, type Json } from './support/modules.js';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import {
+  configMapYaml,
+  crdYaml,
+  docs,
+  mergePatch,
+  moduleKind,
+  moduleSuite,
+  type Json,
+} from './support/modules.js';
 import {
   defaultCrAddress,
   moduleCrs,
@@ -186,5 +195,107 @@ describe('module deletion blocked by Module CRs as upstream lifecycle-manager', 
 
   it('module-deletion-with-only-default-cr: nothing but the default CR, the removal goes through', async function () {
     await scenario('alone', { policy: 'CreateAndDelete' });
+  });
+
+  it('non-blocking-deletion (managed CR blocked): a CR the module installed, held by a finalizer, keeps the operator Deployment and its ServiceAccount until it goes', async function () {
+    const module = uniqueModule(suite, 'managed');
+    const { group, kind } = moduleKind(module);
+    const managed = { name: `${module}-managed`, namespace: 'kyma-system' };
+    const operator = `${module}-operator`;
+    await suite.publish({
+      moduleName: module,
+      version: '1.0.0',
+      rawManifest: docs(
+        crdYaml(group, kind),
+        crdYaml(group, 'Managed'),
+        `apiVersion: ${group}/v1\nkind: Managed\nmetadata:\n  name: ${managed.name}\n  namespace: kyma-system\nspec: {}\n`,
+        `apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ${operator}\n  namespace: kyma-system\n`,
+        `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ${operator}
+  namespace: kyma-system
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: ${operator}}}
+  template:
+    metadata: {labels: {app: ${operator}}}
+    spec:
+      serviceAccountName: ${operator}
+      containers: [{name: manager, image: registry.invalid/operator:1}]
+`,
+        configMapYaml(`${module}-config`, 'kyma-system'),
+      ),
+      defaultCr: `apiVersion: ${group}/v1\nkind: ${kind}\nmetadata:\n  name: ${module}-default\n  namespace: kyma-system\nspec: {}\n`,
+    });
+    const apps = planes.skr.makeApiClient(AppsV1Api);
+    const core = planes.skr.makeApiClient(CoreV1Api);
+    const deployment = () =>
+      getOrUndefined(() => apps.readNamespacedDeployment({ name: operator, namespace: 'kyma-system' }));
+    const serviceAccount = () =>
+      getOrUndefined(() => core.readNamespacedServiceAccount({ name: operator, namespace: 'kyma-system' }));
+    const managedCr = () =>
+      getOrUndefined(() =>
+        custom(planes.skr).getNamespacedCustomObject({
+          group,
+          version: 'v1',
+          plural: 'manageds',
+          ...managed,
+        }),
+      ) as Promise<Json | undefined>;
+    const holdManaged = (finalizers: string[]) =>
+      custom(planes.skr).patchNamespacedCustomObject(
+        { group, version: 'v1', plural: 'manageds', ...managed, body: { metadata: { finalizers } } },
+        mergePatch,
+      );
+
+    await suite.kyma('k1', [{ name: module }]);
+    await suite.start();
+    await suite.reconcileUntil('k1', async () => (await deployment()) !== undefined, 'operator applied');
+    // No controller runs in this SKR: the test reports the scaled-to-zero Deployment's rollout as its controller would.
+    const generation = (await deployment())!.metadata!.generation!;
+    await apps.patchNamespacedDeploymentStatus(
+      {
+        name: operator,
+        namespace: 'kyma-system',
+        body: {
+          status: { observedGeneration: generation, replicas: 0, updatedReplicas: 0, availableReplicas: 0 },
+        },
+      },
+      mergePatch,
+    );
+    await suite.reconcileUntil(
+      'k1',
+      async () =>
+        (await suite.moduleStatus('k1', module))?.state === 'Ready' && (await kymaState()) === 'Ready',
+      'module and Kyma Ready',
+    );
+
+    await holdManaged(['sample.kyma-project.io/finalizer', 'blocking-finalizer']);
+    await suite.skrModules([]);
+    await suite.reconcileUntil(
+      'k1',
+      async () =>
+        (await manifest())?.status?.state === 'Deleting' &&
+        (await managedCr())?.metadata.deletionTimestamp !== undefined,
+      'Manifest Deleting, the managed CR deleted but held',
+    );
+    await passes(3);
+    expect((await manifest())?.status?.state).to.equal('Deleting');
+    expect(await kymaState()).to.equal('Processing');
+    expect(await deployment(), 'the operator stays while its CR is held').to.not.equal(undefined);
+    expect(await serviceAccount(), 'its RBAC stays while its CR is held').to.not.equal(undefined);
+    expect((await manifest())?.status?.lastOperation?.operation).to.include(managed.name);
+
+    await holdManaged([]);
+    await suite.reconcileUntil(
+      'k1',
+      async () => (await suite.manifests()).length === 0 && (await kymaState()) === 'Ready',
+      'module removed, Kyma Ready',
+    );
+    expect(await managedCr()).to.equal(undefined);
+    expect(await deployment()).to.equal(undefined);
+    expect(await serviceAccount()).to.equal(undefined);
+    expect(await moduleCrs(suite, module).read(defaultCrAddress(module, 'Namespaced'))).to.equal(undefined);
   });
 });
