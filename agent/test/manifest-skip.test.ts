@@ -12,19 +12,16 @@ import {
   moduleCrs,
   operatorOf,
   publishModuleWithCrs,
+  readOperator,
   uniqueModule,
 } from './support/module-crs.js';
-import { getOrUndefined, refTo } from './support/planes.js';
+import { refTo } from './support/planes.js';
 
 describe('Manifest skip-reconciliation label as upstream lifecycle-manager', function () {
   this.timeout(300_000);
   const suite = moduleSuite();
   const { planes } = suite;
   const skrCore = () => planes.skr.makeApiClient(CoreV1Api);
-  const operator = (module: string) =>
-    getOrUndefined(() =>
-      skrCore().readNamespacedConfigMap({ name: operatorOf(module), namespace: 'kyma-system' }),
-    );
   const manifest = async () => (await suite.manifests())[0] as Json | undefined;
   const patchManifest = async (body: Json) => {
     const name = (await manifest())!.metadata.name as string;
@@ -61,14 +58,16 @@ describe('Manifest skip-reconciliation label as upstream lifecycle-manager', fun
     const crs = moduleCrs(suite, module);
     const defaultCr = defaultCrAddress(module, 'Namespaced');
     expect(await crs.read(defaultCr)).to.not.equal(undefined);
-    expect(await operator(module)).to.not.equal(undefined);
+    expect(await readOperator(suite, module)).to.not.equal(undefined);
 
     await patchManifest({ metadata: { labels: { [LABELS.skipReconciliation]: 'true' } } });
     await crs.remove(defaultCr);
     await skrCore().deleteNamespacedConfigMap({ name: operatorOf(module), namespace: 'kyma-system' });
     await passes(3);
     expect(await crs.read(defaultCr), 'the default CR is not recreated while labelled').to.equal(undefined);
-    expect(await operator(module), 'the operator is not recreated while labelled').to.equal(undefined);
+    expect(await readOperator(suite, module), 'the operator is not recreated while labelled').to.equal(
+      undefined,
+    );
     expect((await manifest())?.metadata.labels?.[LABELS.skipReconciliation], 'the label stays').to.equal(
       'true',
     );
@@ -77,7 +76,7 @@ describe('Manifest skip-reconciliation label as upstream lifecycle-manager', fun
     await suite.reconcileUntil(
       'k1',
       async () =>
-        (await operator(module)) !== undefined &&
+        (await readOperator(suite, module)) !== undefined &&
         (await suite.moduleStatus('k1', module))?.state === 'Ready' &&
         (await kymaState()) === 'Ready',
       'the operator recreated, module and Kyma Ready',
@@ -109,7 +108,7 @@ describe('Manifest skip-reconciliation label as upstream lifecycle-manager', fun
     );
     const waiting = (await manifest())!;
     expect(waiting.metadata.finalizers).to.deep.equal(['blocking-finalizer']);
-    expect(await operator(module), 'the module was removed from the SKR').to.equal(undefined);
+    expect(await readOperator(suite, module), 'the module was removed from the SKR').to.equal(undefined);
 
     await passes(3);
     const later = (await manifest())!;

@@ -1,6 +1,8 @@
 // A test module's CRs in the SKR, whatever the scope of its CRD: a module published with a CRD (namespaced or
 // cluster-scoped), an operator ConfigMap and a default CR; users' CRs created, held by finalizers, deleted and read;
-// and a module name of its own per test (the ModuleTemplate's pattern allows lower-case letters only).
+// the module's operator read; and a module name of its own per test (the ModuleTemplate's pattern allows lower-case
+// letters only).
+import { CoreV1Api } from '@kubernetes/client-node';
 import {
   configMapYaml,
   crdYaml,
@@ -29,6 +31,15 @@ export function uniqueModule(suite: ModuleSuite, base: string): string {
 }
 
 export const operatorOf = (module: string) => `${module}-operator`;
+
+/** The module's operator ConfigMap in the SKR's kyma-system; undefined when it is not there. */
+export function readOperator(suite: ModuleSuite, module: string) {
+  return getOrUndefined(() =>
+    suite.planes.skr
+      .makeApiClient(CoreV1Api)
+      .readNamespacedConfigMap({ name: operatorOf(module), namespace: 'kyma-system' }),
+  );
+}
 
 /** The module's CRD in `scope`; the generated YAML is namespaced, so a cluster-scoped one swaps that one line. */
 function scopedCrdYaml(module: string, scope: CrdScope): string {

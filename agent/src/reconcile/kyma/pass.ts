@@ -12,6 +12,7 @@ import type { Logger } from '@skr-watcher/telemetry';
 import { agentOwnedObjects } from '../agent-owned.js';
 import { eventTarget, refOfKyma, type ReconcileContext } from '../context.js';
 import { leaveDeletedModules } from '../manifests/install.js';
+import { isRefusal, markManifestsRefused } from '../manifests/skr-refused.js';
 import { mandatoryModules, readCatalog, syncModuleCatalog } from '../modules/catalog.js';
 import { moduleConfigsOf } from '../modules/module-config.js';
 import { reconcileModules, wantedModules } from '../modules/modules.js';
@@ -323,6 +324,7 @@ async function failSkr({ ctx, kyma, key }: LivePass, failure: SkrFailure): Promi
     { type: CONDITIONS.skrConnected, ok: false, reason: failure.reason, message: failure.message },
   ]);
   if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, refOfKyma(ctx, kyma), status);
+  if (isRefusal(failure.cause)) await markManifestsRefused(ctx, kyma.metadata.name, failure.message);
   await ctx.events.warning(eventTarget(ctx, kyma), failure.reason, failure.message);
   throw new Error(`reconcile Kyma ${key}: ${failure.message}`, { cause: failure });
 }
