@@ -39,15 +39,13 @@ describe('deployer module image pull Secret injection (inject-data-from-kcp)', f
   /** Publishes `module` with these Secrets, offered (restricted) only to the Kymas of `account`. */
   const publishRestricted = async (module: string, version: string, secrets: string[]) => {
     await suite.publish({ moduleName: module, version, rawManifest: docs(...secrets) });
-    await suite
-      .api()
-      .patchNamespacedCustomObject(
-        {
-          ...refTo('moduleReleaseMeta', suite.state.ns, module),
-          body: { spec: { kymaSelector: { matchLabels: account } } },
-        },
-        mergePatch,
-      );
+    await suite.api().patchNamespacedCustomObject(
+      {
+        ...refTo('moduleReleaseMeta', suite.state.ns, module),
+        body: { spec: { kymaSelector: { matchLabels: account } } },
+      },
+      mergePatch,
+    );
   };
   /** A KCP Secret in the agent's namespace, labelled for `module` unless undefined. */
   const kcpSecret = (name: string, module: string | undefined) =>
@@ -95,16 +93,7 @@ describe('deployer module image pull Secret injection (inject-data-from-kcp)', f
       },
       `deployer Manifest Error "${message}"`,
     );
-  const deleteKyma = async (name: string) => {
-    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, name));
-    await suite.reconcileUntil(
-      name,
-      async () =>
-        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, name)))) ===
-        undefined,
-      'Kyma gone',
-    );
-  };
+  const { deleteKyma } = suite;
 
   it('deployer-module-image-pull-secret-injection: the annotated Secret holds the KCP data, the other keeps its own; a KCP Secret labelled for another module, unlabelled or gone is the Manifest Error in upstream words', async function () {
     const inject = `image-pull-secret-${suffix()}`;
