@@ -113,6 +113,25 @@ describe('deployer module image pull Secret injection (inject-data-from-kcp)', f
     expect(await skrSecretData(inject)).to.deep.equal({ '.dockerconfigjson': KCP_CREDENTIALS });
     expect((await manifestOf('deployer'))?.status.state).to.equal('Ready');
 
+    // A user's write to the Secret in the SKR is put back with the KCP's data by the targeted path of its callback.
+    const skrCore = planes.skr.makeApiClient(CoreV1Api);
+    const before = await skrCore.readNamespacedSecret({ name: inject, namespace: 'kyma-system' });
+    await skrCore.replaceNamespacedSecret({
+      name: inject,
+      namespace: 'kyma-system',
+      body: { ...before, data: { '.dockerconfigjson': PUBLISHED } },
+    });
+    await suite.state.manager!.targeted.objectChanged(`${suite.state.ns}/k1`, {
+      gvk: { group: '', version: 'v1', kind: 'Secret' },
+      namespace: 'kyma-system',
+      name: inject,
+      fingerprint: {
+        uid: before.metadata!.uid!,
+        previousResourceVersion: before.metadata!.resourceVersion!,
+      },
+    });
+    expect(await skrSecretData(inject)).to.deep.equal({ '.dockerconfigjson': KCP_CREDENTIALS });
+
     const failed = 'inject-data-from-kcp transform failed';
     await kcpCore().patchNamespacedSecret(
       {
