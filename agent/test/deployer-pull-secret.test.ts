@@ -6,6 +6,9 @@
 import { expect } from 'chai';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ANNOTATIONS, LABELS } from '@skr-watcher/api';
+import { createClusterClient, type ClusterClient } from '@skr-watcher/kube';
+import type { ReconcileContext } from '../src/reconcile/context.js';
+import { passInputsDigest, type PassInputs } from '../src/reconcile/kyma/pass-inputs.js';
 import { getOrUndefined, kymaRef, refTo } from './support/planes.js';
 import { docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
@@ -94,6 +97,32 @@ describe('deployer module image pull Secret injection (inject-data-from-kcp)', f
       `deployer Manifest Error "${message}"`,
     );
   const { deleteKyma } = suite;
+  /** The digest of the no-op rule for the Kyma's pass, its Manifests as a controller's cache holds them. */
+  let kcpClient: ClusterClient | undefined;
+  after(async function () {
+    await kcpClient?.close();
+  });
+  const inputsDigestOf = async (kyma: string) => {
+    const manifests = await suite.manifests();
+    // One client for every digest: a rebuilt client is another input.
+    kcpClient ??= await createClusterClient(planes.kcp);
+    const ctx = {
+      kcp: kcpClient,
+      namespace: suite.state.ns,
+      modules: suite.state.installation,
+      caches: { manifests: () => manifests },
+    } as unknown as ReconcileContext;
+    const inputs = {
+      kyma: await suite.kcpKyma(kyma),
+      skrKyma: { metadata: { name: 'default' } },
+      skr: ctx.kcp,
+      catalog: { templates: [], metas: [] },
+      watchers: [],
+      configs: new Map(),
+      syncs: [],
+    } as unknown as PassInputs;
+    return passInputsDigest(ctx, inputs);
+  };
 
   it('deployer-module-image-pull-secret-injection: the annotated Secret holds the KCP data, the other keeps its own; a KCP Secret labelled for another module, unlabelled or gone is the Manifest Error in upstream words', async function () {
     const inject = `image-pull-secret-${suffix()}`;
@@ -132,6 +161,19 @@ describe('deployer module image pull Secret injection (inject-data-from-kcp)', f
     });
     expect(await skrSecretData(inject)).to.deep.equal({ '.dockerconfigjson': KCP_CREDENTIALS });
 
+    // Credentials rotated in the KCP reach the SKR at the Kyma's next pass: they change the inputs of the no-op rule
+    // (which lets a Ready Kyma of a controller rest), as the controller's caches give them.
+    const digest = await inputsDigestOf('k1');
+    expect(await inputsDigestOf('k1'), 'no change, same inputs').to.equal(digest);
+    const rotated = Buffer.from('{"auths":{"e2e-test.example.com":{"auth":"eDp5"}}}\n').toString('base64');
+    await kcpCore().patchNamespacedSecret(
+      { name: inject, namespace: suite.state.ns, body: { data: { '.dockerconfigjson': rotated } } },
+      mergePatch,
+    );
+    expect(await inputsDigestOf('k1'), 'rotated in the KCP').to.not.equal(digest);
+    await suite.state.manager!.reconciler.reconcile(`${suite.state.ns}/k1`);
+    expect(await skrSecretData(inject)).to.deep.equal({ '.dockerconfigjson': rotated });
+
     const failed = 'inject-data-from-kcp transform failed';
     await kcpCore().patchNamespacedSecret(
       {
@@ -147,7 +189,7 @@ describe('deployer module image pull Secret injection (inject-data-from-kcp)', f
     );
     expect((await suite.moduleStatus('k1', 'deployer'))?.state).to.equal('Error');
     // Nothing of the other module's Secret reached the SKR: what was applied before stays.
-    expect(await skrSecretData(inject)).to.deep.equal({ '.dockerconfigjson': KCP_CREDENTIALS });
+    expect(await skrSecretData(inject)).to.deep.equal({ '.dockerconfigjson': rotated });
 
     await kcpCore().patchNamespacedSecret(
       {

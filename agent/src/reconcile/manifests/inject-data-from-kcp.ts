@@ -6,7 +6,7 @@
 // read a Secret meant for another; any other module's annotated Secrets are applied as published. Upstream's error
 // texts are kept (the Manifest's lastOperation), as its tests and runbooks read them.
 import type { V1Secret } from '@kubernetes/client-node';
-import { ANNOTATIONS, LABELS, type Manifest } from '@skr-watcher/api';
+import { ANNOTATIONS, isRecord, LABELS, type Manifest } from '@skr-watcher/api';
 import {
   isNotFound,
   KubeRequestError,
@@ -114,4 +114,47 @@ export function injectDataFromKcp(injected: InjectedData): Transform {
     const { stringData: _published, ...rest } = object as SetMember & { stringData?: unknown };
     return { ...rest, data: { ...data } };
   };
+}
+
+/**
+ * For the no-op rule of a Kyma's pass (kyma/pass-inputs.ts): `name@resourceVersion` of the KCP Secrets that the
+ * Secrets of the deployer's set (its Manifest's `status.synced`) may take data from, so that credentials rotated in
+ * the KCP make the next pass a full one. Null when the injection is off or the Kyma has no deployer.
+ */
+export async function injectionSourceVersions(
+  ctx: {
+    kcp: Pick<ClusterClient, 'core'>;
+    namespace: string;
+    modules?: Pick<ModuleInstallation, 'restrictedModules'>;
+  },
+  manifests: readonly unknown[],
+): Promise<string[] | null> {
+  if (!ctx.modules?.restrictedModules?.has(DEPLOYER_MODULE)) return null;
+  const names = [...new Set(manifests.flatMap(deployerSecretNames))].sort();
+  if (names.length === 0) return null;
+  return Promise.all(
+    names.map(async (name) => {
+      try {
+        const secret = await ctx.kcp.core.readNamespacedSecret({ name, namespace: ctx.namespace });
+        return `${name}@${secret.metadata?.resourceVersion ?? ''}`;
+      } catch (error) {
+        // Gone or unreadable: the full pass reports it (a KCP that does not answer fails that pass too).
+        return `${name}@${isNotFound(error) ? 'absent' : 'unread'}`;
+      }
+    }),
+  );
+}
+
+/** The Secrets a cached Manifest of the deployer applied; none for any other Manifest. */
+function deployerSecretNames(manifest: unknown): string[] {
+  if (!isRecord(manifest) || !isRecord(manifest['metadata']) || !isRecord(manifest['status'])) return [];
+  const labels = manifest['metadata']['labels'];
+  if (!isRecord(labels) || labels[LABELS.moduleName] !== DEPLOYER_MODULE) return [];
+  const synced = manifest['status']['synced'];
+  if (!Array.isArray(synced)) return [];
+  return synced.flatMap((entry: unknown) =>
+    isRecord(entry) && entry['kind'] === 'Secret' && !entry['group'] && typeof entry['name'] === 'string'
+      ? [entry['name']]
+      : [],
+  );
 }
