@@ -64,7 +64,6 @@ export async function dataToInject(
   objects: readonly SetMember[],
 ): Promise<InjectedData> {
   if (!injectsDataFromKcp(manifest, installation)) return NOTHING;
-  const module = manifest.metadata.labels?.[LABELS.moduleName] ?? DEPLOYER_MODULE;
   const injected = new Map<string, Record<string, string>>();
   for (const object of objects.filter(isInjectable)) {
     const name = object.metadata.name;
@@ -75,9 +74,9 @@ export async function dataToInject(
       throw new InjectDataFromKcpError(
         `kcp source secret is missing the required ${LABELS.moduleName} label: secret=${name}`,
       );
-    if (labelled !== module)
+    if (labelled !== DEPLOYER_MODULE)
       throw new InjectDataFromKcpError(
-        `kcp source secret ${LABELS.moduleName} label does not match the manifest module: secret=${name} expected=${module} actual=${labelled}`,
+        `kcp source secret ${LABELS.moduleName} label does not match the manifest module: secret=${name} expected=${DEPLOYER_MODULE} actual=${labelled}`,
       );
     injected.set(name, { ...source.data });
   }
@@ -94,12 +93,8 @@ async function kcpSecret(
   } catch (error) {
     const failure = new KubeRequestError(`read Secret ${namespace}/${name}`, error);
     if (!isNotFound(error)) throw failure;
-    throw new InjectDataFromKcpError(
-      `failed to fetch kcp secret ${JSON.stringify(name)}: ${failure.message}`,
-      {
-        cause: failure,
-      },
-    );
+    const detail = `failed to fetch kcp secret ${JSON.stringify(name)}: ${failure.message}`;
+    throw new InjectDataFromKcpError(detail, { cause: failure });
   }
 }
 

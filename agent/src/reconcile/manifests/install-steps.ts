@@ -1,11 +1,10 @@
 // The install (or upgrade) of one Manifest's module (decision 021), as upstream's Manifest controller runs it, one
 // named step after another; a step that cannot go on ends the pass with the status it names:
 //   add finalizers → resolve the source (the raw manifest from the registry, and for the deployer module the KCP
-//   data its Secrets take) → apply the set (rendered with
-//   upstream's transforms; the object-set engine checks each object's holder, applies CRDs and Namespaces first and
-//   prunes only once the new set is in place) → judge the apply (refused, failed, waiting) → create the default CR
-//   (once, after its CRD exists) → check readiness (every workload, then the customStateCheck) → write the status →
-//   record the digest installed.
+//   data its Secrets take) → apply the set (rendered with upstream's transforms; the object-set engine checks each
+//   object's holder, applies CRDs and Namespaces first and prunes only once the new set is in place) → judge the
+//   apply (refused, failed, waiting) → create the default CR (once, after its CRD exists) → check readiness (every
+//   workload, then the customStateCheck) → write the status → record the digest installed.
 import {
   ANNOTATIONS,
   MANIFEST,
