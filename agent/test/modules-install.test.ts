@@ -58,17 +58,7 @@ describe('module installation from a registry (Manifests)', function () {
     const { group, kind } = kindOf(module);
     return docs(crdYaml(group, kind), ...configMaps.map((name) => configMapYaml(name, 'kyma-system')));
   };
-  /** Deletes the Kyma and reconciles until it is gone. */
-  const deleteKyma = async (name: string) => {
-    await suite.api().deleteNamespacedCustomObject(kymaRef(suite.state.ns, name));
-    await suite.reconcileUntil(
-      name,
-      async () =>
-        (await getOrUndefined(() => suite.api().getNamespacedCustomObject(kymaRef(suite.state.ns, name)))) ===
-        undefined,
-      'Kyma gone',
-    );
-  };
+  const { deleteKyma } = suite;
   /** Reconciles the Kyma until its module is Ready. */
   const untilModuleReady = (kymaName: string, module: string) =>
     suite.reconcileUntil(

@@ -322,7 +322,7 @@ export function runCommand(): Command {
     )
     .option(
       '--restricted-default-modules <modules>',
-      "comma-separated modules offered only to the Kymas their ModuleReleaseMeta's kymaSelector selects (to none without one); a Kyma it stops selecting loses the module",
+      "comma-separated modules offered only to the Kymas their ModuleReleaseMeta's kymaSelector selects (to none without one); a Kyma it stops selecting loses the module. With deployer listed, the deployer module's Secrets annotated operator.kyma-project.io/inject-data-from-kcp take the data of the Secret of their name in --namespace",
     )
     .option(
       '--module-cache-bytes <bytes>',

@@ -26,6 +26,7 @@ import {
 } from '@skr-watcher/kube';
 import { Counter, type Registry } from '@skr-watcher/telemetry';
 import type { ReconcileContext } from '../reconcile/context.js';
+import { dataToInject, InjectDataFromKcpError } from '../reconcile/manifests/inject-data-from-kcp.js';
 import { manifestTransforms, setMembers } from '../reconcile/manifests/install.js';
 import { manifestsOf } from '../reconcile/manifests/manifests-of-kyma.js';
 import type { ModuleCrChange } from '../reconcile/modules/mirror-lanes.js';
@@ -360,8 +361,17 @@ export async function revertDrift(
     );
   });
   if (!desired) return result('skipped', shown.reads);
+  // The deployer's Secret is put back with the KCP's data, as the full pass applies it; a KCP Secret gone wrong is
+  // the full pass's to report.
+  let injected;
+  try {
+    injected = await dataToInject(ctx.kcp, ctx.namespace, manifest, installation, [desired]);
+  } catch (error) {
+    if (error instanceof InjectDataFromKcpError) return result('failed', shown.reads);
+    throw error;
+  }
   steps.renderedAt = Date.now();
-  const transforms = manifestTransforms(manifest, namespace, installation);
+  const transforms = manifestTransforms(manifest, namespace, installation, injected);
   // Another uid than the callback's: the object was deleted, and a full pass running meanwhile re-created it.
   const uid = change.fingerprint.uid;
   const before = uid && shown.object?.metadata?.uid !== uid ? undefined : shown.object;

@@ -201,6 +201,17 @@ export function moduleSuite() {
     });
   }
 
+  /** Deletes the KCP Kyma and reconciles until it is gone (its modules removed from the SKR first). */
+  async function deleteKyma(name: string): Promise<void> {
+    await api().deleteNamespacedCustomObject(kymaRef(state.ns, name));
+    await reconcileUntil(
+      name,
+      async () =>
+        (await getOrUndefined(() => api().getNamespacedCustomObject(kymaRef(state.ns, name)))) === undefined,
+      'Kyma gone',
+    );
+  }
+
   async function manifests(): Promise<Json[]> {
     return (
       (await api().listNamespacedCustomObject({
@@ -226,6 +237,7 @@ export function moduleSuite() {
     kcpKyma,
     moduleStatus,
     reconcileUntil,
+    deleteKyma,
     manifests,
   };
 }

@@ -120,6 +120,11 @@ export const ANNOTATIONS = {
   customStateCheck: 'operator.kyma-project.io/custom-state-check',
   /** On a Manifest: the raw-manifest digest last fully installed, so an upgrade is seen as one (upstream's key). */
   syncOciRef: 'sync-oci-ref',
+  /**
+   * "true" on a Secret of the deployer module's raw manifest: its data is replaced by that of the KCP Secret of the
+   * same name (upstream's, see agent/src/reconcile/manifests/inject-data-from-kcp.ts).
+   */
+  injectDataFromKcp: 'operator.kyma-project.io/inject-data-from-kcp',
 } as const;
 
 /** Sharding of Kymas over agent replicas (decision 012). */

@@ -2,8 +2,9 @@
 // run within the re-apply interval, leaves the SKR alone. The SKR webhook watches every object the agent installed,
 // so drift reaches the agent as a callback (and a targeted revert) instead of waiting for the next pass to re-apply
 // an unchanged set. The inputs are what the pass reads in the KCP (the Kyma's spec and labels, the catalog, the
-// Watchers, ModuleConfigs, SyncResources, Manifests, the PKI Secrets, the image pull Secret), the SKR Kyma's spec and
-// labels, and the SKR client; they are summed up in one digest.
+// Watchers, ModuleConfigs, SyncResources, Manifests, the PKI Secrets, the image pull Secret, the KCP Secrets the
+// deployer's Secrets take their data from), the SKR Kyma's spec and labels, and the SKR client; they are summed up in
+// one digest.
 //
 // The last full pass is remembered in this replica's memory only, and only saves work: a Kyma it does not know (a
 // restart, a takeover, a Kyma the router put in doubt) gets a full pass, which is what a restart must do anyway, since
@@ -13,6 +14,7 @@ import type { Kyma, ModuleConfig, RawSyncResource, Watcher } from '@skr-watcher/
 import type { ClusterClient } from '@skr-watcher/kube';
 import { resourceVersionOf, type ReconcileContext } from '../context.js';
 import type { Catalog } from '../modules/catalog.js';
+import { injectionSourceVersions } from '../manifests/inject-data-from-kcp.js';
 
 /** The one-hour safety net: a Kyma at rest still gets its whole state re-applied this often. */
 export const DEFAULT_FULL_REAPPLY_MS = 60 * 60_000;
@@ -125,6 +127,7 @@ export async function passInputsDigest(
         ]
       : null,
     await pullSecretVersion(ctx),
+    await injectionSourceVersions(ctx, manifests),
   ];
   return createHash('sha256').update(JSON.stringify(parts)).digest('base64');
 }

@@ -1,10 +1,10 @@
 // The install (or upgrade) of one Manifest's module (decision 021), as upstream's Manifest controller runs it, one
 // named step after another; a step that cannot go on ends the pass with the status it names:
-//   add finalizers → resolve the source (the raw manifest from the registry) → apply the set (rendered with
-//   upstream's transforms; the object-set engine checks each object's holder, applies CRDs and Namespaces first and
-//   prunes only once the new set is in place) → judge the apply (refused, failed, waiting) → create the default CR
-//   (once, after its CRD exists) → check readiness (every workload, then the customStateCheck) → write the status →
-//   record the digest installed.
+//   add finalizers → resolve the source (the raw manifest from the registry, and for the deployer module the KCP
+//   data its Secrets take) → apply the set (rendered with upstream's transforms; the object-set engine checks each
+//   object's holder, applies CRDs and Namespaces first and prunes only once the new set is in place) → judge the
+//   apply (refused, failed, waiting) → create the default CR (once, after its CRD exists) → check readiness (every
+//   workload, then the customStateCheck) → write the status → record the digest installed.
 import {
   ANNOTATIONS,
   MANIFEST,
@@ -29,6 +29,7 @@ import { agentOwnedObjects } from '../agent-owned.js';
 import type { ModuleInstallation } from '../context.js';
 import { customState, defaultCrBody, type StateVerdict } from './default-cr.js';
 import { ensureFinalizers, type FinalizerWriter } from './finalizers.js';
+import { dataToInject, type InjectedData } from './inject-data-from-kcp.js';
 import { conditionTrue, hasDefaultCr, holdingOf, refOfManifest } from './manifest.js';
 import { writeStatus, type StatusInput, type StatusWriter } from './manifest-status.js';
 import { manifestTransforms, setMembers } from './render.js';
@@ -36,12 +37,23 @@ import { endWith, halt, messageOf, proceed, type ManifestOutcome, type StepResul
 
 /** What the install steps use of the pass: the Manifest's store, the clock, the KCP namespace and the log. */
 export interface InstallContext extends StatusWriter, FinalizerWriter {
+  /** The Manifests, and the KCP Secrets whose data the deployer module's Secrets take. */
+  kcp: Pick<ClusterClient, 'custom' | 'core'>;
   namespace: string;
   logger: Logger;
 }
 
-/** What the install steps use of module installation: the raw manifest's objects and the SKR pull Secret. */
-export type ModuleObjects = Pick<ModuleInstallation, 'objects' | 'skrImagePullSecret'>;
+/**
+ * What the install steps use of module installation: the raw manifest's objects, the SKR pull Secret and the
+ * restricted modules (`deployer` among them turns the injection of KCP data on).
+ */
+export type ModuleObjects = Pick<ModuleInstallation, 'objects' | 'skrImagePullSecret' | 'restrictedModules'>;
+
+/** The set as the registry serves it and the KCP data its Secrets take. */
+interface ResolvedSource {
+  objects: SetMember[];
+  injected: InjectedData;
+}
 
 /** One install pass: who runs it, against which SKR, for which Manifest (as its finalizers left it). */
 interface InstallPass {
@@ -119,11 +131,22 @@ function addFinalizers(ctx: FinalizerWriter, manifest: Manifest): Promise<Manife
   return ensureFinalizers(ctx, manifest, [MANIFEST.finalizer]);
 }
 
-/** The raw manifest's objects; what fails the module (registry, digest, YAML, a document) is its Error. */
-async function resolveSource({ manifest, installation }: InstallPass): Promise<StepResult<SetMember[]>> {
+/**
+ * The raw manifest's objects and the KCP data they take; what fails the module (registry, digest, YAML, a document,
+ * the deployer's KCP Secret) is its Error.
+ */
+async function resolveSource({
+  ctx,
+  manifest,
+  installation,
+}: InstallPass): Promise<StepResult<ResolvedSource>> {
   const what = `Manifest ${manifest.metadata.name} (${manifest.spec.install.source.name ?? '?'} ${manifest.spec.version ?? ''})`;
   try {
-    return proceed(setMembers(await installation.objects(manifest), what));
+    const objects = setMembers(await installation.objects(manifest), what);
+    return proceed({
+      objects,
+      injected: await dataToInject(ctx.kcp, ctx.namespace, manifest, installation, objects),
+    });
   } catch (error) {
     if (error instanceof KubeRequestError) throw error;
     return halt({
@@ -138,7 +161,7 @@ async function resolveSource({ manifest, installation }: InstallPass): Promise<S
 /** The set rendered and kept in the SKR by the object-set engine: holders checked, applied in order, then pruned. */
 function applySet(
   { ctx, skr, installation, manifest }: InstallPass,
-  objects: SetMember[],
+  { objects, injected }: ResolvedSource,
 ): Promise<ApplySetResult> {
   const namespace = manifest.metadata.namespace ?? ctx.namespace;
   return applyObjectSet(
@@ -146,7 +169,7 @@ function applySet(
     { objects: objects.map((object) => ({ object })), inventory: manifest.status?.synced ?? [] },
     {
       fieldManager: MANIFEST.applyFieldManager,
-      transforms: manifestTransforms(manifest, namespace, installation),
+      transforms: manifestTransforms(manifest, namespace, installation, injected),
       refuse: (object) => AGENT_OWNED.reasonFor(object),
       holding: holdingOf(manifest, namespace),
     },

@@ -1,6 +1,6 @@
 // The module's objects as the SKR receives them: the raw manifest's documents checked to be Kubernetes objects, and
 // upstream's transforms (managed-by and owned-by labels, the kyma component, the disclaimer, localized images, the
-// SKR image pull Secret), which the pass and the targeted drift revert apply alike.
+// SKR image pull Secret, the deployer's data from the KCP), which the pass and the targeted drift revert apply alike.
 import { isRecord, type Manifest } from '@skr-watcher/api';
 import {
   disclaimer,
@@ -11,6 +11,7 @@ import {
   type SetMember,
 } from '@skr-watcher/kube';
 import type { ModuleInstallation } from '../context.js';
+import { injectDataFromKcp, type InjectedData } from './inject-data-from-kcp.js';
 
 /** The objects of the raw manifest, each with apiVersion, kind and metadata.name; anything else fails the module. */
 export function setMembers(objects: readonly unknown[], what: string): SetMember[] {
@@ -29,11 +30,15 @@ export function setMembers(objects: readonly unknown[], what: string): SetMember
   });
 }
 
-/** Upstream's transforms of a Manifest's objects; the pass and the targeted drift revert (drift.ts) apply the same. */
+/**
+ * Upstream's transforms of a Manifest's objects; the pass and the targeted drift revert (drift.ts) apply the same.
+ * `injected` is the KCP data read for the deployer's Secrets (dataToInject in inject-data-from-kcp.ts).
+ */
 export function manifestTransforms(
   manifest: Manifest,
   namespace: string,
   installation: Pick<ModuleInstallation, 'skrImagePullSecret'>,
+  injected?: InjectedData,
 ) {
   const manager = manifest.spec.manager;
   return [
@@ -49,5 +54,6 @@ export function manifestTransforms(
           ),
         ]
       : []),
+    ...(injected?.size ? [injectDataFromKcp(injected)] : []),
   ];
 }
