@@ -68,12 +68,12 @@ interface Purged {
   finalizers: number;
 }
 
-/** A CRD name pattern of --skip-finalizer-purging-for: `<name>.<group>`, where the name may be `*`. */
-export function skipsCrd(
+/** Whether --skip-finalizer-purging-for names the CRD: `<plural or singular>.<group>`, or `*.<group>` for any. */
+function skipsCrd(
   skipFor: readonly string[],
   kind: Omit<PurgeableKind, 'crd' | 'version'>,
   singular: string,
-) {
+): boolean {
   return skipFor.some((pattern) => {
     const dot = pattern.indexOf('.');
     if (dot <= 0) return false;
