@@ -8,15 +8,15 @@
 //                                                    repository, its images with it: the agent, pointed there by
 //                                                    --oci-registry-host and --modules-repository-subpath, installs
 //                                                    it, the Manifest lists the transferred images in
-//                                                    spec.localizedImages and the workload's image and env values in
-//                                                    the SKR name them.
+//                                                    spec.localizedImages, the workload's image and env values in
+//                                                    the SKR name them, and the Kyma is Ready once it is available.
 import { expect } from 'chai';
 import { AppsV1Api } from '@kubernetes/client-node';
 import { GROUP } from '@skr-watcher/api';
 import { publishModule, registryConfigFromFlags, type ModuleVersion } from '@skr-watcher/oci';
 import { startRegistry, type Registry } from '@skr-watcher/testenv';
 import { getOrUndefined, refTo } from './support/planes.js';
-import { configMapYaml, docs, moduleSuite, type Json } from './support/modules.js';
+import { configMapYaml, docs, mergePatch, moduleSuite, type Json } from './support/modules.js';
 
 describe("module sources as upstream lifecycle-manager's e2e scenarios expect", function () {
   this.timeout(300_000);
@@ -157,6 +157,31 @@ spec:
         rewritten.telemetry,
         'info',
       ]);
+
+      // The deployment controller's part (no kube-controller-manager runs here): the rollout done, the Kyma Ready.
+      const generation = (await workload())?.metadata?.generation ?? 1;
+      await apps.patchNamespacedDeploymentStatus(
+        {
+          name: `${module}-controller-manager`,
+          namespace: 'kyma-system',
+          body: {
+            status: {
+              observedGeneration: generation,
+              replicas: 1,
+              updatedReplicas: 1,
+              readyReplicas: 1,
+              availableReplicas: 1,
+              conditions: [{ type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable' }],
+            },
+          },
+        },
+        mergePatch,
+      );
+      await suite.reconcileUntil(
+        'kyma-transferred',
+        async () => (await suite.kcpKyma('kyma-transferred')).status?.state === 'Ready',
+        'Kyma Ready',
+      );
     });
   });
 });
