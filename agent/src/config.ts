@@ -51,6 +51,8 @@ export interface AgentConfig {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Module installation from an OCI registry (decision 021); undefined without --oci-registry-host. */
   modules?: ModulesConfig;
+  /** Upstream's purge of SKRs whose Kyma deletion finalizers hold up (on unless --enable-purge-finalizer=false). */
+  purge?: { timeoutMs: number; skipFor: string[] };
   /** Automatic webhook registration in every SKR; undefined when off. */
   registration?: {
     image: string;
@@ -209,6 +211,10 @@ export interface RunFlags {
   maintenancePolicyPath?: string;
   minMaintenanceWindowSize?: string;
   restrictedDefaultModules?: string;
+  /** Commander gives `true` for the bare flag, the text for `--enable-purge-finalizer=false`. */
+  enablePurgeFinalizer?: boolean | string;
+  purgeFinalizerTimeout?: string;
+  skipFinalizerPurgingFor?: string;
 }
 
 export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
@@ -300,6 +306,25 @@ export function agentConfigFromFlags(flags: RunFlags, env: NodeJS.ProcessEnv = p
     logLevel: parseLogLevel(flags.logLevel),
     registration: flags.registerSkrWebhook ? registrationFromFlags(flags) : undefined,
     modules: modulesFromFlags(flags),
+    purge: purgeFromFlags(flags),
+  };
+}
+
+/** Upstream's purge flags, its defaults: on, 5m, nothing skipped. */
+function purgeFromFlags(flags: RunFlags): AgentConfig['purge'] {
+  const enabled = String(flags.enablePurgeFinalizer ?? true);
+  if (enabled !== 'true' && enabled !== 'false')
+    throw new ConfigError(`--enable-purge-finalizer: expected true or false, got ${JSON.stringify(enabled)}`);
+  if (enabled === 'false') return undefined;
+  const skipFor = parseList(flags.skipFinalizerPurgingFor, []);
+  const notCrd = skipFor.find((entry) => !/^(\*|[a-z0-9-]+)\.[a-z0-9.-]+$/i.test(entry));
+  if (notCrd)
+    throw new ConfigError(
+      `--skip-finalizer-purging-for: expected <plural>.<group>, <singular>.<group> or *.<group>, comma-separated, got ${JSON.stringify(notCrd)}`,
+    );
+  return {
+    timeoutMs: parseDurationFlag('--purge-finalizer-timeout', flags.purgeFinalizerTimeout ?? '5m'),
+    skipFor,
   };
 }
 

@@ -3,7 +3,7 @@
 // state it is in and 0 for the others; per module the same, mandatory modules in their own family; and its requeue
 // reasons. Read from the Kyma watch cache at scrape time, as the fleet gauges are: each replica exports the Kymas it
 // owns, and a Kyma gone from the cache takes its series with it. Module names are bounded by the catalog: a module no
-// catalog knows is reported as `(unknown)`.
+// catalog knows is reported as `(unknown)`. Its purge metrics come from the purge itself (reconcile/kyma/purge.ts).
 import {
   ANNOTATIONS,
   isRecord,
@@ -12,8 +12,9 @@ import {
   type KymaModuleStatus,
   type ModuleState,
 } from '@skr-watcher/api';
-import { Counter, registeredMetric, scrapeTimeGauge, type Registry } from '@skr-watcher/telemetry';
+import { Counter, Gauge, registeredMetric, scrapeTimeGauge, type Registry } from '@skr-watcher/telemetry';
 import { SkrFailure } from './reconcile/kyma/pass.js';
+import { PURGE_ERRORS, type PurgeObserver } from './reconcile/kyma/purge.js';
 import { isUnknownModule, UNKNOWN_MODULE_LABEL, worstState } from './reconcile/status.js';
 
 /** Upstream's state sets (api/shared/state.go): a Kyma's, a module's (with Unmanaged), a mandatory module's. */
@@ -79,6 +80,62 @@ function causedBySkr(error: unknown): boolean {
 
 const sources = new WeakMap<Registry, LifecycleManagerSource>();
 
+/** Upstream's per-Kyma labels: its name, shoot and instance id. */
+function perKyma(kyma: Kyma) {
+  return {
+    kyma_name: kyma.metadata.name,
+    shoot: shootOf(kyma),
+    instance_id: kyma.metadata.labels?.[LABELS.instanceId] ?? '',
+  };
+}
+
+/**
+ * Upstream's purge metrics (its purge controller's): the duration of the last purge in seconds (upstream's help text
+ * says "average", its code sets the last one), purges begun, and per Kyma and reason a 1 while its purge fails,
+ * removed once a purge of it finishes.
+ */
+export function registerPurgeMetrics(registry: Registry): PurgeObserver {
+  const time = registeredMetric(
+    registry,
+    'lifecycle_mgr_purgectrl_time',
+    () =>
+      new Gauge({
+        name: 'lifecycle_mgr_purgectrl_time',
+        help: 'Indicates average purge duration',
+        registers: [registry],
+      }),
+  );
+  const requests = registeredMetric(
+    registry,
+    'lifecycle_mgr_purgectrl_requests_total',
+    () =>
+      new Counter({
+        name: 'lifecycle_mgr_purgectrl_requests_total',
+        help: 'Indicates total purge count',
+        registers: [registry],
+      }),
+  );
+  const errors = registeredMetric(
+    registry,
+    'lifecycle_mgr_purgectrl_error',
+    () =>
+      new Gauge({
+        name: 'lifecycle_mgr_purgectrl_error',
+        help: 'Indicates purge errors',
+        labelNames: ['kyma_name', 'shoot', 'instance_id', 'err_reason'],
+        registers: [registry],
+      }),
+  );
+  return {
+    started: () => requests.inc(),
+    finished(kyma, durationMs) {
+      time.set(durationMs / 1000);
+      for (const err_reason of Object.values(PURGE_ERRORS)) errors.remove({ ...perKyma(kyma), err_reason });
+    },
+    failed: (kyma, err_reason) => errors.set({ ...perKyma(kyma), err_reason }, 1),
+  };
+}
+
 export function registerLifecycleManagerMetrics(
   registry: Registry,
   source: LifecycleManagerSource,
@@ -86,11 +143,6 @@ export function registerLifecycleManagerMetrics(
   // A second registration on the same registry (a test, a new term of leadership) takes over the gauges.
   sources.set(registry, source);
   const current = () => sources.get(registry)!;
-  const perKyma = (kyma: Kyma) => ({
-    kyma_name: kyma.metadata.name,
-    shoot: shootOf(kyma),
-    instance_id: kyma.metadata.labels?.[LABELS.instanceId] ?? '',
-  });
 
   scrapeTimeGauge(registry, {
     name: 'lifecycle_mgr_kyma_state',

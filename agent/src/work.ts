@@ -9,7 +9,7 @@ import { readListenerTls, type AgentConfig, type ListenerConfig } from './config
 import { createController, type Controller, type KymaReconciler } from './controller.js';
 import { reportCertificates } from './certificate-metrics.js';
 import { registerFleetMetrics } from './fleet-metrics.js';
-import { registerLifecycleManagerMetrics } from './lifecycle-manager-metrics.js';
+import { registerLifecycleManagerMetrics, registerPurgeMetrics } from './lifecycle-manager-metrics.js';
 import type { EventStream } from './event-stream.js';
 import { ReconcileWakes, startListener, type AcceptedEvent, type Listener } from './listener/index.js';
 import { createManager } from './manager/index.js';
@@ -68,8 +68,14 @@ export async function startWork(
       policy: () => policy?.current(),
       minWindowMs: config.modules.minMaintenanceWindowMs,
     };
+  // Upstream's purge, its metrics among lifecycle-manager's when those are asked for (decision 027).
+  const purge = config.purge && {
+    ...config.purge,
+    ...(config.lifecycleManagerMetrics ? { observer: registerPurgeMetrics(registry) } : {}),
+  };
   const manager = createManager({
     kcp,
+    ...(purge ? { purge } : {}),
     namespace: config.namespace,
     logger,
     registry,

@@ -185,6 +185,9 @@ describe("upstream lifecycle-manager's metrics", function () {
       });
       // This project's own fleet gauges are still there, beside them.
       expect(samples.get('skr_agent_modules{module="sample",state="Ready"}')).to.equal(1);
+      // The purge is on by default: its families are there from the start, no purge yet.
+      expect(samples.get('lifecycle_mgr_purgectrl_requests_total')).to.equal(0);
+      expect(samples.get('lifecycle_mgr_purgectrl_time')).to.equal(0);
     });
   });
 });

@@ -395,7 +395,9 @@ describe('lifecycle reconciliation (real KCP and two SKRs)', function () {
     expect(kyma.status.state).to.equal('Error');
     const broken = kyma.status.modules.find((m) => m['name'] === 'nosuch');
     expect(broken?.['state']).to.equal('Error');
-    expect(broken?.['message']).to.match(/TemplateNotFound: ModuleTemplate .*\/nosuch-9\.9\.9 not found/);
+    expect(broken?.['message']).to.equal(
+      'failed to get module template: ModuleTemplate.operator.kyma-project.io "nosuch-9.9.9" not found',
+    );
     expect(kyma.status.modules.find((m) => m['name'] === 'sample')?.['state']).to.equal('Ready');
     expect(await moduleConfig(ns, 'kyma-m', 'sample')).to.not.equal(undefined);
     const condition = kyma.status.conditions.find((c) => c['type'] === 'Modules');

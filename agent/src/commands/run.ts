@@ -338,6 +338,20 @@ export function runCommand(): Command {
       'an open maintenance window counts only with this much of it left',
       '20m',
     )
+    .option(
+      '--enable-purge-finalizer [bool]',
+      "lifecycle-manager's purge: a Kyma still deleting --purge-finalizer-timeout after its deletion began has the finalizers of every custom resource left in its SKR removed (=false: never)",
+      true,
+    )
+    .option(
+      '--purge-finalizer-timeout <duration>',
+      "how long a Kyma's deletion may wait on finalizers in its SKR before they are purged",
+      '5m',
+    )
+    .option(
+      '--skip-finalizer-purging-for <crds>',
+      'comma-separated CRDs whose objects a purge leaves alone: <plural>.<group>, <singular>.<group> or *.<group>',
+    )
     .addOption(logLevelOption('info'))
     .action(async (flags: RunFlags & MetricsSecurityFlags) => {
       await run(flags);

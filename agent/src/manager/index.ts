@@ -41,6 +41,7 @@ import { KymaReads } from '../reconcile/kyma-reads.js';
 import { passMetricsIn } from '../reconcile/metrics.js';
 import { MirrorLanes, mirrorLaneKey } from '../reconcile/modules/mirror-lanes.js';
 import { createKymaReconciler, type Reconciler } from '../reconcile/reconciler.js';
+import type { PurgeSettings } from '../reconcile/kyma/purge.js';
 import { createDriftReverter } from '../targeted/drift.js';
 import { targetedMetricsIn } from '../targeted/metrics.js';
 import { createTargetedPaths, type TargetedPaths } from '../targeted/paths.js';
@@ -58,6 +59,8 @@ export interface ManagerOptions {
   skrTimeoutMs?: number;
   /** After this long unreachable, deletion gives up on the SKR side, emits an Event, removes the finalizer (default 10 min). */
   deletionTimeoutMs?: number;
+  /** Upstream's purge: finalizers left in the SKR stripped once a deletion has waited this long; off when undefined. */
+  purge?: PurgeSettings;
   /** Bound on every KCP request (default DEFAULT_KCP_TIMEOUT_MS). */
   kcpTimeoutMs?: number;
   /**
@@ -274,6 +277,7 @@ async function buildClients(
     events: createEventRecorder(kcp, logger, clock),
     skrClients,
     deletionTimeoutMs: options.deletionTimeoutMs ?? DEFAULT_DELETION_TIMEOUT_MS,
+    ...(options.purge ? { purge: options.purge } : {}),
     crdDir: options.crdDir ?? DEFAULT_CRD_DIR,
     requeue: { ...DEFAULT_REQUEUE_INTERVALS, ...options.requeue },
     syncResourcePolicy: options.syncResourcePolicy ?? SYNC_RESOURCE_ALLOWED,

@@ -13,6 +13,7 @@ import { withContext, type ClusterClient, type CustomObjectRef, type SkrClients 
 import type { Logger } from '@skr-watcher/telemetry';
 import type { PkiCache, RegistrationOptions, WatcherHealth } from '../registration/index.js';
 import type { EventRecorder } from './events.js';
+import type { PurgeSettings } from './kyma/purge.js';
 
 /** Where a module version's raw manifest lies and which images it localizes (from its OCM descriptor). */
 export interface ModuleDescription {
@@ -86,6 +87,8 @@ export interface ReconcileContext {
   events: EventRecorder;
   skrClients: SkrClients;
   deletionTimeoutMs: number;
+  /** Upstream's purge of a Kyma whose deletion is held up by finalizers in its SKR (kyma/purge.ts); off when undefined. */
+  purge?: PurgeSettings;
   crdDir: string;
   /** The next look at a Kyma, by the state its pass ended in. */
   requeue: RequeueIntervals;

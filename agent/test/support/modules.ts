@@ -7,7 +7,7 @@ import { GROUP, KINDS, LABELS } from '@skr-watcher/api';
 import { publishModule, registryConfigFromFlags, type ModuleVersion } from '@skr-watcher/oci';
 import { startRegistry, type Registry } from '@skr-watcher/testenv';
 import { kubeConfigAsAgent } from '../../../test/support/kcp-rbac.js';
-import { createManager, type Manager } from '../../src/manager/index.js';
+import { createManager, type Manager, type ManagerOptions } from '../../src/manager/index.js';
 import {
   createRegistryInstallation,
   type RegistryInstallation,
@@ -158,7 +158,7 @@ export function moduleSuite() {
 
   async function start(
     options: Partial<RegistryInstallationOptions> = {},
-    reconcilerOptions: { clock?: () => Date; kcpTimeoutMs?: number } = {},
+    reconcilerOptions: Pick<ManagerOptions, 'clock' | 'kcpTimeoutMs' | 'purge'> = {},
   ): Promise<Manager> {
     state.installation = await createRegistryInstallation({ settings: settings(), ...options });
     state.manager = createManager({

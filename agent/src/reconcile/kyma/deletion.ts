@@ -14,6 +14,7 @@ import { removeModuleCatalog } from '../modules/catalog.js';
 import { eventTarget, refOf, type ReconcileContext } from '../context.js';
 import { dropFinalizer } from './finalizers.js';
 import { removeImagePullSecret } from './image-pull-secret.js';
+import { purgeWhenDue } from './purge.js';
 import { removeModulesOfKyma } from '../manifests/install.js';
 import { moduleConfigsOf } from '../modules/module-config.js';
 import { recordedModuleCr } from '../modules/modules.js';
@@ -66,6 +67,8 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
       noCredentials = true;
       throw new Error(`no kubeconfig Secret labelled ${LABELS.kymaName}=${kymaName} in ${ctx.namespace}`);
     }
+    // Past --purge-finalizer-timeout, finalizers left in the SKR no longer hold the deletion up (purge.ts).
+    await purgeWhenDue(ctx, kyma, lookup.client);
     // With module installation, the modules go first, each by its Manifest in upstream's order; users' CRs of a
     // module's kind hold the Kyma's deletion up, as upstream's do.
     const modules = await removeModulesOfKyma(ctx, eventTarget(ctx, kyma), lookup.client);

@@ -39,13 +39,14 @@ export function withWarning(resolved: ResolvedModule, status: KymaModuleStatus):
 /**
  * A resolution failure. A ModuleReleaseMeta that went missing under an installed module keeps what was
  * installed in status: Error the first time, Warning from then on, as upstream reports it. A module the Kyma may
- * not use reports upstream's text as it is (tools compare it).
+ * not use, or whose template is missing, reports upstream's text as it is (tools compare it).
  */
 export function failedStatus(
   failure: ModuleFailure,
   previous: KymaModuleStatus | undefined,
 ): KymaModuleStatus {
-  const message = failure.accessDenied ? failure.message : `${failure.reason}: ${failure.message}`;
+  const message =
+    failure.accessDenied || failure.upstreamText ? failure.message : `${failure.reason}: ${failure.message}`;
   if (failure.reason === 'ModuleReleaseMetaNotFound' && previous?.template) {
     const reported = previous.state === 'Error' || previous.state === 'Warning';
     return { ...previous, state: reported ? 'Warning' : 'Error', message };

@@ -9,6 +9,7 @@
 import semver from 'semver';
 import {
   DEFAULTS,
+  GROUP,
   isRecord,
   LABELS,
   selectsLabels,
@@ -52,6 +53,8 @@ export interface ModuleFailure {
    * `message` is upstream's status text, reported as it is; `detail` says which rule refused it.
    */
   accessDenied?: { detail: string };
+  /** `message` is upstream's status text for this failure, reported as it is (tools and its e2e tests compare it). */
+  upstreamText?: true;
 }
 
 export function isModuleFailure(value: ResolvedModule | ModuleFailure): value is ModuleFailure {
@@ -257,10 +260,14 @@ export async function resolveModule(
   const templateName = `${name}-${version}`;
   const template = await readCatalogObject(ctx, 'moduleTemplate', templateName, parseModuleTemplate);
   if (template === undefined) {
-    return fail(
-      'TemplateNotFound',
-      `ModuleTemplate ${namespace}/${templateName} not found (version ${version}${channel ? `, channel ${channel}` : ''})`,
-    );
+    // Upstream's words: a template under another name (an obsolete `<module>-<channel>` one) is not looked for.
+    return {
+      ...fail(
+        'TemplateNotFound',
+        `failed to get module template: ModuleTemplate.${GROUP} "${templateName}" not found`,
+      ),
+      upstreamText: true,
+    };
   }
   if (template instanceof ShapeError) return fail('TemplateInvalid', template.message);
   const templateWhat = `ModuleTemplate ${namespace}/${templateName}`;
