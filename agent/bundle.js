@@ -1,7 +1,8 @@
 // Builds the agent's bundle (dist/bundle), the one file the image runs (decision 017). Run by `npm run bundle` after
-// tsc. The source text of every bundled module stays in the process's memory whether it runs or not, so what the
-// agent does not need is kept out of the file rather than only left unexecuted.
-import { readFileSync } from 'node:fs';
+// tsc; AGENT_BUNDLE_METAFILE=<file> also writes esbuild's account of what each input added. The source text of every
+// bundled module stays in the process's memory whether it runs or not, so what the agent does not need is kept out of
+// the file rather than only left unexecuted.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -77,7 +78,8 @@ const result = await build({
     js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
   },
   plugins: [sameVersionOnce()],
-  metafile: Boolean(process.env.AM_META),
+  // What each input adds to the bundle, for whoever looks for what to keep out next (esbuild's analyser reads it).
+  metafile: Boolean(process.env.AGENT_BUNDLE_METAFILE),
 });
-if (process.env.AM_META)
-  (await import('node:fs')).writeFileSync(process.env.AM_META, JSON.stringify(result.metafile));
+if (process.env.AGENT_BUNDLE_METAFILE)
+  writeFileSync(process.env.AGENT_BUNDLE_METAFILE, JSON.stringify(result.metafile));
