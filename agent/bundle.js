@@ -2,7 +2,7 @@
 // tsc; AGENT_BUNDLE_METAFILE=<file> also writes esbuild's account of what each input added. The source text of every
 // bundled module stays in the process's memory whether it runs or not, so what the agent does not need is kept out of
 // the file rather than only left unexecuted.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -25,7 +25,9 @@ function sameVersionOnce() {
     if (!path.includes('node_modules/') || entry.link || !entry.version) continue;
     const name = path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
     const key = `${name}@${entry.version}`;
-    if (!chosen.has(key)) chosen.set(key, join(repoDir, path));
+    // An optional dependency for another platform is in the lockfile but not on disk.
+    if (!chosen.has(key) && existsSync(join(repoDir, path, 'package.json')))
+      chosen.set(key, join(repoDir, path));
   }
   const versions = new Map();
   const versionOf = (root) => {
