@@ -89,7 +89,7 @@ export class KcpPkiSecrets {
 
   /** Loads client-node on demand: it takes a second to import, and the file commands never need it. */
   static async fromKubeconfig(kubeconfigPath: string, namespace: string): Promise<KcpPkiSecrets> {
-    const { CoreV1Api, KubeConfig } = await import('@kubernetes/client-node');
+    const { CoreV1Api, KubeConfig } = await import('./pki-client.js');
     const kubeConfig = new KubeConfig();
     try {
       kubeConfig.loadFromFile(kubeconfigPath);

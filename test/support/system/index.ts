@@ -74,6 +74,11 @@ export interface LocalSystemOptions {
   /** Flags for the agent's node process (e.g. `--cpu-prof`), before its entry point. */
   agentNodeArgs?: string[];
   /**
+   * Runs the agent as the image does (test/support/shipped-agent.ts): this script, with this environment (its
+   * NODE_OPTIONS), instead of its source through tsx; `agentNodeArgs` do not apply.
+   */
+  shippedAgent?: { script: string; env: Record<string, string> };
+  /**
    * Runs the agent at debug level and passes on its log entries whose message is one of `messages` (parsed), e.g.
    * the per-step timestamps of each targeted mirror for bench:e2e.
    */
@@ -454,7 +459,9 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       logFile: join(dir, 'skr-agent.log'),
       ...(options.agentNodeArgs ? { nodeArgs: options.agentNodeArgs } : {}),
       ...(options.onAgentLog ? agentLogOptions(options.onAgentLog) : {}),
+      ...(options.shippedAgent ? { executable: process.execPath, env: options.shippedAgent.env } : {}),
       args: [
+        ...(options.shippedAgent ? [options.shippedAgent.script] : []),
         'run',
         '--kubeconfig',
         kcpPlane.kubeconfigPath,

@@ -1,0 +1,87 @@
+// Builds the agent's bundle (dist/bundle), the one file the image runs (decision 017). Run by `npm run bundle` after
+// tsc; AGENT_BUNDLE_METAFILE=<file> also writes esbuild's account of what each input added. The source text of every
+// bundled module stays in the process's memory whether it runs or not, so what the agent does not need is kept out of
+// the file rather than only left unexecuted.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const agentDir = dirname(fileURLToPath(import.meta.url));
+const repoDir = join(agentDir, '..');
+
+/**
+ * npm nests a package again under each dependent whose range the hoisted copy does not meet, even when those copies
+ * are the same version (express 5's accepts, send, type-is and express itself each bring mime-types 3 and mime-db
+ * 1.54: four copies of a 150 KB JSON catalog, each parsed into its own maps at start). Every import of a package is
+ * resolved to one copy per name and version, the first by path in the lockfile, so the bundle holds each once.
+ */
+function sameVersionOnce() {
+  const lock = JSON.parse(readFileSync(join(repoDir, 'package-lock.json'), 'utf8'));
+  /** `name@version` → the lockfile path of the copy every import of it is resolved to. */
+  const chosen = new Map();
+  for (const path of Object.keys(lock.packages ?? {}).sort()) {
+    const entry = lock.packages[path];
+    if (!path.includes('node_modules/') || entry.link || !entry.version) continue;
+    const name = path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
+    const key = `${name}@${entry.version}`;
+    // An optional dependency for another platform is in the lockfile but not on disk.
+    if (!chosen.has(key) && existsSync(join(repoDir, path, 'package.json')))
+      chosen.set(key, join(repoDir, path));
+  }
+  const versions = new Map();
+  const versionOf = (root) => {
+    if (!versions.has(root))
+      versions.set(root, JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version);
+    return versions.get(root);
+  };
+  return {
+    name: 'same-version-once',
+    setup(bundle) {
+      // Bare specifiers only: a package is entered by its name, its own files follow from where it was resolved.
+      bundle.onResolve({ filter: /^[^./]/ }, async (args) => {
+        if (args.pluginData?.resolvedOnce || args.path.startsWith('node:')) return undefined;
+        const resolved = await bundle.resolve(args.path, {
+          importer: args.importer,
+          resolveDir: args.resolveDir,
+          kind: args.kind,
+          pluginData: { resolvedOnce: true },
+        });
+        if (resolved.errors.length > 0 || resolved.external || !resolved.path.includes(`node_modules${sep}`))
+          return resolved.errors.length > 0 ? undefined : resolved;
+        const at = resolved.path.lastIndexOf(`node_modules${sep}`) + `node_modules${sep}`.length;
+        const parts = resolved.path.slice(at).split(sep);
+        const name = parts[0]?.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+        const root = resolved.path.slice(0, at) + name;
+        const canonical = chosen.get(`${name}@${versionOf(root)}`);
+        if (!canonical || canonical === root) return resolved;
+        return { ...resolved, path: join(canonical, relative(root, resolved.path)) };
+      });
+    },
+  };
+}
+
+const result = await build({
+  entryPoints: {
+    main: join(agentDir, 'dist/main.js'),
+    'manifest-parse-worker': join(repoDir, 'packages/oci/dist/manifest-parse-worker.js'),
+  },
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node22',
+  outdir: join(agentDir, 'dist/bundle'),
+  minifyWhitespace: true,
+  minifySyntax: true,
+  sourcemap: true,
+  logLevel: 'warning',
+  // CommonJS dependencies call require(): an ES module has none of its own.
+  banner: {
+    js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+  },
+  plugins: [sameVersionOnce()],
+  // What each input adds to the bundle, for whoever looks for what to keep out next (esbuild's analyser reads it).
+  metafile: Boolean(process.env.AGENT_BUNDLE_METAFILE),
+});
+if (process.env.AGENT_BUNDLE_METAFILE)
+  writeFileSync(process.env.AGENT_BUNDLE_METAFILE, JSON.stringify(result.metafile));

@@ -1,0 +1,52 @@
+// What the agent's bundle holds (agent/bundle.js, decision 017): its source text stays in every replica's memory
+// whether it runs or not, so client-node's API groups the agent never calls and second copies of one package version
+// must not be in it. Read from the bundle and from its source map, which names every file bundled.
+import { readFile } from 'node:fs/promises';
+import { join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+
+const BUNDLE = fileURLToPath(new URL('../dist/bundle/', import.meta.url));
+
+async function bundledFiles(): Promise<string[]> {
+  const map = JSON.parse(await readFile(join(BUNDLE, 'main.js.map'), 'utf8')) as { sources: string[] };
+  return map.sources.map((source) => join(BUNDLE, source));
+}
+
+/** The package root of a file below node_modules, e.g. `…/node_modules/send/node_modules/mime-db`. */
+function packageRoot(file: string): { name: string; root: string } | undefined {
+  const marker = `node_modules${sep}`;
+  const at = file.lastIndexOf(marker);
+  if (at < 0) return undefined;
+  const parts = file.slice(at + marker.length).split(sep);
+  const name = parts[0]?.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] as string);
+  return { name, root: file.slice(0, at + marker.length) + name };
+}
+
+describe('the agent bundle holds what the agent runs, once', () => {
+  it('keeps client-node API groups the agent never calls out (apps, storage, networking, batch)', async () => {
+    const text = await readFile(join(BUNDLE, 'main.js'), 'utf8');
+    const requestFactory = (group: string) => new RegExp(`\\b${group}ApiRequestFactory\\b`).test(text);
+    expect(requestFactory('CoreV1')).to.equal(true);
+    for (const unused of ['AppsV1', 'StorageV1', 'NetworkingV1', 'BatchV1'])
+      expect(requestFactory(unused), `${unused} in the bundle`).to.equal(false);
+  });
+
+  it('bundles each package version from one place (express 5 nests mime-types 3 and mime-db 1.54 four times)', async () => {
+    const roots = new Map<string, Set<string>>();
+    const versions = new Map<string, string>();
+    for (const file of await bundledFiles()) {
+      const found = packageRoot(file);
+      if (!found) continue;
+      if (!versions.has(found.root)) {
+        const manifest = await readFile(join(found.root, 'package.json'), 'utf8');
+        versions.set(found.root, (JSON.parse(manifest) as { version: string }).version);
+      }
+      const key = `${found.name}@${versions.get(found.root)}`;
+      roots.set(key, (roots.get(key) ?? new Set()).add(found.root));
+    }
+    const repeated = [...roots].filter(([, places]) => places.size > 1).map(([key]) => key);
+    expect(repeated).to.deep.equal([]);
+    expect(roots.has('mime-db@1.54.0')).to.equal(true);
+  });
+});
