@@ -38,6 +38,7 @@ const PURE_FILES = [
   'packages/kube/test/failure-attribution.test.ts',
   'packages/kube/test/informer-store.test.ts',
   'packages/kube/test/informer-watch.test.ts',
+  'packages/kube/test/object-set-establish.test.ts',
   'packages/kube/test/object-set-transforms.test.ts',
   'packages/kube/test/workqueue-run-order.test.ts',
   'packages/kube/test/workqueue-slow-runs.test.ts',

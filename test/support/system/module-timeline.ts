@@ -4,12 +4,7 @@
 // process received the change.
 import { ApiextensionsV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, LABELS, manifestName } from '@skr-watcher/api';
-import {
-  customResourceSource,
-  getCustomObject,
-  mergePatchCustomObject,
-  ResilientInformer,
-} from '@skr-watcher/kube';
+import { customResourceSource, mergePatchCustomObject, ResilientInformer } from '@skr-watcher/kube';
 import { z } from 'zod';
 import type { LiveEvent } from './live-events.js';
 import { GREETER, GREETER_DEFAULT_CR } from './modules.js';
@@ -103,17 +98,6 @@ export async function timeModuleInstall(options: {
   const finished = new Promise<void>((resolve) => (done = resolve));
   const started = () => timeline.sentAtMs > 0;
 
-  const manifests = new ResilientInformer<{ metadata?: { name?: string } }>({
-    kubeConfig: kcp,
-    source: customResourceSource(kcp, {
-      group: GROUP,
-      version: KINDS.manifest.version,
-      plural: KINDS.manifest.plural,
-      namespace: options.namespace,
-      labelSelector: `${LABELS.kymaName}=${skr}`,
-    }),
-    watchdogMs: 60_000,
-  });
   const onManifest = (object: unknown) => {
     const atMs = Date.now();
     const parsed = manifestShape.safeParse(object);
@@ -130,18 +114,6 @@ export async function timeModuleInstall(options: {
     if (status?.state === 'Ready') timeline.readyAtMs ??= atMs;
     if (timeline.kymaReadyAtMs !== undefined && timeline.readyAtMs !== undefined) done();
   };
-  manifests.addHandler({ onAdd: onManifest, onUpdate: (_, object) => onManifest(object) });
-
-  const kymas = new ResilientInformer<{ metadata?: { name?: string } }>({
-    kubeConfig: kcp,
-    source: customResourceSource(kcp, {
-      group: GROUP,
-      version: KINDS.kyma.version,
-      plural: KINDS.kyma.plural,
-      namespace: options.namespace,
-    }),
-    watchdogMs: 60_000,
-  });
   const onKyma = (object: unknown) => {
     const atMs = Date.now();
     const parsed = kymaShape.safeParse(object);
@@ -152,7 +124,12 @@ export async function timeModuleInstall(options: {
       done();
     }
   };
-  kymas.addHandler({ onAdd: onKyma, onUpdate: (_, object) => onKyma(object) });
+  const watches = kcpWatches(kcp, options.namespace, skr, {
+    manifest: (object, deleted) => {
+      if (!deleted) onManifest(object);
+    },
+    kyma: onKyma,
+  });
 
   const unsubscribe = options.observations?.onEvent((event: LiveEvent) => {
     const atMs = Date.parse(event.time);
@@ -160,11 +137,9 @@ export async function timeModuleInstall(options: {
       timeline.callbackAtMs ??= atMs;
   });
 
-  manifests.start();
-  kymas.start();
   let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.all([manifests.waitForSync(), kymas.waitForSync()]);
+    await watches.synced();
     const skrKyma = SKR_KYMA;
     const api = options.skrConfig.makeApiClient(CustomObjectsApi);
     const current = (await api.getNamespacedCustomObject(skrKyma)) as { spec?: { modules?: unknown[] } };
@@ -182,8 +157,57 @@ export async function timeModuleInstall(options: {
   } finally {
     clearTimeout(timer);
     unsubscribe?.();
-    await Promise.all([manifests.stop(), kymas.stop()]);
+    await watches.stop();
   }
+}
+
+/**
+ * Watches of the Manifests of `skr` and of the Kymas in the KCP namespace; each change is handed over as it arrives,
+ * so a time taken in a handler is when this process learnt of it (no polling interval in it).
+ */
+function kcpWatches(
+  kcp: KubeConfig,
+  namespace: string,
+  skr: string,
+  handlers: { manifest(object: unknown, deleted: boolean): void; kyma(object: unknown): void },
+): { synced(): Promise<void>; stop(): Promise<void> } {
+  const manifests = new ResilientInformer<{ metadata?: { name?: string } }>({
+    kubeConfig: kcp,
+    source: customResourceSource(kcp, {
+      group: GROUP,
+      version: KINDS.manifest.version,
+      plural: KINDS.manifest.plural,
+      namespace,
+      labelSelector: `${LABELS.kymaName}=${skr}`,
+    }),
+    watchdogMs: 60_000,
+  });
+  manifests.addHandler({
+    onAdd: (object) => handlers.manifest(object, false),
+    onUpdate: (_, object) => handlers.manifest(object, false),
+    onDelete: (object) => handlers.manifest(object, true),
+  });
+  const kymas = new ResilientInformer<{ metadata?: { name?: string } }>({
+    kubeConfig: kcp,
+    source: customResourceSource(kcp, {
+      group: GROUP,
+      version: KINDS.kyma.version,
+      plural: KINDS.kyma.plural,
+      namespace,
+    }),
+    watchdogMs: 60_000,
+  });
+  kymas.addHandler({ onAdd: handlers.kyma, onUpdate: (_, object) => handlers.kyma(object) });
+  manifests.start();
+  kymas.start();
+  return {
+    synced: async () => {
+      await Promise.all([manifests.waitForSync(), kymas.waitForSync()]);
+    },
+    stop: async () => {
+      await Promise.all([manifests.stop(), kymas.stop()]);
+    },
+  };
 }
 
 /** The timeline as lines, in time order, offsets from the moment the module was enabled. */
@@ -247,7 +271,7 @@ export async function moduleObjectsIn(skrConfig: KubeConfig): Promise<string[]> 
 
 /**
  * Removes a module from the SKR Kyma of `skr` and waits until its Manifest is gone from KCP and the Kyma status no
- * longer lists it; answers how long that took (ms), or undefined on timeout.
+ * longer lists it (both watched); answers how long that took (ms), or undefined on timeout.
  */
 export async function disableModule(options: {
   kcp: KubeConfig;
@@ -258,36 +282,53 @@ export async function disableModule(options: {
   timeoutMs: number;
 }): Promise<number | undefined> {
   const { module, ocmComponentName } = options.module;
+  const name = manifestName(ocmComponentName, options.skr, module);
   const api = options.skrConfig.makeApiClient(CustomObjectsApi);
-  const kcp = options.kcp.makeApiClient(CustomObjectsApi);
-  const current = (await api.getNamespacedCustomObject(SKR_KYMA)) as {
-    spec?: { modules?: { name?: string }[] };
+  let manifestPresent = false;
+  let listed = false;
+  let sent = 0;
+  let goneAtMs: number | undefined;
+  let done: () => void = () => {};
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const check = () => {
+    if (sent === 0 || manifestPresent || listed) return;
+    goneAtMs ??= Date.now();
+    done();
   };
-  const modules = (current.spec?.modules ?? []).filter((m) => m.name !== module);
-  const sent = Date.now();
-  await mergePatchCustomObject(api, SKR_KYMA, { spec: { modules } });
-  const manifest = {
-    group: GROUP,
-    version: KINDS.manifest.version,
-    plural: KINDS.manifest.plural,
-    namespace: options.namespace,
-    name: manifestName(ocmComponentName, options.skr, module),
-  };
-  const kyma = {
-    group: GROUP,
-    version: KINDS.kyma.version,
-    plural: KINDS.kyma.plural,
-    namespace: options.namespace,
-  };
-  while (Date.now() - sent < options.timeoutMs) {
-    const manifestGone = (await getCustomObject(kcp, manifest)) === undefined;
-    const listed = kymaShape
-      .safeParse(await kcp.getNamespacedCustomObject({ ...kyma, name: options.skr }))
-      .data?.status?.modules?.some((m) => m.name === module);
-    if (manifestGone && !listed) return Date.now() - sent;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  const watches = kcpWatches(options.kcp, options.namespace, options.skr, {
+    manifest: (object, deleted) => {
+      if (manifestShape.safeParse(object).data?.metadata.name !== name) return;
+      manifestPresent = !deleted;
+      check();
+    },
+    kyma: (object) => {
+      const parsed = kymaShape.safeParse(object).data;
+      if (parsed?.metadata.name !== options.skr) return;
+      listed = parsed.status?.modules?.some((m) => m.name === module) ?? false;
+      check();
+    },
+  });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await watches.synced();
+    const current = (await api.getNamespacedCustomObject(SKR_KYMA)) as {
+      spec?: { modules?: { name?: string }[] };
+    };
+    const modules = (current.spec?.modules ?? []).filter((m) => m.name !== module);
+    sent = Date.now();
+    await mergePatchCustomObject(api, SKR_KYMA, { spec: { modules } }).catch((cause: unknown) => {
+      throw new Error(`disable module ${module} in the Kyma of ${options.skr}`, { cause });
+    });
+    check();
+    await Promise.race([
+      finished,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, options.timeoutMs))),
+    ]);
+    return goneAtMs === undefined ? undefined : goneAtMs - sent;
+  } finally {
+    clearTimeout(timer);
+    await watches.stop();
   }
-  return undefined;
 }
 
 /** The greeter operator's Pods in the SKR (with `--pods`): name, phase, readiness and the node each runs on. */

@@ -99,7 +99,17 @@ interface Prepared {
   phase: ApplyPhase;
 }
 
-const ESTABLISH_POLL_MS = 250;
+/**
+ * Re-reads of a CRD not yet Established (or of a kind not served yet): soon at first, since the API server sets the
+ * condition within tens of milliseconds and every one waited past it delays the module's install, then backing off
+ * so a slow CRD costs no more than a read per 250 ms.
+ */
+export const ESTABLISH_POLL = { firstMs: 10, maxMs: 250 } as const;
+
+/** The wait before the next re-read, after waiting `previousMs` (0 before the first). */
+export function nextEstablishPollMs(previousMs: number): number {
+  return previousMs <= 0 ? ESTABLISH_POLL.firstMs : Math.min(previousMs * 2, ESTABLISH_POLL.maxMs);
+}
 
 /** Objects transformed per slice before yielding (each is a deep copy). */
 const PREPARE_SLICE = 50;
@@ -205,7 +215,7 @@ async function applyPhase(
   const outcomes = await mapLimited(items, concurrency, async (item) => {
     const kind = `${syncedObjectOf(item.body).group}/${item.body.kind}`;
     try {
-      for (;;) {
+      for (let pollMs = 0; ;) {
         try {
           return { item, result: await applyOne(skr, item, options, recorded) };
         } catch (error) {
@@ -219,7 +229,8 @@ async function applyPhase(
                 message: `waits until the SKR serves ${item.body.kind} in ${item.body.apiVersion} (its CRD is Established)`,
               },
             };
-          await new Promise((resolve) => setTimeout(resolve, ESTABLISH_POLL_MS));
+          pollMs = nextEstablishPollMs(pollMs);
+          await new Promise((resolve) => setTimeout(resolve, pollMs));
         }
       }
     } catch (error) {
@@ -374,7 +385,7 @@ async function crdsOfTheSet(
       continue;
     }
     const deadline = Date.now() + timeoutMs;
-    for (;;) {
+    for (let pollMs = 0; ;) {
       const crd = await readObject(skr.objects, refFor(item.body));
       if (established(crd)) {
         fresh.add(servedKind);
@@ -384,7 +395,8 @@ async function crdsOfTheSet(
         waiting.set(servedKind, item.body.metadata.name);
         break;
       }
-      await new Promise((resolve) => setTimeout(resolve, ESTABLISH_POLL_MS));
+      pollMs = nextEstablishPollMs(pollMs);
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   }
   return { waitingFor: waiting, fresh };
