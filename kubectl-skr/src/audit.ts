@@ -8,13 +8,6 @@ import type { Kcp } from './kcp.js';
 
 const PREFIX = 'operator.kyma-project.io';
 
-/** On a paused Kyma: who paused it, why, and since when (RFC 3339); removed again by resume. */
-export const PAUSE_ANNOTATIONS = {
-  by: `${PREFIX}/skip-reconciliation-by`,
-  reason: `${PREFIX}/skip-reconciliation-reason`,
-  since: `${PREFIX}/skip-reconciliation-since`,
-} as const;
-
 /**
  * On a Kyma: when someone last asked for a pass (RFC 3339). Any annotation change wakes the agent's Kyma watch
  * (agent/src/controller.ts compares labels and annotations), so writing it is the request.
