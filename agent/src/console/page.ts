@@ -76,7 +76,7 @@ function overview(fleet) {
       el('td', { class: 'reason' }, row.reason || ''));
   });
   const modules = fleet.modules.map((m) => el('tr', { 'data-module': m.name }, el('td', {}, m.name), el('td', {}, String(m.kymas)),
-    el('td', {}, Object.entries(m.states).map(([s, n]) => [state(s), ' ' + n + ' '])),
+    el('td', {}, Object.entries(m.states).flatMap(([s, n]) => [state(s), ' ' + n + ' '])),
     el('td', {}, Object.entries(m.versions).map(([v, n]) => v + ' \\u00d7' + n).join(', '))));
   return [el('h1', {}, 'Fleet'),
     el('p', { class: 'summary', 'data-testid': 'fleet-summary' }, fleet.kymas.total + ' Kymas in ' + fleet.namespace + (fleet.kymas.total ? ': ' + counts(fleet.kymas.states) : '') + paused),
