@@ -170,7 +170,7 @@ describe('console in a real browser against the real agent', function () {
       /^sample\s/,
     );
     expect(await page.locator('[data-testid=kyma-fields]').innerText()).to.match(/Paused\s+no/);
-    await page.evaluate(() => ((window as unknown as { loadedOnce: boolean }).loadedOnce = true));
+    await page.evaluate(() => ((globalThis as unknown as { loadedOnce: boolean }).loadedOnce = true));
 
     // A callback from SKR 1's webhook identity, through the agent's mTLS listener.
     const leaf = issueTestLeaf(ca, { commonName: 'skr1', dnsNames: ['skr1.local'] });
@@ -204,9 +204,9 @@ describe('console in a real browser against the real agent', function () {
       .locator('[data-testid=kyma-fields]', { hasText: 'yes, by jane@example.com: INC-1234' })
       .waitFor({ timeout: 30_000 });
     // The same document all along: no navigation happened.
-    expect(await page.evaluate(() => (window as unknown as { loadedOnce?: boolean }).loadedOnce)).to.equal(
-      true,
-    );
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { loadedOnce?: boolean }).loadedOnce),
+    ).to.equal(true);
     await page.screenshot({ path: join(screenshots, 'kyma-skr1.png'), fullPage: true });
   });
 });
