@@ -3,7 +3,9 @@
 // (without --once) live events and kubectl commands to try until Ctrl-C.
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
+import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { GROUP, KINDS, parseDuration, TIMER_MAX_MS } from '@skr-watcher/api';
+import { freePort } from '@skr-watcher/testenv';
 import { podsDemo } from './pods-demo.js';
 import { connectLiveEvents, formatLiveEvent, type LiveEvents } from '../test/support/system/live-events.js';
 import {
@@ -23,6 +25,7 @@ import {
   SAMPLE_MODULE,
   ScratchDirError,
   startLocalSystem,
+  waitFor,
   type LocalSystem,
 } from '../test/support/system/index.js';
 import { EdgeObservations } from '../test/support/system/observations.js';
@@ -49,7 +52,40 @@ function duration(raw: string): number {
 
 const print = (line = '') => process.stdout.write(`${line}\n`);
 
-function tryThis(system: LocalSystem): string[] {
+/** The console's viewer: a ServiceAccount that may read Kymas in the demo's KCP namespace, nothing else. */
+const CONSOLE_VIEWER = 'console-viewer';
+
+/** A token of CONSOLE_VIEWER (TokenRequest), for opening the console as an on-call engineer would. */
+async function consoleViewerToken(kcp: KubeConfig, namespace: string): Promise<string> {
+  const core = kcp.makeApiClient(CoreV1Api);
+  const rbac = kcp.makeApiClient(RbacAuthorizationV1Api);
+  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: CONSOLE_VIEWER } } });
+  await rbac.createNamespacedRole({
+    namespace,
+    body: {
+      metadata: { name: CONSOLE_VIEWER },
+      rules: [{ apiGroups: [GROUP], resources: [KINDS.kyma.plural], verbs: ['get', 'list', 'watch'] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: CONSOLE_VIEWER },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: CONSOLE_VIEWER },
+      subjects: [{ kind: 'ServiceAccount', name: CONSOLE_VIEWER, namespace }],
+    },
+  });
+  const issued = await core.createNamespacedServiceAccountToken({
+    name: CONSOLE_VIEWER,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 24 * 3600 } },
+  });
+  const token = issued.status?.token;
+  if (!token) throw new Error(`TokenRequest for ${namespace}/${CONSOLE_VIEWER} answered without a token`);
+  return token;
+}
+
+function tryThis(system: LocalSystem, fleetConsole: { url: string }): string[] {
   const [skr1, skr2] = system.skrs;
   const kcp = `kubectl --kubeconfig ${system.kcpKubeconfigPath}`;
   const skr = (s: typeof skr1) => `kubectl --kubeconfig ${s?.kubeconfigPath}`;
@@ -81,6 +117,8 @@ function tryThis(system: LocalSystem): string[] {
     );
   }
   lines.push(
+    `  # the read-only fleet console in a browser (the token link signs in once; ${CONSOLE_VIEWER} may only read Kymas)`,
+    `  ${fleetConsole.url}`,
     '  # the live events in another terminal (from the repository root)',
     `  npx skr-agent events --address 127.0.0.1:${system.agentEventsPort}`,
     '  # metrics',
@@ -202,8 +240,10 @@ async function demo(options: DemoOptions): Promise<number> {
       print(`${elapsed()} building examples/go-manager (the sample module's manager in Go)`);
       await buildGoManager();
     }
+    const consolePort = await freePort();
     system = await startLocalSystem({
       dir: options.dir,
+      agentArgs: ['--console-address', `127.0.0.1:${consolePort}`],
       startupTimeoutMs: options.timeout,
       progress: (line) => print(`${elapsed()} ${line}`),
       onAdmission: (seen) => observations.admission(seen),
@@ -220,6 +260,28 @@ async function demo(options: DemoOptions): Promise<number> {
     );
     await live.opened;
     print(`${elapsed()} ready: the agent and ${system.skrs.length} webhooks are running`);
+    const token = await consoleViewerToken(system.kcp, system.namespace);
+    const fleetConsole = { url: `http://127.0.0.1:${consolePort}/?token=${encodeURIComponent(token)}` };
+    print(
+      `Console: http://127.0.0.1:${consolePort}/ (read-only; ServiceAccount ${system.namespace}/${CONSOLE_VIEWER})`,
+    );
+    print(`  open: ${fleetConsole.url}`);
+    print(`  or paste the token into its sign-in form: ${token}`);
+    let visible = 0;
+    // A fresh RoleBinding can lag behind its creation; the console answers the token as soon as RBAC does.
+    await waitFor(
+      'the console to show the fleet to the viewer token',
+      async () => {
+        const answer = await fetch(`http://127.0.0.1:${consolePort}/api/fleet`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        if (answer.status !== 200) return false;
+        visible = ((await answer.json()) as { kymas: { total: number } }).kymas.total;
+        return true;
+      },
+      Date.now() + 30_000,
+    );
+    print(`  it shows ${visible} Kymas to that token`);
 
     const skr = system.skrs[0]?.name ?? 'skr1';
     // Two edits: the first may still pay for TLS handshakes (API server → webhook → listener), the second not.
@@ -288,7 +350,7 @@ async function demo(options: DemoOptions): Promise<number> {
       print(`${elapsed()} done`);
       return 0;
     }
-    for (const line of tryThis(system)) print(line);
+    for (const line of tryThis(system, fleetConsole)) print(line);
     print();
     print('Live events (time, runtime-id, kind, namespace/name); Ctrl-C stops everything and cleans up:');
     streaming = true;

@@ -39,6 +39,8 @@ export interface EventStream {
   /** Handler for a server's `upgrade` event: `/events` only, no browser (any `Origin`). */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   publish(event: AcceptedEvent): void;
+  /** Calls `listener` with each event published from now on (the console's live updates); returns the unsubscribe. */
+  subscribe(listener: (event: StreamedEvent) => void): () => void;
   viewers(): number;
   close(): Promise<void>;
 }
@@ -85,6 +87,7 @@ export async function serveEventStream(
 
 export function createEventStream(): EventStream {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 });
+  const listeners = new Set<(event: StreamedEvent) => void>();
   return {
     handleUpgrade(req, socket, head) {
       if ((req.url ?? '').split('?')[0] !== EVENT_STREAM_PATH) {
@@ -109,7 +112,7 @@ export function createEventStream(): EventStream {
       });
     },
     publish(event) {
-      if (wss.clients.size === 0) return;
+      if (wss.clients.size === 0 && listeners.size === 0) return;
       const message: StreamedEvent = {
         time: event.receivedAt.toISOString(),
         runtimeId: event.runtimeId,
@@ -119,12 +122,18 @@ export function createEventStream(): EventStream {
         name: event.watched.name,
         contract: event.contract,
       };
+      for (const listener of listeners) listener(message);
+      if (wss.clients.size === 0) return;
       const text = JSON.stringify(message);
       for (const client of wss.clients) {
         if (client.readyState !== WebSocket.OPEN) continue;
         if (client.bufferedAmount > MAX_BUFFERED_BYTES) client.terminate();
         else client.send(text);
       }
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
     },
     viewers: () => wss.clients.size,
     close: () =>

@@ -163,9 +163,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .option('--common-name <cn>', 'CN prefix of the new CA (a timestamp is appended)', 'skr-watcher-ca')
     .addOption(keyBitsOption(4096))
     .option('--validity-days <days>', 'lifetime of the new CA', parsePositiveNumber, DEFAULT_CA_VALIDITY_DAYS)
+    .option('--reason <text>', 'why: recorded in the audit line (stderr) and the Event on the CA Secret')
     .addOption(outputOption())
     .action(async (opts: Parameters<typeof rotateCaCommand>[0] & { output: OutputFormat }) => {
-      emit(await rotateCaCommand(opts, progress), opts.output);
+      emit(
+        await rotateCaCommand(opts, progress, { audit: (line) => io.stderr.write(line), now: io.now }),
+        opts.output,
+      );
     });
 
   program

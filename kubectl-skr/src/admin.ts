@@ -2,10 +2,9 @@
 // (guarded by the resourceVersion read, so two engineers cannot silently overwrite each other), an Event on it, and
 // an audit line, all naming the caller as the API server knows them (SelfSubjectReview).
 import { isDeepStrictEqual } from 'node:util';
-import { LABELS, type Kyma } from '@skr-watcher/api';
+import { LABELS, PAUSE_ANNOTATIONS, readKyma, type Kyma } from '@skr-watcher/api';
 import {
   LAST_ACTION_ANNOTATION,
-  PAUSE_ANNOTATIONS,
   RECONCILE_REQUESTED_ANNOTATION,
   auditLine,
   recordKymaEvent,
@@ -14,7 +13,6 @@ import {
   type AuditRecord,
 } from './audit.js';
 import { PluginError, RefusedError, whoAmI, type Kcp } from './kcp.js';
-import { readKyma } from './kyma-view.js';
 
 export interface AdminIo {
   stdout: { write(text: string): unknown };

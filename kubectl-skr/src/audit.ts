@@ -1,19 +1,11 @@
 // The audit trail of administrative actions: one JSON line on stderr per attempt (who, what, which Kyma, when,
 // why, how it ended), and for each action that changed the Kyma a Kubernetes Event on it naming the user, so
 // `kubectl describe kyma` and the cluster's own audit log tell the same story.
-import { randomBytes } from 'node:crypto';
-import type { CoreV1Event } from '@kubernetes/client-node';
 import { GROUP, KINDS } from '@skr-watcher/api';
+import { auditLine as sharedAuditLine, recordAuditEvent, type AuditOutcome } from '@skr-watcher/kube';
 import type { Kcp } from './kcp.js';
 
 const PREFIX = 'operator.kyma-project.io';
-
-/** On a paused Kyma: who paused it, why, and since when (RFC 3339); removed again by resume. */
-export const PAUSE_ANNOTATIONS = {
-  by: `${PREFIX}/skip-reconciliation-by`,
-  reason: `${PREFIX}/skip-reconciliation-reason`,
-  since: `${PREFIX}/skip-reconciliation-since`,
-} as const;
 
 /**
  * On a Kyma: when someone last asked for a pass (RFC 3339). Any annotation change wakes the agent's Kyma watch
@@ -28,8 +20,7 @@ export const EVENT_COMPONENT = 'kubectl-skr';
 
 export type AdminAction = 'pause' | 'resume' | 'reconcile';
 
-/** How an attempt ended: done (the Kyma changed), unchanged (it already was so), refused (RBAC), failed. */
-export type AuditOutcome = 'done' | 'unchanged' | 'refused' | 'failed';
+export type { AuditOutcome };
 
 export interface AuditRecord {
   time: string;
@@ -41,9 +32,9 @@ export interface AuditRecord {
   detail?: string;
 }
 
-/** The one audit line of an attempt; `audit: true` lets a log pipeline pick these out of stderr. */
+/** The one audit line of an attempt (packages/kube audit.ts has its shape). */
 export function auditLine(record: AuditRecord): string {
-  return `${JSON.stringify({ audit: true, component: EVENT_COMPONENT, ...record })}\n`;
+  return sharedAuditLine(EVENT_COMPONENT, record);
 }
 
 const EVENT_REASONS: Record<AdminAction, string> = {
@@ -64,27 +55,21 @@ export async function recordKymaEvent(
   message: string,
   now: Date,
 ): Promise<void> {
-  const body: CoreV1Event = {
-    metadata: { name: `${kyma.name}.${randomBytes(8).toString('hex')}`, namespace: kcp.namespace },
-    involvedObject: {
-      apiVersion: `${GROUP}/${KINDS.kyma.version}`,
-      kind: KINDS.kyma.kind,
-      name: kyma.name,
-      namespace: kcp.namespace,
-      ...(kyma.uid ? { uid: kyma.uid } : {}),
-    },
-    type: 'Normal',
-    reason: eventReasonOf(record.action),
-    action: record.action,
-    message,
-    count: 1,
-    firstTimestamp: now,
-    lastTimestamp: now,
-    source: { component: EVENT_COMPONENT },
-    reportingComponent: EVENT_COMPONENT,
-    reportingInstance: record.user.slice(0, 128),
-  };
   await kcp.request({ verb: 'create', resource: 'events' }, () =>
-    kcp.core.createNamespacedEvent({ namespace: kcp.namespace, body }),
+    recordAuditEvent(kcp.core, {
+      namespace: kcp.namespace,
+      involvedObject: {
+        apiVersion: `${GROUP}/${KINDS.kyma.version}`,
+        kind: KINDS.kyma.kind,
+        name: kyma.name,
+        ...(kyma.uid ? { uid: kyma.uid } : {}),
+      },
+      reason: eventReasonOf(record.action),
+      action: record.action,
+      message,
+      component: EVENT_COMPONENT,
+      user: record.user,
+      now,
+    }),
   );
 }

@@ -2,38 +2,26 @@
 // (state, the SKR side as SKRConnected reports it, conditions, modules), its Manifests, the SKRWebhook condition,
 // the webhook certificate Secret, the last Events, and what to do next. A part the caller may not read is named
 // with the refusal instead of failing the whole answer.
-import type { CoreV1Event } from '@kubernetes/client-node';
-import { KINDS, LABELS } from '@skr-watcher/api';
-import { describeCertificate, webhookTlsSecretName, RENEW_BEFORE_MS, SECRET_KEYS } from '@skr-watcher/pki';
-import { adviceFor, RUNBOOK_DIR, type Advice } from './advice.js';
-import { PluginError, type Kcp } from './kcp.js';
 import {
   CONDITION_TYPES,
+  KINDS,
+  LABELS,
+  RUNBOOK_DIR,
+  adviceFor,
+  foundCertificate,
+  kymaEvents,
   kymaView,
   readKyma,
   readManifests,
   viewData,
   type CertificateView,
+  type Explanation,
+  type KymaEvent,
   type KymaView,
-} from './kyma-view.js';
+} from '@skr-watcher/api';
+import { describeCertificate, webhookTlsSecretName, RENEW_BEFORE_MS, SECRET_KEYS } from '@skr-watcher/pki';
+import { PluginError, type Kcp } from './kcp.js';
 import { age, columns, renderData, type OutputFormat } from './output.js';
-
-export interface KymaEvent {
-  time?: string;
-  type: string;
-  reason: string;
-  count: number;
-  from: string;
-  message: string;
-}
-
-export interface Explanation {
-  kyma: KymaView;
-  events: KymaEvent[];
-  advice: Advice[];
-  /** Parts left out, each with why (a refusal, a failure). */
-  notShown: string[];
-}
 
 export async function explainKyma(
   kcp: Kcp,
@@ -71,15 +59,7 @@ async function certificateOf(kcp: Kcp, kymaName: string): Promise<CertificateVie
     );
     const pem = read.data?.[SECRET_KEYS.cert];
     if (!pem) return { kind: 'missing', secret };
-    const info = describeCertificate(Buffer.from(pem, 'base64').toString('utf8'));
-    return {
-      kind: 'found',
-      secret,
-      notAfter: info.notAfter,
-      notBefore: info.notBefore,
-      commonName: info.commonName,
-      issuer: info.issuerCommonName,
-    };
+    return foundCertificate(secret, describeCertificate(Buffer.from(pem, 'base64').toString('utf8')));
   } catch (error) {
     if (error instanceof PluginError && /not found/.test(error.message)) return { kind: 'missing', secret };
     return { kind: 'unreadable', secret, why: error instanceof Error ? error.message : String(error) };
@@ -93,19 +73,7 @@ async function eventsOf(kcp: Kcp, kymaName: string): Promise<KymaEvent[]> {
       fieldSelector: `involvedObject.name=${kymaName},involvedObject.kind=${KINDS.kyma.kind}`,
     }),
   );
-  const timeOf = (event: CoreV1Event) =>
-    event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? event.metadata.creationTimestamp;
-  return list.items
-    .map((event) => ({ event, at: timeOf(event) }))
-    .sort((a, b) => new Date(a.at ?? 0).getTime() - new Date(b.at ?? 0).getTime())
-    .map(({ event, at }) => ({
-      ...(at ? { time: new Date(at).toISOString() } : {}),
-      type: event.type ?? 'Normal',
-      reason: event.reason ?? '',
-      count: event.count ?? event.series?.count ?? 1,
-      from: event.reportingComponent || event.source?.component || '-',
-      message: event.message ?? '',
-    }));
+  return kymaEvents(list.items);
 }
 
 export function renderExplanation(explanation: Explanation, format: OutputFormat, now: Date): string {

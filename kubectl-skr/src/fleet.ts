@@ -2,58 +2,13 @@
 // Kyma, the unhealthy first with their reason. Two lists (Kymas, Manifests) per report, whatever the fleet's size.
 import { age, columns, counts, cut, renderData, type OutputFormat } from './output.js';
 import type { Kcp } from './kcp.js';
-import {
-  isHealthy,
-  kymaView,
-  readKyma,
-  readManifests,
-  severityOf,
-  viewData,
-  type KymaView,
-} from './kyma-view.js';
+import { fleetReport, isHealthy, viewData, type FleetReport } from '@skr-watcher/api';
 
 const STATE_ORDER = ['Error', 'Warning', 'Deleting', 'Processing', 'Unknown', 'Unmanaged', 'Ready'];
 
-export interface ModuleSummary {
-  name: string;
-  kymas: number;
-  states: Record<string, number>;
-  versions: Record<string, number>;
-}
-
-export interface FleetReport {
-  namespace: string;
-  kymas: { total: number; states: Record<string, number>; paused: number };
-  modules: ModuleSummary[];
-  /** Every Kyma, the unhealthy first (by severity, then name). */
-  rows: KymaView[];
-}
-
 export async function readFleet(kcp: Kcp): Promise<FleetReport> {
   const [kymaObjects, manifestObjects] = await Promise.all([kcp.list('kyma'), kcp.list('manifest')]);
-  const manifests = readManifests(manifestObjects);
-  const rows = kymaObjects
-    .map((object) => kymaView(readKyma(object), manifests))
-    .sort((a, b) => severityOf(a) - severityOf(b) || a.name.localeCompare(b.name));
-  const states: Record<string, number> = {};
-  const modules = new Map<string, ModuleSummary>();
-  for (const row of rows) {
-    states[row.state] = (states[row.state] ?? 0) + 1;
-    for (const module of row.modules) {
-      const summary = modules.get(module.name) ?? { name: module.name, kymas: 0, states: {}, versions: {} };
-      summary.kymas++;
-      summary.states[module.state] = (summary.states[module.state] ?? 0) + 1;
-      const version = module.version ?? '(none)';
-      summary.versions[version] = (summary.versions[version] ?? 0) + 1;
-      modules.set(module.name, summary);
-    }
-  }
-  return {
-    namespace: kcp.namespace,
-    kymas: { total: rows.length, states, paused: rows.filter((row) => row.paused).length },
-    modules: [...modules.values()].sort((a, b) => a.name.localeCompare(b.name)),
-    rows,
-  };
+  return fleetReport(kcp.namespace, kymaObjects, manifestObjects);
 }
 
 export function renderFleet(report: FleetReport, format: OutputFormat, now: Date): string {

@@ -10,7 +10,7 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { GROUP, KINDS } from '@skr-watcher/api';
-import { isUnreachable } from '@skr-watcher/kube';
+import { callerIdentity, isUnreachable } from '@skr-watcher/kube';
 
 /** A failure the plugin explains in one line; exit code 1. */
 export class PluginError extends Error {
@@ -209,12 +209,5 @@ export function messageOf(error: unknown): string {
 
 /** The caller as the API server sees them (SelfSubjectReview): the name written into annotations, Events, audit. */
 export async function whoAmI(kcp: Kcp): Promise<{ username: string; groups: string[] }> {
-  const review = await kcp.request({ verb: 'create', resource: 'selfsubjectreviews' }, () =>
-    kcp.auth.createSelfSubjectReview({
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
-    }),
-  );
-  const username = review.status?.userInfo?.username;
-  if (!username) throw new PluginError('the API server answered the SelfSubjectReview without a username');
-  return { username, groups: review.status?.userInfo?.groups ?? [] };
+  return kcp.request({ verb: 'create', resource: 'selfsubjectreviews' }, () => callerIdentity(kcp.auth));
 }

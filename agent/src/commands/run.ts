@@ -24,6 +24,7 @@ import { LEADER_ELECTION_DEFAULTS } from '@skr-watcher/kube';
 import {
   agentConfigFromFlags,
   loadKcpKubeConfig,
+  parseAddress,
   logLevelOption,
   readListenerTls,
   type RunFlags,
@@ -33,7 +34,12 @@ import { EVENT_STREAM_ADDRESS, createEventStream, serveEventStream } from '../ev
 import { startSharding, type Sharding } from '../sharding/index.js';
 import { startWork, type Running } from '../work.js';
 
-async function run(flags: RunFlags & MetricsSecurityFlags): Promise<void> {
+/** `--console-address`: the read-only fleet console (agent/src/console), off without it. */
+interface ConsoleFlags {
+  consoleAddress?: string;
+}
+
+async function run(flags: RunFlags & MetricsSecurityFlags & ConsoleFlags): Promise<void> {
   const config = agentConfigFromFlags(flags);
   const logger = createLogger('skr-agent', config.logLevel);
   const registry = createRegistry();
@@ -55,6 +61,19 @@ async function run(flags: RunFlags & MetricsSecurityFlags): Promise<void> {
     ...(secure ? { secure } : {}),
   });
   const eventServer = await serveEventStream(events, config.eventsAddress);
+  if (flags.consoleAddress) {
+    const address = parseAddress('--console-address', flags.consoleAddress);
+    // Imported only here, so an agent without the console holds none of its code or state.
+    const { startConsole } = await import('../console/index.js');
+    const fleetConsole = await startConsole({
+      ...address,
+      namespace: config.namespace,
+      kubeConfig: pool.kubeConfig,
+      events,
+      logger,
+    });
+    shutdown.add('console', () => fleetConsole.close());
+  }
   logger.info(
     {
       metricsPort: health.port,
@@ -196,6 +215,10 @@ export function runCommand(): Command {
       '--events-address <[host]:port>',
       'address of the live event stream (ws://…/events, plain HTTP, no authentication: it names runtime-ids and objects, so loopback by default; reach it with kubectl port-forward)',
       EVENT_STREAM_ADDRESS,
+    )
+    .option(
+      '--console-address <[host]:port>',
+      'serve the read-only fleet console here (plain HTTP; every request needs a bearer token allowed to get Kymas in --namespace, checked by TokenReview + SubjectAccessReview); off without it',
     )
     .option('--leader-elect', 'run as one of several replicas; only the holder of the Lease works')
     .option('--lease-name <name>', 'name of the coordination.k8s.io Lease', 'skr-agent-leader')
@@ -353,7 +376,7 @@ export function runCommand(): Command {
       'comma-separated CRDs whose objects a purge leaves alone: <plural>.<group>, <singular>.<group> or *.<group>',
     )
     .addOption(logLevelOption('info'))
-    .action(async (flags: RunFlags & MetricsSecurityFlags) => {
+    .action(async (flags: RunFlags & MetricsSecurityFlags & ConsoleFlags) => {
       await run(flags);
     });
 }

@@ -7,3 +7,4 @@ export * from './depth.js';
 export * from './duration.js';
 export * from './build-info.js';
 export * from './manifest-name.js';
+export * from './fleet-view/index.js';

@@ -19,3 +19,4 @@ export * from './parsed-once.js';
 export * from './metadata-list.js';
 export * from './metrics-auth.js';
 export * from './object-set/index.js';
+export * from './audit.js';

@@ -1,19 +1,24 @@
 // One Kyma as the on-call engineer reads it, built from what the agent records in KCP: the Kyma's status (state,
 // conditions, modules) and, per module, its Manifest (state, last operation). No SKR is contacted: the KCP Kyma's
-// status is where the agent reports the SKR side.
-import {
-  ANNOTATIONS,
-  LABELS,
-  parseKyma,
-  parseManifest,
-  trackedObject,
-  type Condition,
-  type Kyma,
-  type Manifest,
-} from '@skr-watcher/api';
-import { PAUSE_ANNOTATIONS } from './audit.js';
+// status is where the agent reports the SKR side. Pure: kubectl-skr and the agent's console read the objects their
+// own way and both show this view.
+import { ANNOTATIONS, LABELS } from '../constants.js';
+import { trackedObject } from '../resources.js';
+import type { Condition } from '../schemas/common.js';
+import type { Kyma } from '../schemas/kyma.js';
+import type { Manifest } from '../schemas/manifest.js';
+import { parseKyma, parseManifest } from '../schemas/parse.js';
 
-/** The agent's condition types on a Kyma that the plugin reads (agent/src/reconcile/status.ts writes them). */
+const PREFIX = 'operator.kyma-project.io';
+
+/** On a paused Kyma: who paused it, why, and since when (RFC 3339); removed again by resume. */
+export const PAUSE_ANNOTATIONS = {
+  by: `${PREFIX}/skip-reconciliation-by`,
+  reason: `${PREFIX}/skip-reconciliation-reason`,
+  since: `${PREFIX}/skip-reconciliation-since`,
+} as const;
+
+/** The agent's condition types on a Kyma that the views read (agent/src/reconcile/status.ts writes them). */
 export const CONDITION_TYPES = {
   skrWebhook: 'SKRWebhook',
   skrConnected: 'SKRConnected',
@@ -203,5 +208,108 @@ export function viewData(view: KymaView): Record<string, unknown> {
               : certificate,
         }
       : {}),
+  };
+}
+
+/** The webhook certificate as a view shows it, from what the certificate says of itself. */
+export function foundCertificate(
+  secret: string,
+  info: { notAfter: Date; notBefore: Date; commonName: string; issuerCommonName: string },
+): CertificateView {
+  return {
+    kind: 'found',
+    secret,
+    notAfter: info.notAfter,
+    notBefore: info.notBefore,
+    commonName: info.commonName,
+    issuer: info.issuerCommonName,
+  };
+}
+
+/** One Event on a Kyma as the views list it. */
+export interface KymaEvent {
+  time?: string;
+  type: string;
+  reason: string;
+  count: number;
+  from: string;
+  message: string;
+}
+
+/** The fields of a core/v1 Event that the views read (client-node's CoreV1Event has them all). */
+export interface EventFields {
+  metadata: { creationTimestamp?: Date | string };
+  type?: string;
+  reason?: string;
+  message?: string;
+  count?: number;
+  series?: { count?: number };
+  reportingComponent?: string;
+  source?: { component?: string };
+  eventTime?: Date | string;
+  firstTimestamp?: Date | string;
+  lastTimestamp?: Date | string;
+}
+
+/** A Kyma's Events, oldest first. */
+export function kymaEvents(events: EventFields[]): KymaEvent[] {
+  const timeOf = (event: EventFields) =>
+    event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp ?? event.metadata.creationTimestamp;
+  return events
+    .map((event) => ({ event, at: timeOf(event) }))
+    .sort((a, b) => new Date(a.at ?? 0).getTime() - new Date(b.at ?? 0).getTime())
+    .map(({ event, at }) => ({
+      ...(at ? { time: new Date(at).toISOString() } : {}),
+      type: event.type ?? 'Normal',
+      reason: event.reason ?? '',
+      count: event.count ?? event.series?.count ?? 1,
+      from: event.reportingComponent || event.source?.component || '-',
+      message: event.message ?? '',
+    }));
+}
+
+export interface ModuleSummary {
+  name: string;
+  kymas: number;
+  states: Record<string, number>;
+  versions: Record<string, number>;
+}
+
+export interface FleetReport {
+  namespace: string;
+  kymas: { total: number; states: Record<string, number>; paused: number };
+  modules: ModuleSummary[];
+  /** Every Kyma, the unhealthy first (by severity, then name). */
+  rows: KymaView[];
+}
+
+/** The fleet at a glance from the Kymas and Manifests of one namespace, as stored. */
+export function fleetReport(
+  namespace: string,
+  kymaObjects: unknown[],
+  manifestObjects: unknown[],
+): FleetReport {
+  const manifests = readManifests(manifestObjects);
+  const rows = kymaObjects
+    .map((object) => kymaView(readKyma(object), manifests))
+    .sort((a, b) => severityOf(a) - severityOf(b) || a.name.localeCompare(b.name));
+  const states: Record<string, number> = {};
+  const modules = new Map<string, ModuleSummary>();
+  for (const row of rows) {
+    states[row.state] = (states[row.state] ?? 0) + 1;
+    for (const module of row.modules) {
+      const summary = modules.get(module.name) ?? { name: module.name, kymas: 0, states: {}, versions: {} };
+      summary.kymas++;
+      summary.states[module.state] = (summary.states[module.state] ?? 0) + 1;
+      const version = module.version ?? '(none)';
+      summary.versions[version] = (summary.versions[version] ?? 0) + 1;
+      modules.set(module.name, summary);
+    }
+  }
+  return {
+    namespace,
+    kymas: { total: rows.length, states, paused: rows.filter((row) => row.paused).length },
+    modules: [...modules.values()].sort((a, b) => a.name.localeCompare(b.name)),
+    rows,
   };
 }

@@ -1,8 +1,7 @@
 // What to do next about one Kyma: the runbook in docs/runbooks whose alert its status would raise, and that
 // runbook's first step made concrete for this Kyma. Read from what the agent records: the Kyma's state, its
 // conditions (SKRConnected, SKRWebhook, Modules, SyncResourcesApplied), its modules and the webhook certificate.
-import { CONDITION_TYPES } from './kyma-view.js';
-import type { KymaView } from './kyma-view.js';
+import { CONDITION_TYPES, type KymaEvent, type KymaView } from './kyma-view.js';
 
 export interface Advice {
   /** The runbook's name (its alert), e.g. SkrUnreachable; its file is docs/runbooks/<runbook>.md. */
@@ -107,4 +106,13 @@ export function adviceFor(view: KymaView, now: Date): Advice[] {
     });
   }
   return advice;
+}
+
+/** Everything about one Kyma on one screen: `kubectl skr explain` and the console's Kyma page. */
+export interface Explanation {
+  kyma: KymaView;
+  events: KymaEvent[];
+  advice: Advice[];
+  /** Parts left out, each with why (a refusal, a failure). */
+  notShown: string[];
 }

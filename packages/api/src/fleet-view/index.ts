@@ -1,0 +1,2 @@
+export * from './kyma-view.js';
+export * from './advice.js';
