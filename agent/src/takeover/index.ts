@@ -1,6 +1,7 @@
 // Taking a fleet over from upstream lifecycle-manager without re-installing anything (decision 028), one Kyma at a
 // time and in this order:
 //   manifests.ts       each Manifest adopted in place: SKR objects' field ownership, then finalizers
+//   kyma-finalizers.ts the KCP Kyma's finalizers: lifecycle-manager's swapped for the agent's
 //   webhook.ts         upstream's SKR webhook replaced by the agent's, upstream's leftovers removed once ours serves
 //   certificates.ts    upstream's certificate of the SKR in KCP removed once the agent's webhook serves
 //   field-ownership.ts moving server-side apply ownership between field managers without a content write
@@ -9,11 +10,13 @@ import { DEFAULTS, GROUP, KINDS, type Kyma } from '@skr-watcher/api';
 import type { ClusterClient, SkrClients } from '@skr-watcher/kube';
 import type { Logger } from '@skr-watcher/telemetry';
 import { removeUpstreamCertificate } from './certificates.js';
+import { swapKymaFinalizers, type KymaFinalizerSwap } from './kyma-finalizers.js';
 import { manifestsOfKyma, takeOverManifest, type ManifestTakeover } from './manifests.js';
 import { handBackWebhook, handOverWebhook, type WebhookHandover } from './webhook.js';
 
 export { transferFieldOwnership, transferredEntries, unionOfFields } from './field-ownership.js';
 export { takeOverManifest } from './manifests.js';
+export { swapKymaFinalizers } from './kyma-finalizers.js';
 export { handBackWebhook, handOverWebhook } from './webhook.js';
 export { removeUpstreamCertificate } from './certificates.js';
 
@@ -42,6 +45,8 @@ export interface KymaTakeover {
   kyma: string;
   done: boolean;
   manifests: ManifestTakeover[];
+  /** The KCP Kyma's finalizers (`deleting`: left as they are, see kyma-finalizers.ts). */
+  kymaFinalizers?: KymaFinalizerSwap;
   webhook?: WebhookHandover;
   certificates: string[];
   /** Why nothing could be done in the SKR. */
@@ -59,6 +64,8 @@ export async function takeOverKyma(ctx: TakeoverContext, kyma: Kyma): Promise<Ky
   if (!skr) return { ...result, error: 'no kubeconfig Secret for this Kyma' };
   for (const manifest of await manifestsOfKyma(ctx.kcp, ctx.namespace, name))
     result.manifests.push(await takeOverManifest(ctx, skr.client, manifest));
+  // After the Manifests: a Kyma deleted half-way through is then removed by the agent, Manifests included.
+  result.kymaFinalizers = await swapKymaFinalizers(ctx.kcp, ctx.namespace, name, ctx);
   if (ctx.manifestsOnly) return { ...result, done: true };
 
   const skrNamespace = ctx.skrNamespace ?? DEFAULTS.skrNamespace;

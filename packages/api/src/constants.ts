@@ -206,6 +206,11 @@ export const LIFECYCLE_MANAGER = {
     'label-removal-finalizer',
     'resource.kyma-project.io/finalizer',
   ] as readonly string[],
+  /** Its Kyma finalizers: the Kyma reconciler's, and its purge controller's. */
+  kymaFinalizers: [
+    'operator.kyma-project.io/Kyma',
+    'operator.kyma-project.io/purge-finalizer',
+  ] as readonly string[],
 } as const;
 
 /** Server-side apply field manager of the agent; one name so ownership is stable across restarts. */
