@@ -13,7 +13,7 @@ import { withContext, type ClusterClient, type CustomObjectRef, type SkrClients 
 import type { Logger } from '@skr-watcher/telemetry';
 import type { PkiCache, RegistrationOptions, WatcherHealth } from '../registration/index.js';
 import type { EventRecorder } from './events.js';
-import type { PurgeSettings } from './kyma/purge.js';
+import type { PurgeSettings } from './kyma/purge-settings.js';
 
 /** Where a module version's raw manifest lies and which images it localizes (from its OCM descriptor). */
 export interface ModuleDescription {
