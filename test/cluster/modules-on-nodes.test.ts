@@ -2,7 +2,8 @@
 // and whose controller-managers run the StatefulSet controller and the garbage collector: a module whose manager is a
 // StatefulSet (module-status-decoupling-with-statefulset), a manager whose image cannot be pulled (the wrong-image case
 // of -with-statefulset and -with-deployment), and the deletion of a KCP Kyma with Foreground and with Background
-// propagation (kyma-deprovision-with-*-propagation). The agent and the webhooks run as processes from source.
+// propagation, and the deprovisioning of a Kyma whose module removal is blocked when its SKR is then removed
+// (kyma-deprovision-with-*-propagation). The agent and the webhooks run as processes from source.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +24,7 @@ import {
   startLocalSystem,
   type LocalSystem,
 } from '../support/system/index.js';
+import { GREETER, GREETER_DEFAULT_CR } from '../support/system/modules.js';
 import {
   publishWorkloadModules,
   workloadModule,
@@ -65,7 +67,7 @@ describe('modules whose managers run on real nodes, and the deletion of a Kyma w
     parent = await mkdtemp(join(tmpdir(), 'skr-node-scenarios-'));
     system = await startLocalSystem({
       dir: join(parent, 'system'),
-      skrs: ['skr1', 'skr2'],
+      skrs: ['skr1', 'skr2', 'skr3'],
       modules: true,
       nodes: true,
       // The image build and the nodes come first on a cold machine.
@@ -322,5 +324,78 @@ describe('modules whose managers run on real nodes, and the deletion of a Kyma w
       CONVERGE_MS,
     );
     await expectNothingLeft('skr2');
+  });
+
+  it('deprovisioning: a Kyma deleted (Foreground) while a module CR blocks its removal turns Error once the SKR is gone, and goes once its kubeconfig Secret does', async () => {
+    // Upstream's deprovision scenario: a module whose Module CR carries a finalizer nobody removes is disabled, so its
+    // Manifest stays Deleting; the KCP Kyma is deleted; the SKR cluster is removed; the Kyma turns Error; the kubeconfig
+    // Secret (which the agent never deletes) is deleted; then the Manifest goes and the Kyma with it.
+    const skr = 'skr3';
+    const greeter: WorkloadModule = {
+      module: GREETER.module,
+      ocmComponentName: GREETER.ocmComponentName,
+      kind: 'Deployment',
+      workload: GREETER.deployment,
+      namespace: GREETER.namespace,
+    };
+    await setModules(skr, { enable: [greeter] });
+    await followModule(
+      skr,
+      greeter,
+      (manifest, entry) => manifest?.status?.state === 'Ready' && entry?.state === 'Ready',
+    );
+    const moduleCr = {
+      group: GREETER.group,
+      version: GREETER.crdVersion,
+      plural: GREETER.plural,
+      namespace: GREETER_DEFAULT_CR.metadata.namespace,
+      name: GREETER_DEFAULT_CR.metadata.name,
+    };
+    const skrCustom = skrConfig(skr).makeApiClient(CustomObjectsApi);
+    await mergePatchCustomObject(skrCustom, moduleCr, { metadata: { finalizers: ['cr-finalizer'] } });
+    await setModules(skr, { disable: [greeter] });
+    await followModule(skr, greeter, (manifest) => manifest?.status?.state === 'Deleting');
+    const blocked = (await getCustomObject(skrCustom, moduleCr)) as {
+      metadata?: { deletionTimestamp?: string };
+    };
+    expect(
+      blocked.metadata?.deletionTimestamp,
+      'the Module CR is being deleted, held by its finalizer',
+    ).to.be.a('string');
+
+    await system.kcp
+      .makeApiClient(CustomObjectsApi)
+      .deleteNamespacedCustomObject({ ...kymaRef(skr), propagationPolicy: 'Foreground' });
+    // The module removal is blocked, so the Kyma stays (being deleted).
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect((await kcpKyma(skr))?.metadata?.deletionTimestamp, 'KCP Kyma still there, being deleted').to.be.a(
+      'string',
+    );
+
+    // The SKR cluster is removed: its API server answers no more.
+    await system.env.plane(skr).stopApiServer();
+    await eventually(
+      `KCP Kyma ${skr} Error with its SKR gone`,
+      async () => ((await kcpKyma(skr))?.status?.state === 'Error' ? true : undefined),
+      CONVERGE_MS,
+    );
+    // The agent leaves the kubeconfig Secret to whoever provisioned it.
+    const core = system.kcp.makeApiClient(CoreV1Api);
+    const secrets = await core.listNamespacedSecret({
+      namespace: system.namespace,
+      labelSelector: `${LABELS.kymaName}=${skr}`,
+    });
+    expect(secrets.items.length, `kubeconfig Secret of ${skr}`).to.equal(1);
+    for (const secret of secrets.items)
+      await core.deleteNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: system.namespace });
+
+    await eventually(
+      `Manifest of ${GREETER.module} and KCP Kyma ${skr} gone`,
+      async () =>
+        (await manifestOf(skr, greeter)) === undefined && (await kcpKyma(skr)) === undefined
+          ? true
+          : undefined,
+      CONVERGE_MS,
+    );
   });
 });
