@@ -5,7 +5,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { DEFAULTS } from '@skr-watcher/api';
 import type { ModuleVersion } from '@skr-watcher/oci';
 import { stringify } from 'yaml';
-import { createCatalog, publishModules } from './modules.js';
+import { createCatalog, publishModules, standInOperator } from './modules.js';
 
 export type ManagerKind = 'StatefulSet' | 'Deployment';
 
@@ -29,10 +29,7 @@ export function workloadModule(module: string, kind: ManagerKind): WorkloadModul
   };
 }
 
-/**
- * The manager: Node from the run's image serving its readiness probe, which starts answering only after a few seconds
- * so that every rollout has a moment where the workload is not Ready yet.
- */
+/** The manager: its readiness probe starts only after a few seconds, so every rollout has a moment not Ready. */
 function managerObjects(module: WorkloadModule, image: string): unknown[] {
   const labels = { 'app.kubernetes.io/name': module.workload };
   const metadata = { name: module.workload, namespace: module.namespace, labels };
@@ -43,23 +40,11 @@ function managerObjects(module: WorkloadModule, image: string): unknown[] {
       terminationGracePeriodSeconds: 2,
       securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
       containers: [
-        {
-          name: 'manager',
-          image,
-          command: ['node'],
-          args: [
-            '-e',
-            "require('node:http').createServer((_, res) => res.end('ok')).listen(8080); process.on('SIGTERM', () => process.exit(0));",
-          ],
-          ports: [{ name: 'http', containerPort: 8080 }],
-          readinessProbe: { httpGet: { path: '/', port: 8080 }, initialDelaySeconds: 3, periodSeconds: 1 },
-          resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } },
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            capabilities: { drop: ['ALL'] },
-          },
-        },
+        standInOperator('manager', image, {
+          httpGet: { path: '/', port: 8080 },
+          initialDelaySeconds: 3,
+          periodSeconds: 1,
+        }),
       ],
     },
   };
