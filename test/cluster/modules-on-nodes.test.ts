@@ -379,14 +379,16 @@ describe('modules whose managers run on real nodes, and the deletion of a Kyma w
       async () => ((await kcpKyma(skr))?.status?.state === 'Error' ? true : undefined),
       CONVERGE_MS,
     );
-    // The agent leaves the kubeconfig Secret to whoever provisioned it.
+    // The agent leaves the kubeconfig Secret to whoever provisioned it (the SKR's certificate Secret carries the label
+    // too; the kubeconfig is the one with the key `config`).
     const core = system.kcp.makeApiClient(CoreV1Api);
     const secrets = await core.listNamespacedSecret({
       namespace: system.namespace,
       labelSelector: `${LABELS.kymaName}=${skr}`,
     });
-    expect(secrets.items.length, `kubeconfig Secret of ${skr}`).to.equal(1);
-    for (const secret of secrets.items)
+    const kubeconfigs = secrets.items.filter((secret) => secret.data?.[DEFAULTS.kubeconfigSecretKey]);
+    expect(kubeconfigs.length, `kubeconfig Secret of ${skr}`).to.equal(1);
+    for (const secret of kubeconfigs)
       await core.deleteNamespacedSecret({ name: secret.metadata?.name ?? '', namespace: system.namespace });
 
     await eventually(
