@@ -13,6 +13,7 @@ import {
   AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  Watch,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP, KINDS, LABELS, manifestName } from '@skr-watcher/api';
@@ -115,6 +116,34 @@ describe('modules whose managers run on real nodes, and the deletion of a Kyma w
   const manifestOf = async (skr: string, module: WorkloadModule) =>
     (await getCustomObject(system.kcp.makeApiClient(CustomObjectsApi), manifestRef(skr, module))) as
       ManifestView | undefined;
+
+  /** The distinct states the KCP Kyma of `skr` has had (as listed, then as written) for `forMs`. */
+  async function kymaStatesFor(skr: string, forMs: number): Promise<string[]> {
+    const custom = system.kcp.makeApiClient(CustomObjectsApi);
+    const listed = (await custom.listNamespacedCustomObject({
+      group: GROUP,
+      version: KINDS.kyma.version,
+      plural: KINDS.kyma.plural,
+      namespace: system.namespace,
+      fieldSelector: `metadata.name=${skr}`,
+    })) as { metadata?: { resourceVersion?: string }; items: KymaView[] };
+    const states = new Set(listed.items.map((kyma) => kyma.status?.state ?? ''));
+    let failure: unknown;
+    let stopped = false;
+    const request = await new Watch(system.kcp).watch(
+      `/apis/${GROUP}/${KINDS.kyma.version}/namespaces/${system.namespace}/${KINDS.kyma.plural}`,
+      { fieldSelector: `metadata.name=${skr}`, resourceVersion: listed.metadata?.resourceVersion },
+      (_type: string, kyma: KymaView) => states.add(kyma.status?.state ?? ''),
+      (error: unknown) => {
+        if (!stopped) failure ??= error ?? new Error('the watch ended early');
+      },
+    );
+    await new Promise((resolve) => setTimeout(resolve, forMs));
+    stopped = true;
+    request.abort();
+    if (failure) throw new Error(`watching Kyma ${skr} failed`, { cause: failure });
+    return [...states];
+  }
 
   /** Adds or removes modules in the SKR Kyma's spec.modules, as a user does. */
   async function setModules(skr: string, change: { enable?: WorkloadModule[]; disable?: WorkloadModule[] }) {
@@ -379,6 +408,12 @@ describe('modules whose managers run on real nodes, and the deletion of a Kyma w
       async () => ((await kcpKyma(skr))?.status?.state === 'Error' ? true : undefined),
       CONVERGE_MS,
     );
+    // And it stays Error while the agent retries: every status write arrives as a watch event, so a retry that flips
+    // it back to Deleting for a moment cannot fall between two samples.
+    expect(
+      await kymaStatesFor(skr, 8_000),
+      'states the Kyma was written with while the SKR is gone',
+    ).to.deep.equal(['Error']);
     // The agent leaves the kubeconfig Secret to whoever provisioned it (the SKR's certificate Secret carries the label
     // too; the kubeconfig is the one with the key `config`).
     const core = system.kcp.makeApiClient(CoreV1Api);
