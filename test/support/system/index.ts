@@ -100,6 +100,11 @@ export interface LocalSystemOptions {
    * installs in its SKR, as the in-cluster webhook does with its mounted token.
    */
   watchWebhookConfiguration?: boolean;
+  /**
+   * Gives every plane a node (testenv: kubelet, containerd, controller-manager with the garbage collector), so the
+   * workloads modules install run; `env.nodes` then holds the registry kubelets pull from and its images.
+   */
+  nodes?: boolean;
 }
 
 /** The module registry of a local system (option `modules`). */
@@ -373,6 +378,7 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
     const env: Environment = await startEnvironment({
       planes: ['kcp', ...skrNames],
       dir: join(dir, 'planes'),
+      ...(options.nodes ? { nodes: true, log: progress } : {}),
     });
     cleanups.push({ name: 'control planes', run: () => env.stop() });
     const kcpPlane = env.plane('kcp');

@@ -3,7 +3,7 @@
 // their ModuleTemplates and ModuleReleaseMetas in KCP, and the agent pointed at the registry with upstream's flags.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig, type V1Container, type V1Probe } from '@kubernetes/client-node';
 import { DEFAULTS, GROUP } from '@skr-watcher/api';
 import {
   publishModule,
@@ -68,6 +68,30 @@ function greeterCrd() {
 }
 
 /**
+ * Node from the run's image (its entrypoint is the agent): a stand-in operator that only answers its readiness probe
+ * on port 8080, locked down as the shipped Deployments run.
+ */
+export function standInOperator(name: string, image: string, readinessProbe: V1Probe): V1Container {
+  return {
+    name,
+    image,
+    command: ['node'],
+    args: [
+      '-e',
+      "require('node:http').createServer((_, res) => res.end('ok')).listen(8080); process.on('SIGTERM', () => process.exit(0));",
+    ],
+    ports: [{ name: 'http', containerPort: 8080 }],
+    readinessProbe,
+    resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } },
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    },
+  };
+}
+
+/**
  * The operator: a Deployment of one Pod that serves a readiness endpoint. Only where a node runs it (`--pods`); the
  * process demo has no kubelet or controller-manager, so a Deployment there would never become available and the
  * module would never be Ready (readiness: every workload of the set available, decision 020).
@@ -96,25 +120,7 @@ function greeterOperator(image: string, version: string) {
             automountServiceAccountToken: false,
             securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
             containers: [
-              {
-                name: 'operator',
-                image,
-                // Node from the image (its entrypoint is the agent): a stand-in operator that only answers its
-                // readiness probe.
-                command: ['node'],
-                args: [
-                  '-e',
-                  "require('node:http').createServer((_, res) => res.end('ok')).listen(8080); process.on('SIGTERM', () => process.exit(0));",
-                ],
-                ports: [{ name: 'http', containerPort: 8080 }],
-                readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 },
-                resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '64Mi' } },
-                securityContext: {
-                  allowPrivilegeEscalation: false,
-                  readOnlyRootFilesystem: true,
-                  capabilities: { drop: ['ALL'] },
-                },
-              },
+              standInOperator('operator', image, { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 }),
             ],
           },
         },

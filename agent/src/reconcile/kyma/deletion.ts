@@ -1,8 +1,9 @@
 // Deletion of a Kyma behind its finalizer, in order and idempotent: ModuleConfigs (KCP), objects applied from
 // SyncResources, Module CRs (not those of unmanaged modules), the SKR Kyma, the module catalog copies and the image
 // pull Secret copy, the SKR webhook (when registration is on), then the finalizer. An SKR that stays unreachable
-// for deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway. Without a
-// kubeconfig Secret there is nothing to wait for: the SKR side is skipped at once, with an Event.
+// for deletionTimeoutMs after the deletion began is given up on: Event, finalizer removed anyway. Until then the Kyma
+// is Error, as upstream's is while its SKR cannot be cleaned (deprovisioning often removes the cluster first). Without
+// a kubeconfig Secret there is nothing to wait for: the SKR side is skipped at once, with an Event.
 import { KYMA_FINALIZER, LABELS, type Kyma } from '@skr-watcher/api';
 import {
   deleteCustomObjectIfExists,
@@ -23,6 +24,9 @@ import { removeSkrWebhook } from './skr-webhook.js';
 import { CONDITIONS, kymaStatus, kymaStatusChanged, writeKymaStatus } from '../status.js';
 import { removeAppliedObjects, removeFinalizer, syncResourcesOf } from '../sync-resources/sync-resource.js';
 
+/** The SKRConnected reason of a deletion whose SKR side failed and is retried. */
+const SKR_CLEANUP_FAILED = 'SKRCleanupFailed';
+
 export interface DeletionOutcome {
   requeueAfterMs: number | undefined;
 }
@@ -36,8 +40,12 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     return { requeueAfterMs: undefined };
   }
   const kymaRef = refOf('kyma', kymaNamespace, kymaName);
-  const deleting = kymaStatus(ctx, kyma, 'Deleting', kyma.status?.modules ?? [], []);
-  if (kymaStatusChanged(kyma.status, deleting)) await writeKymaStatus(ctx.kcp, kymaRef, deleting);
+  // A failed SKR cleanup stays visible (Error) until a step that reaches the SKR says otherwise, instead of flapping
+  // back to Deleting at the start of every retry.
+  if (!skrCleanupFailed(kyma)) {
+    const deleting = kymaStatus(ctx, kyma, 'Deleting', kyma.status?.modules ?? [], []);
+    if (kymaStatusChanged(kyma.status, deleting)) await writeKymaStatus(ctx.kcp, kymaRef, deleting);
+  }
 
   // Gather every Module CR identity before the ModuleConfigs that record them are gone; the user keeps the
   // Module CRs of unmanaged modules. Listed from etcd: a watch cache may not yet hold one the last pass wrote.
@@ -94,8 +102,8 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
     const since = Date.parse(kyma.metadata.deletionTimestamp ?? '');
     const waited = Number.isNaN(since) ? 0 : ctx.clock().getTime() - since;
     if (!noCredentials && waited < ctx.deletionTimeoutMs) {
-      const status = kymaStatus(ctx, kyma, 'Deleting', kyma.status?.modules ?? [], [
-        { type: CONDITIONS.skrConnected, ok: false, reason: 'SKRCleanupFailed', message },
+      const status = kymaStatus(ctx, kyma, 'Error', kyma.status?.modules ?? [], [
+        { type: CONDITIONS.skrConnected, ok: false, reason: SKR_CLEANUP_FAILED, message },
       ]);
       if (kymaStatusChanged(kyma.status, status)) await writeKymaStatus(ctx.kcp, kymaRef, status);
       throw new Error(`delete Kyma ${kymaNamespace}/${kymaName}: SKR cleanup failed (retrying)`, {
@@ -123,6 +131,19 @@ export async function deleteKyma(ctx: ReconcileContext, kyma: Kyma): Promise<Del
   await ctx.skrClients.evict(kymaName);
   log.info({ skrCleanedUp: skrError === undefined }, 'Kyma deleted');
   return { requeueAfterMs: undefined };
+}
+
+/** The last pass could not clean the SKR (the Kyma is Error for it). */
+function skrCleanupFailed(kyma: Kyma): boolean {
+  return (
+    kyma.status?.state === 'Error' &&
+    (kyma.status.conditions ?? []).some(
+      (condition) =>
+        condition.type === CONDITIONS.skrConnected &&
+        condition.status === 'False' &&
+        condition.reason === SKR_CLEANUP_FAILED,
+    )
+  );
 }
 
 function addRef(refs: Map<string, ObjectRef>, ref: ObjectRef | undefined): void {

@@ -1,7 +1,9 @@
 // Readiness of a set, read the same way for every kind (kstatus's rules): a workload (Deployment, StatefulSet,
 // DaemonSet) is Ready once its controller has observed its current generation and every replica is updated and
 // available; every other kind is Ready once it exists. A set is Ready when every workload in it is, not only the
-// first (upstream's "manager"); a set without workloads is Ready.
+// first (upstream's "manager"); a set without workloads is Ready. A workload that is not Ready is Error while one of
+// its Pods cannot start its containers (an image that cannot be pulled, a missing config): upstream's state checks
+// turn such a module Error, and waiting for a progress deadline would only delay what is already known.
 import { isRecord } from '@skr-watcher/api';
 import { isUnreachable, readObject } from '../apply.js';
 import type { ClusterClient } from '../cluster-client.js';
@@ -123,6 +125,54 @@ function daemonSetReadiness(status: Record<string, unknown>): Verdict {
   return { state: 'Ready', reason: `${available} of ${desired} pods available` };
 }
 
+/**
+ * Container waiting reasons that do not clear without a change to the Pod, its image or its configuration: the kubelet
+ * only retries them with growing backoff.
+ */
+const CANNOT_START = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'CrashLoopBackOff',
+]);
+
+/** The workload's Pods (by its selector's matchLabels); the first container that cannot start, as a reason. */
+async function containerThatCannotStart(
+  skr: ClusterClient,
+  object: SyncedObject,
+  workload: unknown,
+): Promise<string | undefined> {
+  const spec = isRecord(workload) && isRecord(workload['spec']) ? workload['spec'] : {};
+  const selector = isRecord(spec['selector']) ? spec['selector'] : {};
+  const matchLabels = isRecord(selector['matchLabels']) ? selector['matchLabels'] : {};
+  const labelSelector = Object.entries(matchLabels)
+    .map(([key, value]) => `${key}=${String(value)}`)
+    .join(',');
+  if (!labelSelector || !object.namespace) return undefined;
+  const pods = await skr.core.listNamespacedPod({ namespace: object.namespace, labelSelector });
+  for (const pod of pods.items) {
+    const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+    for (const container of statuses) {
+      const waiting = container.state?.waiting;
+      if (waiting?.reason && CANNOT_START.has(waiting.reason))
+        return `Pod ${object.namespace}/${pod.metadata?.name ?? ''} container ${container.name}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`;
+    }
+  }
+  return undefined;
+}
+
+/** Readiness of one workload of a set: its own status first, its Pods only while it is not Ready. */
+async function readinessOfWorkload(skr: ClusterClient, object: SyncedObject): Promise<Verdict> {
+  const workload = await readObject(skr.objects, refOfSynced(object));
+  const verdict = workloadReadiness(object.kind, workload);
+  if (verdict.state !== 'Processing' || !workload) return verdict;
+  const stuck = await containerThatCannotStart(skr, object, workload);
+  return stuck ? { state: 'Error', reason: stuck } : verdict;
+}
+
 const ORDER: Record<ReadinessState, number> = { Ready: 0, Processing: 1, Error: 2 };
 
 /** Reads every workload of the set and sums them up; other kinds are not read. */
@@ -134,10 +184,7 @@ export async function readinessOfSet(
   const workloads = members.filter(isWorkload);
   const verdicts = await mapLimited(workloads, options.concurrency ?? 4, async (object) => {
     try {
-      return {
-        object,
-        ...workloadReadiness(object.kind, await readObject(skr.objects, refOfSynced(object))),
-      };
+      return { object, ...(await readinessOfWorkload(skr, object)) };
     } catch (error) {
       if (isUnreachable(error)) throw error;
       return {
