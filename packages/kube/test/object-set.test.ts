@@ -384,6 +384,48 @@ describe('object-set engine (real API server)', function () {
     ).to.equal(undefined);
   });
 
+  it('removes a set with its CRD in one call: the CRD, whose deletion the API server finishes, is waited for', async function () {
+    const group = `objsetr${process.pid}x${seq}.example.com`;
+    const holder = { namespace: 'kcp-system', name: `removal-${seq}` };
+    cleanups.push(() => skr.apiextensions.deleteCustomResourceDefinition({ name: `widgets.${group}` }));
+    const widget: SetMember = {
+      apiVersion: `${group}/v1`,
+      kind: 'Widget',
+      metadata: { name: 'w', namespace: ns },
+      spec: { size: 1 },
+    };
+    const applied = await applyObjectSet(
+      skr,
+      { objects: desired([crd(group), configMap(ns, 'config'), widget]), inventory: [] },
+      {
+        fieldManager: MANAGER,
+        transforms: [managedByOwnedBy(holder)],
+        holding: { self: manifestHolder(holder.namespace, holder.name) },
+      },
+    );
+    expect(applied.state).to.equal('done');
+    const removal = await removeObjects(skr, applied.inventory, {
+      holding: { self: manifestHolder(holder.namespace, holder.name) },
+    });
+    expect(
+      removal.results.map((r) => [r.object.kind, r.outcome]),
+      JSON.stringify(removal.results),
+    ).to.deep.equal([
+      ['CustomResourceDefinition', 'deleted'],
+      ['ConfigMap', 'deleted'],
+      ['Widget', 'deleted'],
+    ]);
+    expect(removal.finished).to.equal(true);
+    expect(removal.remaining).to.deep.equal([]);
+    expect(
+      await readObject(skr.objects, {
+        apiVersion: 'apiextensions.k8s.io/v1',
+        kind: 'CustomResourceDefinition',
+        name: `widgets.${group}`,
+      }),
+    ).to.equal(undefined);
+  });
+
   describe('one holder per object', function () {
     /** A module's set: its transforms name it the holder, as the Manifest reconcile's do. */
     const moduleSet = (name: string) => ({

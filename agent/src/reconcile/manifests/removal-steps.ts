@@ -1,8 +1,10 @@
-// The removal of a deleted Manifest's module in upstream's order, one step per pass until each is through: users' CRs
-// of the module's kind block it, then the default CR goes (while it is there, the set follows the Manifest's spec, so a
-// version written after the deletion began still reaches the SKR), then the set in two phases (dependents, then
-// operators), then the finalizers, after which the API server removes the Manifest.
-import type { Manifest } from '@skr-watcher/api';
+// The removal of a deleted Manifest's module in upstream's order: users' CRs of the module's kind block it, then the
+// default CR goes (while it is there, the set follows the Manifest's spec, so a version written after the deletion
+// began still reaches the SKR), then the set in two phases (dependents, then operators), then the finalizers, after
+// which the API server removes the Manifest. A step whose object is gone goes on to the next in the same pass (a
+// default CR without finalizers is gone when its DELETE returns, a CRD without instances moments later); one that
+// waits for others' finalizers ends the pass, and a later pass goes on from there.
+import type { Manifest, SyncedObject } from '@skr-watcher/api';
 import { deleteIfExists, readObject, removeObjects, type ClusterClient } from '@skr-watcher/kube';
 import { servedDefaultCrRef, usersCrs } from './default-cr.js';
 import { releaseManifest } from './finalizers.js';
@@ -21,11 +23,12 @@ interface RemovalPass {
   skr: ClusterClient;
   installation: ModuleObjects;
   manifest: Manifest;
+  /** What the SKR may still hold of the module: the Manifest's inventory, or the set a step just applied. */
+  synced: SyncedObject[];
 }
 
-type RemovalStep = (pass: RemovalPass) => Promise<StepResult<void>>;
-
-const DONE: StepResult<void> = proceed(undefined);
+/** A step answers the inventory the next step works on, or ends the pass. */
+type RemovalStep = (pass: RemovalPass) => Promise<StepResult<SyncedObject[]>>;
 
 /** Upstream's operation text for a deleted Manifest held only by others' finalizers (its e2e tests look for it). */
 const WAITING_FOR_OTHER_FINALIZERS = 'waiting as other finalizers are present';
@@ -33,7 +36,10 @@ const WAITING_FOR_OTHER_FINALIZERS = 'waiting as other finalizers are present';
 /** The steps in upstream's order; each ends the pass with `Deleting` while what it waits for is not through. */
 const REMOVAL_STEPS: readonly RemovalStep[] = [waitForUsersCrs, deleteDefaultCr, removeSet];
 
-/** Removal of a deleted Manifest's module, one step per pass: user CRs gone, default CR, the set, the finalizers. */
+/**
+ * Removal of a deleted Manifest's module: user CRs gone, default CR, the set, the finalizers; as far as one pass gets
+ * (all the way when nothing but the API server holds what is deleted).
+ */
 export async function removeModule(
   ctx: RemovalContext,
   skr: ClusterClient,
@@ -41,9 +47,11 @@ export async function removeModule(
   manifest: Manifest,
 ): Promise<ManifestOutcome> {
   if (!hasOwnFinalizer(manifest)) return waitForOtherFinalizers(ctx, manifest);
+  let synced = manifest.status?.synced ?? [];
   for (const step of REMOVAL_STEPS) {
-    const result = await step({ ctx, skr, installation, manifest });
+    const result = await step({ ctx, skr, installation, manifest, synced });
     if (!result.proceed) return endWith(ctx, manifest, result.status);
+    synced = result.value;
   }
   await releaseManifest(ctx, manifest);
   ctx.logger.info({ manifest: manifest.metadata.name }, 'module removed from the SKR');
@@ -63,32 +71,38 @@ function waitForOtherFinalizers(ctx: RemovalContext, manifest: Manifest): Promis
   });
 }
 
-function deleting(manifest: Manifest, operation: string): StepResult<never> {
-  return halt({ state: 'Deleting', operation, synced: manifest.status?.synced ?? [] });
-}
-
 /** Users' CRs of the module's kind block the removal until they are gone. */
-async function waitForUsersCrs({ skr, manifest }: RemovalPass): Promise<StepResult<void>> {
-  if (!manifest.spec.resource) return DONE;
+async function waitForUsersCrs({ skr, manifest, synced }: RemovalPass): Promise<StepResult<SyncedObject[]>> {
+  if (!manifest.spec.resource) return proceed(synced);
   const users = await usersCrs(skr, manifest, await servedDefaultCrRef(skr, manifest));
-  if (users.length === 0) return DONE;
+  if (users.length === 0) return proceed(synced);
   const more = users.length > 5 ? ` and ${users.length - 5} more` : '';
-  return deleting(
-    manifest,
-    `waiting for module CRs deletion: ${manifest.spec.resource.kind} ${users.slice(0, 5).join(', ')}${more}`,
-  );
+  return halt({
+    state: 'Deleting',
+    operation: `waiting for module CRs deletion: ${manifest.spec.resource.kind} ${users.slice(0, 5).join(', ')}${more}`,
+    synced,
+  });
 }
 
 /**
  * The default CR, deleted and waited for before the set goes (its operator may still need to clean up). Until it is
  * gone the operator keeps running, at the version the Manifest's spec names now (upstream applies the full set then).
+ * Read again once deleted: without finalizers it is gone at once, and the set goes in the same pass.
  */
-async function deleteDefaultCr({ ctx, skr, installation, manifest }: RemovalPass): Promise<StepResult<void>> {
-  if (!manifest.spec.resource || !hasDefaultCr(manifest)) return DONE;
+async function deleteDefaultCr({
+  ctx,
+  skr,
+  installation,
+  manifest,
+  synced,
+}: RemovalPass): Promise<StepResult<SyncedObject[]>> {
+  if (!manifest.spec.resource || !hasDefaultCr(manifest)) return proceed(synced);
   const ref = await servedDefaultCrRef(skr, manifest);
-  if (!(await readObject(skr.objects, ref))) return DONE;
+  if (!(await readObject(skr.objects, ref))) return proceed(synced);
   const kept = await keepSpecSetWhileDeleting(ctx, skr, installation, manifest);
   await deleteIfExists(skr.objects, ref);
+  // A finalizer (the operator's, a user's) holds it: the set waits for a later pass.
+  if (!(await readObject(skr.objects, ref))) return proceed(kept.synced);
   const operation = `deleting the default CR ${ref.kind} ${ref.namespace ?? ''}/${ref.name}`;
   return halt({
     state: 'Deleting',
@@ -100,11 +114,11 @@ async function deleteDefaultCr({ ctx, skr, installation, manifest }: RemovalPass
 }
 
 /** The set in two phases, only what this Manifest holds; the inventory keeps what may still exist. */
-async function removeSet({ ctx, skr, manifest }: RemovalPass): Promise<StepResult<void>> {
-  const removal = await removeObjects(skr, manifest.status?.synced ?? [], {
+async function removeSet({ ctx, skr, manifest, synced }: RemovalPass): Promise<StepResult<SyncedObject[]>> {
+  const removal = await removeObjects(skr, synced, {
     holding: holdingOf(manifest, manifest.metadata.namespace ?? ctx.namespace),
   });
-  if (removal.finished) return DONE;
+  if (removal.finished) return proceed([]);
   const pending = removal.results.find((result) => result.outcome !== 'deleted' && result.outcome !== 'kept');
   return halt({
     state: 'Deleting',

@@ -21,6 +21,7 @@ import {
   type SyncedObject,
 } from './inventory.js';
 import { applyPhaseOf, isCrd, neverPruned, type ApplyPhase } from './order.js';
+import { nextPollMs } from './poll.js';
 import { transformed, type Transform } from './transforms.js';
 
 /** One object the set should hold. */
@@ -108,7 +109,7 @@ export const ESTABLISH_POLL = { firstMs: 10, maxMs: 250 } as const;
 
 /** The wait before the next re-read, after waiting `previousMs` (0 before the first). */
 export function nextEstablishPollMs(previousMs: number): number {
-  return previousMs <= 0 ? ESTABLISH_POLL.firstMs : Math.min(previousMs * 2, ESTABLISH_POLL.maxMs);
+  return nextPollMs(previousMs, ESTABLISH_POLL);
 }
 
 /** Objects transformed per slice before yielding (each is a deep copy). */
