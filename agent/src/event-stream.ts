@@ -6,14 +6,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
-import {
-  answerAndClose,
-  closeGracefully,
-  createHttpApp,
-  listenOn,
-  notFound,
-  refuseMethod,
-} from '@skr-watcher/telemetry';
+import { answerAndClose, closeGracefully, createHttpApp, listenOn, reply } from '@skr-watcher/telemetry';
 import type { AcceptedEvent } from './listener/index.js';
 
 export const EVENT_STREAM_PATH = '/events';
@@ -67,17 +60,13 @@ export async function serveEventStream(
   stream: EventStream,
   address: { host?: string; port: number },
 ): Promise<EventStreamServer> {
-  const app = createHttpApp();
-  app.get(EVENT_STREAM_PATH, (_request, response) => {
-    response
-      .status(426)
-      .set('upgrade', 'websocket')
-      .type('text/plain')
-      .send('the event stream is a WebSocket: try skr-agent events\n');
-  });
-  app.all(EVENT_STREAM_PATH, refuseMethod(['GET']));
-  app.use(notFound);
-  const server: Server = createServer(app);
+  const app = createHttpApp({ methods: ['GET'] });
+  app.get(EVENT_STREAM_PATH, (_request, response) =>
+    reply(response, 426, 'the event stream is a WebSocket: try skr-agent events\n', undefined, {
+      upgrade: 'websocket',
+    }),
+  );
+  const server: Server = createServer(app.listener);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
     stream.handleUpgrade(req, socket, head),
   );

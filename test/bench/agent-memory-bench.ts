@@ -8,6 +8,7 @@
 //
 //   npm run bench:agent-memory -- [--callbacks 10] [--steady 30] [--agent-script agent/dist/bundle/main.js]
 //     [--heap-snapshot]   also writes a heap snapshot at the end and prints its largest constructors
+//     [--env NAME=VALUE]  an environment variable added to the shipped ones (repeatable), to try an allocator or V8 setting
 import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -31,6 +32,11 @@ function flag(name: string, fallback: string): string {
 const CALLBACKS = Number(flag('callbacks', '10'));
 const STEADY_SECONDS = Number(flag('steady', '30'));
 const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
+const EXTRA_ENV = process.argv.flatMap((arg, at) =>
+  process.argv[at - 1] === '--env' && arg.includes('=')
+    ? [arg.split(/=(.*)/s).slice(0, 2) as [string, string]]
+    : [],
+);
 const SAMPLE_MS = 200;
 const MIB = 2 ** 20;
 const mib = (bytes: number) => (bytes / MIB).toFixed(1);
@@ -48,13 +54,14 @@ async function procKb(pid: number, file: string): Promise<Map<string, number>> {
 
 /** RSS of `pid` every SAMPLE_MS until stopped; each sample tagged with the phase it was taken in. */
 function sampleRss(pid: number) {
-  const samples: { phase: string; rss: number }[] = [];
+  const samples: { phase: string; rss: number; hwm: number }[] = [];
   let phase = 'start';
   let running = true;
   const loop = (async () => {
     while (running) {
-      const rss = (await procKb(pid, 'status').catch(() => new Map<string, number>())).get('VmRSS');
-      if (rss !== undefined) samples.push({ phase, rss });
+      const status = await procKb(pid, 'status').catch(() => new Map<string, number>());
+      const [rss, hwm] = [status.get('VmRSS'), status.get('VmHWM')];
+      if (rss !== undefined && hwm !== undefined) samples.push({ phase, rss, hwm });
       await sleep(SAMPLE_MS);
     }
   })();
@@ -81,6 +88,7 @@ async function kymaWithModuleReady(system: LocalSystem): Promise<void> {
 async function breakdown(system: LocalSystem): Promise<string[]> {
   const metrics: Samples = await agentMetrics(system);
   const rollup = await procKb(system.agent.pid, 'smaps_rollup');
+  const brkHeap = await mainArenaRss(system.agent.pid);
   const heapTotal = sumOf(metrics, 'nodejs_heap_size_total_bytes');
   const external = sumOf(metrics, 'nodejs_external_memory_bytes');
   const rssAnon = rollup.get('Anonymous') ?? 0;
@@ -100,8 +108,15 @@ async function breakdown(system: LocalSystem): Promise<string[]> {
       spaces.map(({ space, used, total }) => `${space} ${mib(used)}/${mib(total)}`).join(', '),
     `external ${mib(external)} MiB (array buffers ${mib(sumOf(metrics, 'nodejs_array_buffers_bytes'))} MiB)`,
     `native (anonymous RSS beyond V8's committed heap: glibc arenas, compiled code's metadata, libuv, OpenSSL): ` +
-      `${mib(rssAnon - heapTotal)} MiB`,
+      `${mib(rssAnon - heapTotal)} MiB, of which glibc's main arena (the brk heap) ${mib(brkHeap)} MiB`,
   ];
+}
+
+/** Resident bytes of the process's brk heap: glibc's main arena, where the main thread's malloc()s go. */
+async function mainArenaRss(pid: number): Promise<number> {
+  const smaps = await readFile(`/proc/${pid}/smaps`, 'utf8');
+  const heap = /\[heap\]\n(?:.*\n)*?Rss:\s+(\d+) kB/.exec(smaps);
+  return heap ? Number(heap[1]) * 1024 : 0;
 }
 
 /** The largest entries of a heap snapshot by constructor (self sizes), from V8's JSON format. */
@@ -142,7 +157,7 @@ async function heapSnapshotSummary(file: string, rows = 15): Promise<string[]> {
 
 async function main(): Promise<void> {
   const script = resolve(flag('agent-script', shippedAgentScript()));
-  const env = shippedAgentEnv();
+  const env = { ...shippedAgentEnv(), ...Object.fromEntries(EXTRA_ENV) };
   const parent = await mkdtemp(join(tmpdir(), 'agent-memory-'));
   const snapshots = join(parent, 'snapshots');
   if (HEAP_SNAPSHOT) {
@@ -180,8 +195,20 @@ async function main(): Promise<void> {
     console.log(
       `RSS: peak ${mib(peak)} MiB (VmHWM, since the agent started); sampled max ${mib(Math.max(...samples.map((s) => s.rss)))} MiB`,
     );
-    for (const phase of ['install', 'settle', 'callbacks', 'steady'])
-      console.log(`  ${phase.padEnd(9)} ${range(of(phase))} (${of(phase).length} samples)`);
+    // The high-water mark at the first sample is what starting took; after that, each phase's growth of it.
+    let hwmBefore = 0;
+    for (const phase of ['install', 'settle', 'callbacks', 'steady']) {
+      const hwms = samples.filter((sample) => sample.phase === phase).map((s) => s.hwm);
+      const hwm = hwms.length > 0 ? Math.max(...hwms) : hwmBefore;
+      const grew =
+        phase === 'install' && hwms.length > 0
+          ? `peak ${mib(hwms[0] as number)} MiB when started, ${mib(hwm)} MiB by its end`
+          : hwm > hwmBefore
+            ? `peak grew to ${mib(hwm)} MiB`
+            : 'peak unchanged';
+      console.log(`  ${phase.padEnd(9)} ${range(of(phase))} (${of(phase).length} samples; ${grew})`);
+      hwmBefore = Math.max(hwmBefore, hwm);
+    }
     for (const line of parts) console.log(line);
     const per = (n: number) => (noop.passes > 0 ? (n / noop.passes).toFixed(2) : 'n/a');
     console.log(

@@ -2,9 +2,9 @@
 // is checked with a TokenReview, and the user it names must be allowed `get` on Kymas in the namespace (the overview)
 // or on that Kyma (its page) by a SubjectAccessReview. No token or an unknown one: 401; no permission: 403; in
 // neither case any data. Answers are cached briefly, per token and question, in a bounded cache.
-import type { Request } from 'express';
 import { GROUP, KINDS } from '@skr-watcher/api';
 import type { AccessAttributes, AccessReviewer, MetricsAccess } from '@skr-watcher/kube';
+import type { RouteRequest } from '@skr-watcher/telemetry';
 
 /** A revoked permission or token stops working within this. */
 export const REVIEW_CACHE_MS = 10_000;
@@ -15,12 +15,12 @@ export const REVIEW_CACHE_ENTRIES = 256;
 export const TOKEN_QUERY = 'token';
 
 /** The bearer token of a request: `Authorization: Bearer …`, else (pages only) `?token=`. */
-export function bearerToken(request: Request, allowQuery: boolean): string | undefined {
+export function bearerToken(request: RouteRequest, allowQuery: boolean): string | undefined {
   const header = request.headers.authorization;
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
   if (match?.[1]) return match[1];
-  const query = allowQuery ? request.query[TOKEN_QUERY] : undefined;
-  return typeof query === 'string' && query.length > 0 ? query : undefined;
+  const query = allowQuery ? request.query.get(TOKEN_QUERY) : null;
+  return query ? query : undefined;
 }
 
 /** `get` on Kymas in `namespace`, or on the Kyma `name` there. */

@@ -3,17 +3,18 @@
 // stream alike, carries the caller's bearer token and is authorized as kube-rbac-proxy would (access.ts). Loaded
 // only when the flag is set (a dynamic import in commands/run.ts), so an agent without it holds none of this.
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Request, Response } from 'express';
 import { kubernetesAccessReviewer, type AccessReviewer, type MetricsAccess } from '@skr-watcher/kube';
 import {
   closeGracefully,
   createHttpApp,
   listenOn,
   notFound,
-  refuseMethod,
+  reply,
+  replyJson,
   type Logger,
+  type RouteRequest,
 } from '@skr-watcher/telemetry';
 import type { EventStream } from '../event-stream.js';
 import { REVIEW_CACHE_ENTRIES, REVIEW_CACHE_MS, accessOf, bearerToken, kymaAccess } from './access.js';
@@ -66,53 +67,44 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
     });
   const source = options.source ?? kcpFleetSource(options.kubeConfig, namespace);
   const live = createLiveFeed({ kubeConfig: options.kubeConfig, namespace, events: options.events, logger });
-  const app = createHttpApp();
-  app.use((_request, response, next) => {
-    response.set(SECURITY_HEADERS);
-    next();
-  });
+  const app = createHttpApp({ methods: ['GET'], headers: SECURITY_HEADERS });
 
   /** The access of this request to `kyma` (or the namespace); answers 401/403/503 itself and returns false. */
   const admit = async (
-    request: Request,
-    response: Response,
+    request: RouteRequest,
+    response: ServerResponse,
     kyma?: string,
   ): Promise<MetricsAccess | 'failed'> => {
     try {
       return await accessOf(reviewer, bearerToken(request, false), kymaAccess(namespace, kyma));
     } catch (error) {
       logger.warn({ err: error, path: request.path }, 'console could not review a token');
-      response.status(503).type('text/plain').send('the API server could not review the token; try again\n');
+      reply(response, 503, 'the API server could not review the token; try again\n');
       return 'failed';
     }
   };
-  const refuse = (response: Response, access: MetricsAccess, kyma?: string): boolean => {
+  const refuse = (response: ServerResponse, access: MetricsAccess, kyma?: string): boolean => {
     if (access === 'unauthenticated') {
-      response
-        .status(401)
-        .set('www-authenticate', 'Bearer realm="skr-watcher console"')
-        .type('text/plain')
-        .send('a bearer token the KCP API server accepts is required\n');
+      reply(response, 401, 'a bearer token the KCP API server accepts is required\n', undefined, {
+        'www-authenticate': 'Bearer realm="skr-watcher console"',
+      });
       return true;
     }
     if (access === 'forbidden') {
-      response
-        .status(403)
-        .type('text/plain')
-        .send(`forbidden: get kymas${kyma ? ` ${kyma}` : ''} in ${namespace} is not allowed\n`);
+      reply(response, 403, `forbidden: get kymas${kyma ? ` ${kyma}` : ''} in ${namespace} is not allowed\n`);
       return true;
     }
     return false;
   };
-  const kymaParam = (request: Request, response: Response): string | undefined => {
-    const name = String(request.params['name'] ?? '');
+  const kymaParam = (request: RouteRequest, response: ServerResponse): string | undefined => {
+    const name = request.params['name'] ?? '';
     if (KYMA_NAME.test(name)) return name;
-    notFound(request, response, () => {});
+    notFound(request, response);
     return undefined;
   };
 
   // The document: 200 with a token allowed to see it, else the same document as a sign-in page (no data in either).
-  const page = async (request: Request, response: Response, kyma?: string) => {
+  const page = async (request: RouteRequest, response: ServerResponse, kyma?: string) => {
     let access: MetricsAccess;
     try {
       access = await accessOf(reviewer, bearerToken(request, true), kymaAccess(namespace, kyma));
@@ -121,14 +113,15 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
       access = 'unauthenticated';
     }
     const nonce = randomBytes(16).toString('base64');
-    response
-      .status(access === 'allowed' ? 200 : access === 'forbidden' ? 403 : 401)
-      .set(
-        'content-security-policy',
-        `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`,
-      )
-      .type('html')
-      .send(consolePage({ nonce, access, namespace }));
+    reply(
+      response,
+      access === 'allowed' ? 200 : access === 'forbidden' ? 403 : 401,
+      consolePage({ nonce, access, namespace }),
+      'text/html; charset=utf-8',
+      {
+        'content-security-policy': `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`,
+      },
+    );
   };
   app.get('/', (request, response) => page(request, response));
   app.get('/kymas/:name', async (request, response) => {
@@ -140,10 +133,10 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
     const access = await admit(request, response);
     if (access === 'failed' || refuse(response, access)) return;
     try {
-      response.json(await source.fleet());
+      replyJson(response, 200, await source.fleet());
     } catch (error) {
       logger.warn({ err: error }, 'console could not read the fleet');
-      response.status(502).type('text/plain').send('the KCP could not be read; see the agent log\n');
+      reply(response, 502, 'the KCP could not be read; see the agent log\n');
     }
   });
   app.get('/api/kymas/:name', async (request, response) => {
@@ -153,25 +146,24 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
     if (access === 'failed' || refuse(response, access, kyma)) return;
     try {
       const data = await source.kyma(kyma, new Date());
-      if (data) response.json(data);
-      else response.status(404).type('text/plain').send(`Kyma ${namespace}/${kyma} not found\n`);
+      if (data) replyJson(response, 200, data);
+      else reply(response, 404, `Kyma ${namespace}/${kyma} not found\n`);
     } catch (error) {
       logger.warn({ err: error, kyma }, 'console could not read a Kyma');
-      response.status(502).type('text/plain').send('the KCP could not be read; see the agent log\n');
+      reply(response, 502, 'the KCP could not be read; see the agent log\n');
     }
   });
 
   // Server-sent events: `callback` (an accepted callback) and `change` (Kymas whose object or Manifests changed).
   app.get('/api/stream', async (request, response) => {
-    const wanted = typeof request.query['kyma'] === 'string' ? request.query['kyma'] : undefined;
+    const wanted = request.query.get('kyma') ?? undefined;
     if (wanted !== undefined && !KYMA_NAME.test(wanted)) {
-      response.status(400).type('text/plain').send('kyma: not a Kyma name\n');
+      reply(response, 400, 'kyma: not a Kyma name\n');
       return;
     }
     const access = await admit(request, response, wanted);
     if (access === 'failed' || refuse(response, access, wanted)) return;
-    response.status(200).set({ 'content-type': 'text/event-stream', connection: 'keep-alive' });
-    response.flushHeaders();
+    response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive' });
     response.write(': connected\n\n');
     const kymaOfEvent = (kyma: string) => kyma.slice(kyma.indexOf('/') + 1);
     const unsubscribe = live.subscribe((message: LiveMessage) => {
@@ -191,11 +183,8 @@ export async function startConsole(options: ConsoleOptions): Promise<ConsoleServ
       unsubscribe();
     });
   });
-  for (const path of ['/', '/kymas/:name', '/api/fleet', '/api/kymas/:name', '/api/stream'])
-    app.all(path, refuseMethod(['GET']));
-  app.use(notFound);
 
-  const server: Server = createServer(app);
+  const server: Server = createServer(app.listener);
   const port = await listenOn(server, options.host, options.port, 'console');
   logger.info({ consolePort: port, namespace }, 'console serving');
   return {

@@ -1,11 +1,10 @@
 // Server for /metrics, /healthz, /livez and /readyz only; nothing else is reachable on it. Plain HTTP, or HTTPS
 // with /metrics behind a bearer-token check (TokenReview + SubjectAccessReview, decision 023); probes stay open.
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
-import type { NextFunction, Request, Response } from 'express';
 import type { Registry } from 'prom-client';
 import { closeGracefully } from './connections.js';
-import { createHttpApp, listenOn, notFound, refuseMethod } from './http-app.js';
+import { createHttpApp, listenOn, reply, type RouteRequest } from './http-app.js';
 
 export interface HealthServerOptions {
   /** Interface to bind; probes and scrapes come from the kubelet and Prometheus, so all by default. */
@@ -37,17 +36,17 @@ const PROBE_PATHS = { healthz: '/healthz', livez: '/livez', readyz: '/readyz', m
 const CLOSE_GRACE_MS = 1_000;
 
 export async function startHealthServer(options: HealthServerOptions): Promise<HealthServer> {
-  const app = createHttpApp();
+  // A rejected scrape (a failing metric collector) is a 500 with its reason.
+  const app = createHttpApp({
+    failure: (error) => `metrics failed: ${error instanceof Error ? error.message : String(error)}`,
+  });
   const probe =
     (check: (() => boolean) | undefined) =>
-    (_request: unknown, response: Response): void => {
+    (_request: RouteRequest, response: ServerResponse): void => {
       const ok = check?.() ?? true;
-      response
-        .status(ok ? 200 : 503)
-        .type('text/plain')
-        .send(ok ? 'ok\n' : 'not ready\n');
+      reply(response, ok ? 200 : 503, ok ? 'ok\n' : 'not ready\n');
     };
-  // GET routes answer HEAD too (express runs the GET handler; Node drops the body).
+  // GET routes answer HEAD too; Node sends no body to a HEAD.
   app.get([PROBE_PATHS.healthz, PROBE_PATHS.livez], probe(options.healthy));
   app.get(PROBE_PATHS.readyz, probe(options.ready));
   app.get(PROBE_PATHS.metrics, async (request, response) => {
@@ -63,31 +62,17 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
             : access === 'unknown'
               ? [503, 'cannot check the token now\n']
               : [401, 'unauthorized: a bearer token is required\n'];
-        if (status === 401) response.setHeader('WWW-Authenticate', 'Bearer');
-        response.status(status).type('text/plain').send(text);
+        reply(response, status, text, undefined, status === 401 ? { 'WWW-Authenticate': 'Bearer' } : {});
         return;
       }
     }
     const text = await options.registry.metrics();
-    response.status(200).type(options.registry.contentType).send(text);
-  });
-  app.all(Object.values(PROBE_PATHS), refuseMethod(['GET', 'HEAD']));
-  app.use(notFound);
-  // Express 5 hands a rejected handler (a failing metric collector) here.
-  app.use((error: unknown, _request: Request, response: Response, _next: NextFunction) => {
-    if (response.headersSent) {
-      response.destroy();
-      return;
-    }
-    response
-      .status(500)
-      .type('text/plain')
-      .send(`metrics failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    reply(response, 200, text, options.registry.contentType);
   });
 
   const server: Server = options.secure
-    ? createTlsServer({ cert: options.secure.certPem, key: options.secure.keyPem }, app)
-    : createServer(app);
+    ? createTlsServer({ cert: options.secure.certPem, key: options.secure.keyPem }, app.listener)
+    : createServer(app.listener);
   server.keepAliveTimeout = 5000;
   const port = await listenOn(server, options.host ?? '0.0.0.0', options.port, 'metrics server');
   return { port, close: () => closeGracefully(server, CLOSE_GRACE_MS) };

@@ -21,7 +21,7 @@ function send(port: number, method: string, path: string): Promise<Answer> {
   });
 }
 
-describe('telemetry health server (express)', () => {
+describe('telemetry health server', () => {
   let ready = false;
   let server: HealthServer;
   const registry = createRegistry('skr_health_test_');
