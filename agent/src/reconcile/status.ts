@@ -12,6 +12,7 @@ import {
   type KymaStatus,
   type ModuleState,
   type ResourceState,
+  byCodeUnit,
 } from '@skr-watcher/api';
 import { applyCustomStatus, type ClusterClient, type CustomObjectRef } from '@skr-watcher/kube';
 import { apiVersionOf, resourceVersionOf, type ReconcileContext } from './context.js';
@@ -123,7 +124,7 @@ export function kymaStatusChanged(current: KymaStatus | undefined, next: KymaSta
     ) as unknown,
     conditions: (status?.conditions ?? [])
       .filter((condition) => OWN_CONDITIONS.has(condition.type))
-      .sort((a, b) => a.type.localeCompare(b.type))
+      .sort((a, b) => byCodeUnit(a.type, b.type))
       .map(({ type, status: value, reason, message, observedGeneration }) => ({
         type,
         status: value,

@@ -13,6 +13,7 @@ import {
   managerOf,
   type GroupVersionResource,
   type Watcher,
+  byCodeUnit,
 } from '@skr-watcher/api';
 
 /** Name of the webhook configuration, Service, Secret and Deployment in every SKR. */
@@ -70,7 +71,7 @@ export function webhookConfigurationFor(input: WebhookConfigurationInput): V1Val
   } satisfies Partial<V1ValidatingWebhook>;
 
   const watcherHooks: V1ValidatingWebhook[] = [...input.watchers]
-    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
+    .sort((a, b) => byCodeUnit(a.metadata.name, b.metadata.name))
     .map((watcher) => {
       const { group, version, resource } = watcher.spec.resourceToWatch;
       return {
@@ -146,6 +147,6 @@ function dedupe(resources: GroupVersionResource[]): GroupVersionResource[] {
   const seen = new Map<string, GroupVersionResource>();
   for (const gvr of resources) seen.set(`${gvr.group}/${gvr.version}/${gvr.resource}`, gvr);
   return [...seen.values()].sort((a, b) =>
-    `${a.group}/${a.resource}`.localeCompare(`${b.group}/${b.resource}`),
+    byCodeUnit(`${a.group}/${a.resource}`, `${b.group}/${b.resource}`),
   );
 }

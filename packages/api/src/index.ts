@@ -8,3 +8,4 @@ export * from './duration.js';
 export * from './build-info.js';
 export * from './manifest-name.js';
 export * from './fleet-view/index.js';
+export * from './order.js';

@@ -2,7 +2,7 @@
 // Kubernetes API (CoreV1Api).
 // Shared by skr-certs (init, issue, rotation) and the agent (per-SKR certificates during registration).
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
-import { LABELS, MANAGED_BY } from '@skr-watcher/api';
+import { LABELS, MANAGED_BY, byCodeUnit } from '@skr-watcher/api';
 import {
   CA_BUNDLE_SECRET_NAME,
   CA_SECRET_NAME,
@@ -258,7 +258,7 @@ export class KcpPkiSecrets {
       }
       continueToken = page.metadata?._continue || undefined;
     } while (continueToken !== undefined);
-    return leaves.sort((a, b) => a.name.localeCompare(b.name));
+    return leaves.sort((a, b) => byCodeUnit(a.name, b.name));
   }
 
   /** Writes `<kyma>-webhook-tls`, keeping the labels and annotations of an existing Secret; answers its new resourceVersion. */

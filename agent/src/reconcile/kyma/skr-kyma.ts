@@ -13,6 +13,7 @@ import {
   type Kyma,
   type Watcher,
   parseKyma,
+  byCodeUnit,
 } from '@skr-watcher/api';
 import {
   getCustomObject,
@@ -41,7 +42,7 @@ export function watchedLabels(watchers: Watcher[]): Record<string, string> {
     .filter(
       (w) => w.spec.resourceToWatch.group === GROUP && w.spec.resourceToWatch.resource === KINDS.kyma.plural,
     )
-    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    .sort((a, b) => byCodeUnit(a.metadata.name, b.metadata.name));
   for (const watcher of ofKymas) {
     for (const [key, value] of Object.entries(watcher.spec.labelsToWatch ?? {})) labels[key] ??= value;
   }

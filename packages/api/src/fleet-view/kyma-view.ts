@@ -8,6 +8,7 @@ import type { Condition } from '../schemas/common.js';
 import type { Kyma } from '../schemas/kyma.js';
 import type { Manifest } from '../schemas/manifest.js';
 import { parseKyma, parseManifest } from '../schemas/parse.js';
+import { byCodeUnit } from '../order.js';
 
 const PREFIX = 'operator.kyma-project.io';
 
@@ -292,7 +293,7 @@ export function fleetReport(
   const manifests = readManifests(manifestObjects);
   const rows = kymaObjects
     .map((object) => kymaView(readKyma(object), manifests))
-    .sort((a, b) => severityOf(a) - severityOf(b) || a.name.localeCompare(b.name));
+    .sort((a, b) => severityOf(a) - severityOf(b) || byCodeUnit(a.name, b.name));
   const states: Record<string, number> = {};
   const modules = new Map<string, ModuleSummary>();
   for (const row of rows) {
@@ -309,7 +310,7 @@ export function fleetReport(
   return {
     namespace,
     kymas: { total: rows.length, states, paused: rows.filter((row) => row.paused).length },
-    modules: [...modules.values()].sort((a, b) => a.name.localeCompare(b.name)),
+    modules: [...modules.values()].sort((a, b) => byCodeUnit(a.name, b.name)),
     rows,
   };
 }
