@@ -47,7 +47,7 @@ RUN node -e " \
       fs.mkdirSync('/image/app/bin', { recursive: true }); \
       fs.mkdirSync('/image/usr/bin', { recursive: true }); \
       for (const [command, entry] of [ \
-        ['skr-agent', 'agent/dist/bundle/main.js'], \
+        ['skr-agent', 'agent/dist/bundle/main.cjs'], \
         ['skr-webhook', 'webhook/dist/main.js'], \
         ['skr-certs', 'certs/dist/main.js'], \
         ['skr-modules', 'modules/dist/main.js'], \

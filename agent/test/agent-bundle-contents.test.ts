@@ -9,7 +9,7 @@ import { expect } from 'chai';
 const BUNDLE = fileURLToPath(new URL('../dist/bundle/', import.meta.url));
 
 async function bundledFiles(): Promise<string[]> {
-  const map = JSON.parse(await readFile(join(BUNDLE, 'main.js.map'), 'utf8')) as { sources: string[] };
+  const map = JSON.parse(await readFile(join(BUNDLE, 'main.cjs.map'), 'utf8')) as { sources: string[] };
   return map.sources.map((source) => join(BUNDLE, source));
 }
 
@@ -25,7 +25,7 @@ function packageRoot(file: string): { name: string; root: string } | undefined {
 
 describe('the agent bundle holds what the agent runs, once', () => {
   it('keeps client-node API groups the agent never calls out (apps, storage, networking, batch)', async () => {
-    const text = await readFile(join(BUNDLE, 'main.js'), 'utf8');
+    const text = await readFile(join(BUNDLE, 'main.cjs'), 'utf8');
     const requestFactory = (group: string) => new RegExp(`\\b${group}ApiRequestFactory\\b`).test(text);
     expect(requestFactory('CoreV1')).to.equal(true);
     for (const unused of ['AppsV1', 'StorageV1', 'NetworkingV1', 'BatchV1'])

@@ -1,4 +1,4 @@
-// The agent as the image runs it: agent/dist/bundle/main.js, one file that esbuild builds from agent/dist during
+// The agent as the image runs it: agent/dist/bundle/main.cjs, one file that esbuild builds from agent/dist during
 // `npm run build` (decision 017). Run from a copy outside the repository, next to nothing but the CRD manifests, it
 // must still answer --help and reconcile a Kyma to Ready on real planes, installing the CRDs in the SKR from
 // manifests/crds (found relative to the file, as in the image).
@@ -42,15 +42,15 @@ describe('skr-agent bundle (one file, as in the image)', function () {
   const namespace = 'agent-bundle';
 
   before(async function () {
-    await stat(join(BUNDLE, 'main.js')).catch(() => {
-      throw new Error(`${BUNDLE}main.js is missing: \`npm run build\` builds it`);
+    await stat(join(BUNDLE, 'main.cjs')).catch(() => {
+      throw new Error(`${BUNDLE}main.cjs is missing: \`npm run build\` builds it`);
     });
-    // The image's layout: <root>/agent/dist/bundle/main.js and <root>/manifests/crds.
+    // The image's layout: <root>/agent/dist/bundle/main.cjs and <root>/manifests/crds.
     root = await mkdtemp(join(tmpdir(), 'skr-agent-bundle-'));
     await mkdir(join(root, 'agent', 'dist'), { recursive: true });
     await cp(BUNDLE, join(root, 'agent', 'dist', 'bundle'), { recursive: true });
     await cp(CRDS, join(root, 'manifests', 'crds'), { recursive: true });
-    main = join(root, 'agent', 'dist', 'bundle', 'main.js');
+    main = join(root, 'agent', 'dist', 'bundle', 'main.cjs');
     env = await startEnvironment({ planes: ['kcp', 'skr1'] });
     await seedKcp(env, namespace, ['skr1']);
   });

@@ -6,9 +6,10 @@
 // mark (VmHWM); the breakdown from its own /metrics (V8's heap spaces, external memory) and /proc/<pid>/smaps_rollup.
 // The SKR's requests and writes per pass from the SKR API server's apiserver_request_total. Nothing passes or fails.
 //
-//   npm run bench:agent-memory -- [--callbacks 10] [--steady 30] [--agent-script agent/dist/bundle/main.js]
+//   npm run bench:agent-memory -- [--callbacks 10] [--steady 30] [--agent-script agent/dist/bundle/main.cjs]
 //     [--heap-snapshot]   also writes a heap snapshot at the end and prints its largest constructors
 //     [--env NAME=VALUE]  an environment variable added to the shipped ones (repeatable), to try an allocator or V8 setting
+//     [--keep-logs]       keeps the system's directory (the agent's log among it) and prints where
 import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -32,6 +33,7 @@ function flag(name: string, fallback: string): string {
 const CALLBACKS = Number(flag('callbacks', '10'));
 const STEADY_SECONDS = Number(flag('steady', '30'));
 const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
+const KEEP_LOGS = process.argv.includes('--keep-logs');
 const EXTRA_ENV = process.argv.flatMap((arg, at) =>
   process.argv[at - 1] === '--env' && arg.includes('=')
     ? [arg.split(/=(.*)/s).slice(0, 2) as [string, string]]
@@ -232,8 +234,8 @@ async function main(): Promise<void> {
     }
     failed = false;
   } finally {
-    await system?.stop({ keepDir: failed });
-    if (failed) console.log(`agent memory bench: logs kept in ${parent}`);
+    await system?.stop({ keepDir: failed || KEEP_LOGS });
+    if (failed || KEEP_LOGS) console.log(`agent memory bench: logs kept in ${parent}`);
     else await rm(parent, { recursive: true, force: true });
   }
 }

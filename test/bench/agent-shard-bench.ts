@@ -3,7 +3,7 @@
 //
 //   npm run bench:agent -- [--kymas 5000] [--replicas 3] [--skrs 3] [--workers 8] [--resync 60s]
 //                          [--lease 15s/10s/2s] [--node-flags '--max-old-space-size=256'] [--log-level info]
-//                          [--agent path/to/agent/dist/bundle/main.js] [--kill-at resync] [--skip-resync]
+//                          [--agent path/to/agent/dist/bundle/main.cjs] [--kill-at resync] [--skip-resync]
 //                          [--edit-sample 150] [--edit-every 200ms] [--skip-joins]
 //
 // Prints: per replica owned Kymas and steady RSS; time until every Kyma is Ready; one full resync with the agents'
@@ -45,7 +45,7 @@ import {
 } from '../support/reconcile-journal.js';
 
 /** `--agent <main.js>`: another build of the agent (A/B runs); by default this tree's bundle, the file the image runs (decision 017). */
-const BUILT = flag('agent', fileURLToPath(new URL('../../agent/dist/bundle/main.js', import.meta.url)));
+const BUILT = flag('agent', fileURLToPath(new URL('../../agent/dist/bundle/main.cjs', import.meta.url)));
 
 function flag(name: string, fallback: string): string {
   const at = process.argv.indexOf(`--${name}`);

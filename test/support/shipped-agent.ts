@@ -50,7 +50,7 @@ export function shippedAgentScript(): string {
   const dockerfile = readFileSync(DOCKERFILE, 'utf8');
   if (!/^ENTRYPOINT \["skr-agent"\]$/m.test(dockerfile))
     throw new Error(`${DOCKERFILE.pathname}: the entrypoint is not skr-agent`);
-  const script = /\['skr-agent', '([^']+\.js)'\]/.exec(dockerfile)?.[1];
+  const script = /\['skr-agent', '([^']+\.c?js)'\]/.exec(dockerfile)?.[1];
   if (!script) throw new Error(`${DOCKERFILE.pathname}: no link that makes skr-agent a script`);
   if (agentContainer().command)
     throw new Error(`${MANIFEST.pathname}: the agent container sets a command of its own`);
