@@ -33,15 +33,7 @@ import {
 import { parseArgs } from 'node:util';
 import express, { type ErrorRequestHandler } from 'express';
 import { TLS_SERVER_CIPHERS, allowedResponse, parseAdmissionReview } from '@skr-watcher/api';
-import {
-  createHttpApp,
-  createLogger,
-  createRegistry,
-  limitConnections,
-  notFound,
-  refuseMethod,
-  tlsConnectionOptions,
-} from '@skr-watcher/telemetry';
+import { createLogger, createRegistry, limitConnections, tlsConnectionOptions } from '@skr-watcher/telemetry';
 import {
   CONFIG_DEFAULTS,
   dispatchSettings,
@@ -84,7 +76,13 @@ async function startExpressWebhook(dir: string, kcpAddr: string): Promise<number
     logger,
     observer: metrics.dispatch,
   });
-  const app = createHttpApp();
+  // express 5 as the project's servers ran on it before they moved to node:http (decisions 011, 031): exact routes,
+  // no banner, no ETag.
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
   app
     .route('/validate/:manager')
     .post(express.json({ limit: config.maxBodyBytes }), (request, response) => {
@@ -102,8 +100,19 @@ async function startExpressWebhook(dir: string, kcpAddr: string): Promise<number
       const event = isRelevantChange(parsed.value);
       if (event) dispatch.enqueue(String(request.params['manager']), event, uid);
     })
-    .all(refuseMethod(['POST']));
-  app.use(notFound);
+    .all((request, response) => {
+      response
+        .status(405)
+        .set('allow', 'POST')
+        .type('text/plain')
+        .send(`method ${request.method} is not allowed on ${request.path}; use POST\n`);
+    });
+  app.use((request, response) => {
+    response
+      .status(404)
+      .type('text/plain')
+      .send(`not found: ${request.path.slice(0, 200)}\n`);
+  });
   // body-parser's errors carry their status: 413 over the limit, 400 for a body that is not JSON.
   const bodyErrors: ErrorRequestHandler = (
     error: { status?: number; message?: string },

@@ -1,25 +1,6 @@
-import { request } from 'node:http';
 import { expect } from 'chai';
 import { Gauge, Registry, createRegistry, startHealthServer, type HealthServer } from '../src/index.js';
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
-/** One request over a real socket; `path` is sent as written (fetch would normalise it). */
-function send(port: number, method: string, path: string): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+import { send } from './raw-request.js';
 
 describe('telemetry health server', () => {
   let ready = false;

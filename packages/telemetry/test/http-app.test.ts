@@ -1,27 +1,7 @@
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { expect } from 'chai';
 import { createHttpApp, listenOn, reply, replyJson } from '../src/index.js';
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
-/** One request over a real socket; `path` is sent as written (fetch would normalise it). */
-function send(port: number, method: string, path: string): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      // A connection cut in the middle of an answer.
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+import { send } from './raw-request.js';
 
 describe('the shared HTTP routing on node:http', () => {
   let server: Server;
