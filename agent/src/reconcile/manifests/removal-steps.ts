@@ -101,7 +101,7 @@ async function deleteDefaultCr({
   if (!(await readObject(skr.objects, ref))) return proceed(synced);
   const kept = await keepSpecSetWhileDeleting(ctx, skr, installation, manifest);
   await deleteIfExists(skr.objects, ref);
-  // A finalizer (the operator's, a user's) holds it: the set waits for a later pass.
+  // Gone at once (no finalizer): the set goes in this pass. Held by the operator's or a user's finalizer: a later one.
   if (!(await readObject(skr.objects, ref))) return proceed(kept.synced);
   const operation = `deleting the default CR ${ref.kind} ${ref.namespace ?? ''}/${ref.name}`;
   return halt({
