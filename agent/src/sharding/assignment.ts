@@ -66,6 +66,13 @@ export interface Assignment {
    */
   claimForCallback(kymaKey: string): Promise<boolean>;
   /**
+   * A peer forwarded a callback for this Kyma to us while our view names another, live, owner. When the ring picks
+   * this replica, that owner is most likely handing the Kyma over and our view has not seen its label yet: waits
+   * briefly for it. Resolves true once our view names us the owner, false when the ring does not pick us or the
+   * wait ends first.
+   */
+  awaitHandover(kymaKey: string): Promise<boolean>;
+  /**
    * The buckets whose dependents this replica must see: the ring's buckets for it and those of the Kymas it still
    * owns (a Kyma being handed over is reconciled until the label moves). While a member places by runtime-id: the
    * buckets of the Kymas the ring or the label gives it.
@@ -100,6 +107,8 @@ export interface Assignment {
 
 /** How long a callback waits for our view to show the claim it wrote: within the forward's timeout (2 s). */
 const CALLBACK_CLAIM_WAIT_MS = 1_500;
+/** How long a forwarded callback waits for our view to show a handover to us: the label's watch event, a few ms. */
+const HANDOVER_VIEW_WAIT_MS = 1_000;
 
 export function createAssignment(options: AssignmentOptions): Assignment {
   const { namespace, membership } = options;
@@ -329,6 +338,15 @@ export function createAssignment(options: AssignmentOptions): Assignment {
         if (!queued) labels.done(kymaKey);
       }
       await waiter.until(CALLBACK_CLAIM_WAIT_MS);
+      return owns(kymaKey);
+    },
+    async awaitHandover(kymaKey) {
+      const kyma = kymas.get(kymaKey);
+      if (!kyma || stopped || placement.targetOf(kyma) !== me) return false;
+      // Registered before looking, so that the view's update between the look and the wait is not missed.
+      const waiter = claimWaiters.add(kymaKey);
+      if (!owns(kymaKey)) await waiter.until(HANDOVER_VIEW_WAIT_MS);
+      else await waiter.until(0);
       return owns(kymaKey);
     },
     neededBuckets() {

@@ -115,10 +115,13 @@ export async function startSharding(options: ShardingOptions): Promise<Sharding>
         // whose owner is gone and that the ring gives us is claimed now, so the callback need not wait its turn.
         let ours = assignment.ownerOf(key) === me || (await assignment.claimForCallback(key));
         // The peer sent it here because the named owner is gone in its view; ours may lag by up to a retry period
-        // (the peer fenced the Lease first). Look now instead of answering no until our next look.
+        // (the peer fenced the Lease first). Look now instead of answering no until our next look. Or the named owner
+        // is alive and has handed the Kyma to us: the peer saw its label before our view did.
         const named = assignment.ownerOf(key);
-        if (!ours && named !== undefined && named !== me && (await membership.recheck(named))) {
-          ours = await assignment.claimForCallback(key);
+        if (!ours && named !== undefined && named !== me) {
+          ours = (await membership.recheck(named))
+            ? await assignment.claimForCallback(key)
+            : await assignment.awaitHandover(key);
         }
         if (!ours) return 'not-owner';
         route(key, event);
