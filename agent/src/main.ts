@@ -2,6 +2,7 @@
 // skr-agent: the KCP agent. `run` serves the callback listener and reconciles Kymas; `reconcile --once` runs
 // one reconciliation and exits; `events` tails accepted callbacks; `takeover` adopts what lifecycle-manager left.
 // Each command lives in commands/.
+import './v8-settings.js';
 import { Command } from 'commander';
 import { versionLine } from '@skr-watcher/api';
 import { eventsCommand } from './commands/events.js';
