@@ -7,7 +7,10 @@
 // A window with `days` (three-letter English weekdays) recurs: `begin` and `end` are times of day with an offset
 // (`01:00:00+00:00`, `21:00:00Z`), the day being the one the window begins on in that offset; `end <= begin` crosses
 // midnight. A window without `days` is one absolute span (RFC 3339 `begin` and `end`).
-import { z } from 'zod';
+// Besides the label, @skr-watcher/api gives zod its English messages (its schemas load them), which a policy's errors
+// quote: `zod/mini` has none of its own.
+import { LABELS } from '@skr-watcher/api';
+import * as z from 'zod/mini';
 
 const WEEKDAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'] as const;
 const DAY_MS = 86_400_000;
@@ -20,34 +23,33 @@ const MAX_PATTERN = 1_000;
 
 const TIME_OF_DAY = /^([01]\d|2[0-3]):([0-5]\d):([0-5]\d)(Z|[+-]([01]\d|2[0-3]):([0-5]\d))$/;
 
-const windowSchema = z
-  .object({
-    days: z.array(z.enum(WEEKDAYS)).max(7).optional(),
-    begin: z.string().max(64),
-    end: z.string().max(64),
-  })
-  .strict();
+const windowSchema = z.strictObject({
+  days: z.optional(z.array(z.enum(WEEKDAYS)).check(z.maxLength(7))),
+  begin: z.string().check(z.maxLength(64)),
+  end: z.string().check(z.maxLength(64)),
+});
 
-const pattern = z.string().max(MAX_PATTERN).optional();
+const pattern = z.optional(z.string().check(z.maxLength(MAX_PATTERN)));
 
-const policySchema = z
-  .object({
-    rules: z
+const policySchema = z.strictObject({
+  rules: z._default(
+    z
       .array(
-        z
-          .object({
-            match: z
-              .object({ globalAccountID: pattern, plan: pattern, region: pattern, platformRegion: pattern })
-              .strict(),
-            windows: z.array(windowSchema).max(MAX_WINDOWS),
-          })
-          .strict(),
+        z.strictObject({
+          match: z.strictObject({
+            globalAccountID: pattern,
+            plan: pattern,
+            region: pattern,
+            platformRegion: pattern,
+          }),
+          windows: z.array(windowSchema).check(z.maxLength(MAX_WINDOWS)),
+        }),
       )
-      .max(MAX_RULES)
-      .default([]),
-    default: windowSchema,
-  })
-  .strict();
+      .check(z.maxLength(MAX_RULES)),
+    [],
+  ),
+  default: windowSchema,
+});
 
 export type PolicyWindow = z.infer<typeof windowSchema>;
 
@@ -61,7 +63,7 @@ export interface Runtime {
 
 /** The Kyma labels upstream builds the runtime from. */
 export const RUNTIME_LABELS: Readonly<Record<keyof Runtime, string>> = {
-  globalAccountID: 'kyma-project.io/global-account-id',
+  globalAccountID: LABELS.globalAccountId,
   plan: 'kyma-project.io/broker-plan-name',
   region: 'kyma-project.io/region',
   platformRegion: 'kyma-project.io/platform-region',

@@ -3,7 +3,8 @@
 // OCI manifest) and which images the module runs (ociArtifact, for image localization).
 import { createHash } from 'node:crypto';
 import { parse } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod-messages.js';
 import { ModuleSourceError } from './errors.js';
 
 /** Access types of resources stored in the component version itself: they become layers. */
@@ -16,44 +17,47 @@ const LOCALIZED_IMAGE_TYPE = 'ociArtifact';
 export const TAR_MEDIA_TYPE = 'application/x-tar';
 
 const accessSchema = z.looseObject({
-  type: z.string().min(1),
-  localReference: z.string().optional(),
-  mediaType: z.string().optional(),
-  referenceName: z.string().optional(),
-  imageReference: z.string().optional(),
+  type: z.string().check(z.minLength(1)),
+  localReference: z.optional(z.string()),
+  mediaType: z.optional(z.string()),
+  referenceName: z.optional(z.string()),
+  imageReference: z.optional(z.string()),
 });
 
 const resourceSchema = z.looseObject({
-  name: z.string().min(1),
-  type: z.string().optional(),
-  version: z.string().optional(),
-  relation: z.string().optional(),
+  name: z.string().check(z.minLength(1)),
+  type: z.optional(z.string()),
+  version: z.optional(z.string()),
+  relation: z.optional(z.string()),
   access: accessSchema,
 });
 
 const repositoryContextSchema = z.looseObject({
-  type: z.string().optional(),
-  baseUrl: z.string().optional(),
-  subPath: z.string().optional(),
-  componentNameMapping: z.string().optional(),
+  type: z.optional(z.string()),
+  baseUrl: z.optional(z.string()),
+  subPath: z.optional(z.string()),
+  componentNameMapping: z.optional(z.string()),
 });
 
 const v2Schema = z.object({
   meta: z.object({ schemaVersion: z.literal('v2') }),
   component: z.looseObject({
-    name: z.string().min(1),
-    version: z.string().min(1),
-    repositoryContexts: z.array(repositoryContextSchema).nullish(),
-    resources: z.array(resourceSchema).nullish(),
+    name: z.string().check(z.minLength(1)),
+    version: z.string().check(z.minLength(1)),
+    repositoryContexts: z.nullish(z.array(repositoryContextSchema)),
+    resources: z.nullish(z.array(resourceSchema)),
   }),
 });
 
 const v3Schema = z.object({
   apiVersion: z.literal('ocm.software/v3alpha1'),
   kind: z.literal('ComponentVersion'),
-  metadata: z.looseObject({ name: z.string().min(1), version: z.string().min(1) }),
-  repositoryContexts: z.array(repositoryContextSchema).nullish(),
-  spec: z.looseObject({ resources: z.array(resourceSchema).nullish() }),
+  metadata: z.looseObject({
+    name: z.string().check(z.minLength(1)),
+    version: z.string().check(z.minLength(1)),
+  }),
+  repositoryContexts: z.nullish(z.array(repositoryContextSchema)),
+  spec: z.looseObject({ resources: z.nullish(z.array(resourceSchema)) }),
 });
 
 export type DescriptorResource = z.infer<typeof resourceSchema>;

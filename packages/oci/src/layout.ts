@@ -1,7 +1,8 @@
 // How OCM stores one component version in an OCI registry (genericocireg, urlPath mapping), as modulectl and
 // `ocm transfer` write it: an OCI image manifest tagged with the version under
 // `<base>/component-descriptors/<component>`, whose config names the layer holding `component-descriptor.yaml`.
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod-messages.js';
 
 export const COMPONENT_DESCRIPTORS = 'component-descriptors';
 export const OCI_MANIFEST_MEDIA_TYPE = 'application/vnd.oci.image.manifest.v1+json';
@@ -31,13 +32,13 @@ export function versionTag(version: string): string {
 
 export const descriptorSchema = z.object({
   mediaType: z.string(),
-  digest: z.string().regex(/^sha256:[a-f0-9]{64}$/, 'is not a sha256 digest'),
-  size: z.number().int().nonnegative(),
+  digest: z.string().check(z.regex(/^sha256:[a-f0-9]{64}$/, 'is not a sha256 digest')),
+  size: z.int().check(z.nonnegative()),
 });
 
 export const ociManifestSchema = z.object({
   schemaVersion: z.literal(2),
-  mediaType: z.string().optional(),
+  mediaType: z.optional(z.string()),
   config: descriptorSchema,
   layers: z.array(descriptorSchema),
 });

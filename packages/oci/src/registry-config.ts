@@ -1,7 +1,8 @@
 // Where modules live, from upstream lifecycle-manager's flags: `--oci-registry-host` (`http://` = plain HTTP),
 // `--modules-repository-subpath`, and the credentials of a `kubernetes.io/dockerconfigjson` Secret with exactly one
 // `auths` entry (`--oci-registry-cred-secret`; its entry names the host when no host flag is given).
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod-messages.js';
 import { ModuleSourceError } from './errors.js';
 
 export type RegistryCredentials =
@@ -25,10 +26,10 @@ export interface RegistryConfig {
 }
 
 const dockerConfigEntrySchema = z.object({
-  username: z.string().optional(),
-  password: z.string().optional(),
-  auth: z.string().optional(),
-  registrytoken: z.string().optional(),
+  username: z.optional(z.string()),
+  password: z.optional(z.string()),
+  auth: z.optional(z.string()),
+  registrytoken: z.optional(z.string()),
 });
 
 const dockerConfigSchema = z.object({
