@@ -23,7 +23,7 @@ import {
 } from '@skr-watcher/api';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { expect } from 'chai';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { SAMPLE_RUNS, SAMPLE_SEED, drawnObjects, type Drawn } from '../support/crd-samples.js';
 
 type Json = Record<string, unknown>;
@@ -35,7 +35,7 @@ const CONCURRENCY = 16;
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** The schema the agent reads each kind with (packages/api/src/schemas/parse.ts). */
-const AGENT_SCHEMAS: Record<string, z.ZodType> = {
+const AGENT_SCHEMAS: Record<string, z.ZodMiniType> = {
   Kyma: kymaSchema,
   ModuleTemplate: moduleTemplateSchema,
   ModuleReleaseMeta: moduleReleaseMetaSchema,

@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as prettier from 'prettier';
 import { stringify } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { CRDS, crd, type CustomResourceSource, type OpenApiSchema, type OpenApiValue } from '../src/index.js';
 
 export const CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/', import.meta.url));
@@ -137,7 +137,7 @@ export const SCHEMA_NAME = 'x-skr-watcher-schema-name';
  * whose zod schema it holds with that name under SCHEMA_NAME; CRDs are written without.
  */
 export function openApiSchemaOf(
-  schema: z.ZodType,
+  schema: z.ZodMiniType,
   path: string,
   names?: ReadonlyMap<object, string>,
 ): OpenApiSchema {

@@ -5,7 +5,7 @@
 // takes that name (KymaModule), any other its path (KymaSpecSync). JSON round-trips exactly: optional scalars are
 // pointers, optional lists and maps omitzero (an empty one stays), and objects that keep unknown fields keep them.
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import * as api from '../src/index.js';
 import { CRDS, type CustomResourceSource, type OpenApiSchema } from '../src/index.js';
 import { SCHEMA_NAME, openApiSchemaOf } from './generate-crds.js';
@@ -66,10 +66,10 @@ function singular(name: string): string {
 }
 
 /** kymaModuleSchema → KymaModule, for every zod schema packages/api exports. */
-function exportedSchemaNames(): Map<z.ZodType, string> {
-  const names = new Map<z.ZodType, string>();
+function exportedSchemaNames(): Map<z.core.$ZodType, string> {
+  const names = new Map<z.core.$ZodType, string>();
   for (const [key, value] of Object.entries(api)) {
-    if (key.endsWith('Schema') && value instanceof z.ZodType && !names.has(value)) {
+    if (key.endsWith('Schema') && value instanceof z.core.$ZodType && !names.has(value)) {
       names.set(value, pascal(key.slice(0, -'Schema'.length)));
     }
   }
@@ -101,7 +101,7 @@ class GoPackage {
   readonly files = new Map<string, GoFile>();
   private current: GoFile | undefined;
 
-  constructor(private readonly names: ReadonlyMap<z.ZodType, string>) {}
+  constructor(private readonly names: ReadonlyMap<z.core.$ZodType, string>) {}
 
   addKind(source: CustomResourceSource): void {
     const file: GoFile = { kinds: [source], structs: [] };
@@ -112,7 +112,7 @@ class GoPackage {
   }
 
   /** A kind's spec or status: a struct named `<Kind>Spec` or `<Kind>Status`, as Kubebuilder names them. */
-  private rootOf(source: CustomResourceSource, field: 'spec' | 'status', schema: z.ZodType): void {
+  private rootOf(source: CustomResourceSource, field: 'spec' | 'status', schema: z.ZodMiniType): void {
     const name = `${source.kind}${pascal(field)}`;
     const node = openApiSchemaOf(schema, `${source.kind}.${field}`, this.names);
     const type = this.typeOf({ ...node, [SCHEMA_NAME]: name }, name, `${source.kind}.${field}`);

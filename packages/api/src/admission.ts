@@ -1,5 +1,6 @@
 // AdmissionReview admission.k8s.io/v1: the part of it the webhook reads, validated.
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod-messages.js';
 import { describeIssues, type ParseResult } from './events.js';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
@@ -10,41 +11,39 @@ export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const ADMISSION_API_VERSIONS = [ADMISSION_API_VERSION, 'admission.k8s.io/v1beta1'] as const;
 export type AdmissionApiVersion = (typeof ADMISSION_API_VERSIONS)[number];
 
-const gvk = z.object({ group: z.string(), version: z.string().min(1), kind: z.string().min(1) });
-const gvr = z.object({ group: z.string(), version: z.string().min(1), resource: z.string().min(1) });
+const nonEmpty = () => z.string().check(z.minLength(1));
+const gvk = z.object({ group: z.string(), version: nonEmpty(), kind: nonEmpty() });
+const gvr = z.object({ group: z.string(), version: nonEmpty(), resource: nonEmpty() });
 
 /** An embedded object: only metadata is read, the rest is compared as opaque JSON. */
-const embeddedObject = z
-  .object({
-    apiVersion: z.string().optional(),
-    kind: z.string().optional(),
-    metadata: z
-      .object({
-        name: z.string().optional(),
-        namespace: z.string().optional(),
-        deletionTimestamp: z.string().nullable().optional(),
-      })
-      .passthrough()
-      .optional(),
-  })
-  .passthrough();
+const embeddedObject = z.looseObject({
+  apiVersion: z.optional(z.string()),
+  kind: z.optional(z.string()),
+  metadata: z.optional(
+    z.looseObject({
+      name: z.optional(z.string()),
+      namespace: z.optional(z.string()),
+      deletionTimestamp: z.optional(z.nullable(z.string())),
+    }),
+  ),
+});
 
 export const admissionRequestSchema = z.object({
-  uid: z.string().min(1).max(128),
+  uid: z.string().check(z.minLength(1), z.maxLength(128)),
   kind: gvk,
   resource: gvr,
-  subResource: z.string().optional(),
-  requestKind: gvk.optional(),
-  requestResource: gvr.optional(),
-  requestSubResource: z.string().optional(),
-  name: z.string().optional(),
-  namespace: z.string().optional(),
+  subResource: z.optional(z.string()),
+  requestKind: z.optional(gvk),
+  requestResource: z.optional(gvr),
+  requestSubResource: z.optional(z.string()),
+  name: z.optional(z.string()),
+  namespace: z.optional(z.string()),
   operation: z.enum(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']),
-  userInfo: z.object({ username: z.string().optional() }).passthrough().optional(),
-  object: embeddedObject.nullable().optional(),
-  oldObject: embeddedObject.nullable().optional(),
-  dryRun: z.boolean().optional(),
-  options: z.unknown().optional(),
+  userInfo: z.optional(z.looseObject({ username: z.optional(z.string()) })),
+  object: z.optional(z.nullable(embeddedObject)),
+  oldObject: z.optional(z.nullable(embeddedObject)),
+  dryRun: z.optional(z.boolean()),
+  options: z.optional(z.unknown()),
 });
 
 export const admissionReviewSchema = z.object({

@@ -1,5 +1,6 @@
 // The callback contract: what an SKR webhook posts to the KCP listener.
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import './zod-messages.js';
 
 /** Kubernetes object names are DNS subdomains of at most 253 characters. */
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -13,14 +14,17 @@ const KIND = /^[A-Za-z][A-Za-z0-9]{0,62}$/;
 
 const objectKey = z.object({
   // Capitalised keys are the reference system's wire format; keep them.
-  Namespace: z.string().regex(NAMESPACE, 'must be a namespace (DNS label) or empty').or(z.literal('')),
-  Name: z.string().regex(NAME, 'must be a Kubernetes object name'),
+  Namespace: z.union([
+    z.string().check(z.regex(NAMESPACE, 'must be a namespace (DNS label) or empty')),
+    z.literal(''),
+  ]),
+  Name: z.string().check(z.regex(NAME, 'must be a Kubernetes object name')),
 });
 
 const gvk = z.object({
-  group: z.string().regex(GROUP, 'must be an API group (DNS subdomain) or empty'),
-  version: z.string().regex(VERSION, 'must be an API version such as v1beta2'),
-  kind: z.string().regex(KIND, 'must be a Kind such as Kyma'),
+  group: z.string().check(z.regex(GROUP, 'must be an API group (DNS subdomain) or empty')),
+  version: z.string().check(z.regex(VERSION, 'must be an API version such as v1beta2')),
+  kind: z.string().check(z.regex(KIND, 'must be a Kind such as Kyma')),
 });
 
 /**
@@ -30,15 +34,15 @@ const gvk = z.object({
  */
 const changeFingerprint = {
   /** metadata.uid of the object: a read that shows another uid is another object of the same name. */
-  uid: z.string().min(1).max(128).optional(),
+  uid: z.optional(z.string().check(z.minLength(1), z.maxLength(128))),
   /** metadata.generation after the change (validating admission sees it already incremented). */
-  generation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  generation: z.optional(z.int().check(z.gte(0), z.lte(Number.MAX_SAFE_INTEGER))),
   /** metadata.resourceVersion before an UPDATE or DELETE: the change is stored once a read shows another. */
-  previousResourceVersion: z.string().min(1).max(64).optional(),
+  previousResourceVersion: z.optional(z.string().check(z.minLength(1), z.maxLength(64))),
 };
 
 export const watchEventV2Schema = z.object({ watched: objectKey, watchedGvk: gvk, ...changeFingerprint });
-export const watchEventV1Schema = watchEventV2Schema.extend({ owner: objectKey });
+export const watchEventV1Schema = z.extend(watchEventV2Schema, { owner: objectKey });
 
 export type WatchEventV2 = z.infer<typeof watchEventV2Schema>;
 export type WatchEventV1 = z.infer<typeof watchEventV1Schema>;
@@ -47,7 +51,7 @@ export type ContractVersion = 'v1' | 'v2';
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; error: string };
 
 /** Turns a Zod error into one line naming every offending field, e.g. `watched.Name: Required`. */
-export function describeIssues(error: z.ZodError): string {
+export function describeIssues(error: z.core.$ZodError): string {
   return error.issues
     .slice(0, 5)
     .map((issue) => `${issue.path.length ? issue.path.join('.') : '(body)'}: ${issue.message}`)
@@ -189,19 +193,19 @@ export const MODULE_MIRROR = {
  * replicas' mutual-TLS peer endpoint (decision 012). The SKR's identity was verified by the accepting replica.
  */
 export const forwardedEventSchema = z.object({
-  runtimeId: z.string().min(1).max(253),
+  runtimeId: z.string().check(z.minLength(1), z.maxLength(253)),
   kyma: z.object({
-    namespace: z.string().regex(NAMESPACE, 'must be a namespace'),
-    name: z.string().regex(NAME, 'must be a Kubernetes object name'),
+    namespace: z.string().check(z.regex(NAMESPACE, 'must be a namespace')),
+    name: z.string().check(z.regex(NAME, 'must be a Kubernetes object name')),
   }),
-  component: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a manager name'),
+  component: z.string().check(z.regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a manager name')),
   contract: z.enum(['v1', 'v2']),
   watched: z.object({
-    namespace: z.string().regex(NAMESPACE, 'must be a namespace or empty').or(z.literal('')),
-    name: z.string().regex(NAME, 'must be a Kubernetes object name'),
+    namespace: z.union([z.string().check(z.regex(NAMESPACE, 'must be a namespace or empty')), z.literal('')]),
+    name: z.string().check(z.regex(NAME, 'must be a Kubernetes object name')),
   }),
   gvk: gvk,
-  fingerprint: z.object(changeFingerprint).optional(),
+  fingerprint: z.optional(z.object(changeFingerprint)),
   /** When the accepting replica accepted it (ISO 8601). */
   receivedAt: z.iso.datetime(),
 });

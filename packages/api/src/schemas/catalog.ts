@@ -3,9 +3,9 @@
 // follow upstream lifecycle-manager's v1beta2 API and modulectl's output; manifests/crds/moduletemplates.yaml and
 // modulereleasemetas.yaml are generated from this file (`npm run generate`). The agent copies both kinds' specs into
 // SKRs as parsed, so these schemas keep every field the CRDs have.
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { KINDS } from '../constants.js';
-import { labelSelectorSchema, moduleStateSchema, optional, typedObject } from './common.js';
+import { labelSelectorSchema, moduleStateSchema, optional, requiredString, typedObject } from './common.js';
 import { crd, customResource, embeddedResource } from './crd.js';
 
 /** Upstream's patterns of a module name and a module version (both may be empty in old channel-based templates). */
@@ -18,8 +18,8 @@ const MODULE_VERSION = {
 /** The default Module CR of a module version; its apiVersion and kind name the Module CR type. */
 export const moduleDataSchema = z
   .looseObject({
-    apiVersion: z.string().min(1, 'is required'),
-    kind: z.string().min(1, 'is required'),
+    apiVersion: requiredString(),
+    kind: requiredString(),
     metadata: optional(z.looseObject({ name: optional(z.string()), namespace: optional(z.string()) })),
     spec: optional(z.record(z.string(), z.unknown())),
   })
@@ -100,7 +100,7 @@ export const moduleTemplateSpecSchema = z.object({
       .register(crd, { description: 'Kinds that belong to the module (informational).' }),
   ),
   manager: optional(
-    groupVersionKindSchema.extend({ name: z.string(), namespace: optional(z.string()) }).register(crd, {
+    z.extend(groupVersionKindSchema, { name: z.string(), namespace: optional(z.string()) }).register(crd, {
       description: "The resource whose readiness stands for the module's (usually its manager Deployment).",
     }),
   ),
@@ -116,14 +116,17 @@ export const moduleTemplateSchema = typedObject(moduleTemplateSpecSchema, z.unkn
 export type ModuleTemplate = z.infer<typeof moduleTemplateSchema>;
 
 export const channelVersionSchema = z.object({
-  channel: z.string().min(1).register(crd, { pattern: '^[a-z]+$', minLength: 3, maxLength: 32 }),
+  channel: z
+    .string()
+    .check(z.minLength(1))
+    .register(crd, { pattern: '^[a-z]+$', minLength: 3, maxLength: 32 }),
   version: z.string().register(crd, MODULE_VERSION),
 });
 export type ChannelVersion = z.infer<typeof channelVersionSchema>;
 
 export const moduleReleaseMetaSpecSchema = z
   .object({
-    moduleName: z.string().min(1, 'is required').register(crd, MODULE_NAME),
+    moduleName: requiredString().register(crd, MODULE_NAME),
     ocmComponentName: optional(
       z.string().register(crd, {
         pattern:
@@ -141,7 +144,7 @@ export const moduleReleaseMetaSpecSchema = z
     mandatory: optional(
       z
         .object({
-          version: z.string().min(1).register(crd, {
+          version: z.string().check(z.minLength(1)).register(crd, {
             minLength: 1,
             pattern:
               '^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)(?:-((?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\\.(?:0|[1-9]\\d*|\\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\\+([0-9a-zA-Z-]+(?:\\.[0-9a-zA-Z-]+)*))?$',
@@ -167,7 +170,7 @@ export const moduleReleaseMetaSpecSchema = z
     /** A restricted module: only Kymas whose labels this selects may use it. */
     kymaSelector: optional(
       // A fresh schema: the description belongs to this field, not to every label selector.
-      labelSelectorSchema.extend({}).register(crd, {
+      z.extend(labelSelectorSchema, {}).register(crd, {
         'x-kubernetes-map-type': 'atomic',
         description: 'A restricted module; only Kymas whose labels this selects may use it.',
       }),

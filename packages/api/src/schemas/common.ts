@@ -1,21 +1,48 @@
 // Pieces shared by every resource schema: object metadata, conditions, states, tracking objects.
 // Schemas describe what the agent reads; they accept anything the CRDs accept (upstream's too) and drop
 // fields the agent never reads, so an object written by another controller still parses.
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { crd, dateTime, int64 } from './crd.js';
 
 /** `null` reads as absent: API servers and hand-written YAML both produce it for empty fields. */
-export function optional<T extends z.ZodType>(schema: T) {
-  return z.preprocess((value) => (value === null ? undefined : value), schema.optional());
+export function optional<T extends z.ZodMiniType>(
+  schema: T,
+): z.ZodMiniPipe<z.ZodMiniTransform<unknown, unknown>, z.ZodMiniOptional<T>> {
+  return z.pipe(
+    z.transform<unknown, unknown>((value) => (value === null ? undefined : value)),
+    z.optional(schema),
+  );
+}
+
+/** A string that must not be empty; the message names what is missing, as the API server's would. */
+export const requiredString = () => z.string().check(z.minLength(1, 'is required'));
+
+/** A list read entry by entry: an entry `entry` cannot read is skipped, the others are kept. */
+export function readableEntries<T extends z.ZodMiniType>(entry: T) {
+  return z.pipe(
+    z.array(z.unknown()),
+    z.transform((entries) =>
+      entries.flatMap((value) => {
+        const parsed = entry.safeParse(value);
+        return parsed.success ? [parsed.data as z.output<T>] : [];
+      }),
+    ),
+  );
 }
 
 export const stringMap = z.record(z.string(), z.string());
 
 /** A timestamp as the API server sends it; client code may hand us a Date. */
-const timestamp = z.union([z.string(), z.date().transform((date) => date.toISOString())]);
+const timestamp = z.union([
+  z.string(),
+  z.pipe(
+    z.date(),
+    z.transform((date) => date.toISOString()),
+  ),
+]);
 
 export const objectMetaSchema = z.object({
-  name: z.string().min(1, 'is required'),
+  name: requiredString(),
   namespace: optional(z.string()),
   uid: optional(z.string()),
   resourceVersion: optional(z.string()),
@@ -29,10 +56,13 @@ export const objectMetaSchema = z.object({
 export type ObjectMeta = z.infer<typeof objectMetaSchema>;
 
 /** apiVersion, kind, metadata and the given spec and status. */
-export function typedObject<Spec extends z.ZodType, Status extends z.ZodType>(spec: Spec, status: Status) {
+export function typedObject<Spec extends z.ZodMiniType, Status extends z.ZodMiniType>(
+  spec: Spec,
+  status: Status,
+) {
   return z.object({
-    apiVersion: z.string().min(1, 'is required'),
-    kind: z.string().min(1, 'is required'),
+    apiVersion: requiredString(),
+    kind: requiredString(),
     metadata: objectMetaSchema,
     spec,
     status: optional(status),

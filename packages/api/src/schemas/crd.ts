@@ -4,8 +4,9 @@
 // - facts registered in `crd` below (patterns, lengths, defaults, formats, CEL rules, x-kubernetes-* markers,
 //   descriptions): told to the API server only. The agent does not check them: it reads what an API server
 //   admitted (ours, or upstream's CRD in an SKR), so they would only turn an object into an error twice.
-// zod's own string and number checks (`.min(1, 'is required')`) are the agent's and never reach the CRD.
-import { z } from 'zod';
+// zod's own string and number checks (`z.minLength(1, 'is required')`) are the agent's and never reach the CRD.
+import * as z from 'zod/mini';
+import '../zod-messages.js';
 import { GROUP } from '../constants.js';
 
 export type OpenApiValue =
@@ -76,9 +77,9 @@ export interface CustomResourceSource {
   comment: string;
   description: string;
   printerColumns: PrinterColumn[];
-  spec: z.ZodType;
+  spec: z.ZodMiniType;
   /** The status as the API server checks it; absent: the kind has no status (nor status subresource). */
-  status?: z.ZodType;
+  status?: z.ZodMiniType;
 }
 
 const AGE: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
@@ -92,8 +93,8 @@ export function customResource(
     description: string;
     shortNames?: string[];
     printerColumns?: PrinterColumn[];
-    spec: z.ZodType;
-    status?: z.ZodType;
+    spec: z.ZodMiniType;
+    status?: z.ZodMiniType;
   },
 ): CustomResourceSource {
   return {

@@ -1,13 +1,14 @@
 // Kyma (operator.kyma-project.io/v1beta2): the desired modules of one SKR and the status aggregating them.
 // Field facts follow upstream lifecycle-manager's v1beta2 API; `spec.modules[].version` and `spec.sync` are
 // this project's additions. manifests/crds/kymas.yaml is generated from this file (`npm run generate`).
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { KINDS } from '../constants.js';
 import {
   conditionsSchema,
   lastOperationSchema,
   moduleStateSchema,
   optional,
+  requiredString,
   resourceStateSchema,
   trackingObjectSchema,
   typedObject,
@@ -22,7 +23,7 @@ export const CUSTOM_RESOURCE_POLICIES = ['CreateAndDelete', 'Ignore'] as const;
 export type CustomResourcePolicy = (typeof CUSTOM_RESOURCE_POLICIES)[number];
 
 export const kymaModuleSchema = z.object({
-  name: z.string().min(1, 'is required').register(crd, {
+  name: requiredString().register(crd, {
     description: 'The module; its ModuleReleaseMeta and ModuleTemplates carry this name.',
   }),
   channel: optional(channelSchema()),
@@ -98,11 +99,11 @@ export const kymaModuleStatusSchema = z.object({
   state: moduleStateSchema,
   // An older shape of these (a template name, a flat resource) reads as absent rather than failing the status.
   /** Upstream's Manifest; this project installs no Manifests, so it only keeps one another controller wrote. */
-  manifest: optional(trackingObjectSchema).catch(undefined),
+  manifest: z.catch(optional(trackingObjectSchema), undefined),
   /** The Module CR in the SKR. */
-  resource: optional(trackingObjectSchema).catch(undefined),
+  resource: z.catch(optional(trackingObjectSchema), undefined),
   /** The ModuleTemplate the module was resolved to. */
-  template: optional(trackingObjectSchema).catch(undefined),
+  template: z.catch(optional(trackingObjectSchema), undefined),
   maintenance: optional(z.boolean().register(crd, { default: false })),
 });
 export type KymaModuleStatus = z.infer<typeof kymaModuleStatusSchema>;
@@ -124,8 +125,8 @@ export type KymaStatus = z.infer<typeof kymaStatusSchema>;
  * replaces it, instead of the Kyma never reconciling again.
  */
 export const kymaSchema = typedObject(
-  kymaSpecSchema.default({}),
-  kymaStatusSchema.optional().catch(undefined),
+  z._default(kymaSpecSchema, {}),
+  z.catch(z.optional(kymaStatusSchema), undefined),
 );
 export type Kyma = z.infer<typeof kymaSchema>;
 

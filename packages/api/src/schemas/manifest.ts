@@ -1,7 +1,7 @@
 // Manifest (operator.kyma-project.io/v1beta2): one installed module of one Kyma, in upstream lifecycle-manager's
 // shape, so Manifests upstream wrote are read and adopted as they are.
 // manifests/crds/manifests.yaml is generated from this file (`npm run generate`).
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { KINDS } from '../constants.js';
 import {
   conditionsSchema,
@@ -9,6 +9,7 @@ import {
   lastOperationSchema,
   objectMetaSchema,
   optional,
+  requiredString,
   typedObject,
 } from './common.js';
 import { crd, customResource } from './crd.js';
@@ -30,7 +31,7 @@ export const imageSpecSchema = z.object({
 export type ImageSpec = z.infer<typeof imageSpecSchema>;
 
 /** spec.config: upstream's CRD checks the type (install.source, a RawExtension, is not checked). */
-const configSpecSchema = imageSpecSchema.extend({
+const configSpecSchema = z.extend(imageSpecSchema, {
   type: optional(z.string().register(crd, { enum: ['helm-chart', 'oci-ref', 'kustomize', ''] })),
 });
 
@@ -44,8 +45,8 @@ export const manifestManagerSchema = z.object({
 
 /** The default Module CR; any object with apiVersion, kind and metadata. */
 export const manifestResourceSchema = z.looseObject({
-  apiVersion: z.string().min(1, 'is required'),
-  kind: z.string().min(1, 'is required'),
+  apiVersion: requiredString(),
+  kind: requiredString(),
   metadata: optional(z.looseObject({ name: optional(z.string()), namespace: optional(z.string()) })),
 });
 export type ManifestResource = z.infer<typeof manifestResourceSchema>;
@@ -123,12 +124,10 @@ export const ownerReferenceSchema = z.object({
 });
 
 /** A status the agent cannot read counts as none and is replaced, as for the Kyma. */
-export const manifestSchema = typedObject(
-  manifestSpecSchema,
-  manifestStatusSchema.optional().catch(undefined),
-).extend({
-  metadata: objectMetaSchema.extend({ ownerReferences: optional(z.array(ownerReferenceSchema)) }),
-});
+export const manifestSchema = z.extend(
+  typedObject(manifestSpecSchema, z.catch(z.optional(manifestStatusSchema), undefined)),
+  { metadata: z.extend(objectMetaSchema, { ownerReferences: optional(z.array(ownerReferenceSchema)) }) },
+);
 export type Manifest = z.infer<typeof manifestSchema>;
 
 export const manifestCrd = customResource(KINDS.manifest, {

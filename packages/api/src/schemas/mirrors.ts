@@ -1,13 +1,15 @@
 // This project's own kinds (operator.kyma-project.io/v1alpha1): ModuleConfig, the KCP mirror of one Module
 // CR, and SyncResource, manifests a module manager wants applied to one SKR. manifests/crds/moduleconfigs.yaml and
 // syncresources.yaml are generated from this file (`npm run generate`).
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { KINDS } from '../constants.js';
 import {
   conditionsSchema,
   lastOperationSchema,
   objectMetaSchema,
   optional,
+  readableEntries,
+  requiredString,
   resourceStateSchema,
   typedObject,
 } from './common.js';
@@ -17,16 +19,16 @@ import { syncedListSchema } from './synced.js';
 const REQUIRED = { minLength: 1 };
 
 export const mirroredResourceSchema = z.object({
-  apiVersion: z.string().min(1, 'is required'),
-  kind: z.string().min(1, 'is required'),
-  metadata: z.object({ name: z.string().min(1, 'is required'), namespace: optional(z.string()) }),
+  apiVersion: requiredString(),
+  kind: requiredString(),
+  metadata: z.object({ name: requiredString(), namespace: optional(z.string()) }),
   spec: optional(z.record(z.string(), z.unknown())),
 });
 export type MirroredResource = z.infer<typeof mirroredResourceSchema>;
 
 export const moduleConfigSpecSchema = z.object({
-  kyma: z.string().min(1, 'is required').register(crd, REQUIRED),
-  module: z.string().min(1, 'is required').register(crd, REQUIRED),
+  kyma: requiredString().register(crd, REQUIRED),
+  module: requiredString().register(crd, REQUIRED),
   resource: mirroredResourceSchema,
 });
 export type ModuleConfigSpec = z.infer<typeof moduleConfigSpecSchema>;
@@ -34,7 +36,7 @@ export type ModuleConfigSpec = z.infer<typeof moduleConfigSpecSchema>;
 /** Module managers may add their own status fields; the API server keeps them, the agent reads these. */
 export const moduleConfigStatusSchema = z
   .object({
-    state: optional(resourceStateSchema.catch('Processing')),
+    state: optional(z.catch(resourceStateSchema, 'Processing')),
     conditions: optional(conditionsSchema),
     lastOperation: optional(lastOperationSchema),
     observedGeneration: optional(int64()),
@@ -46,7 +48,7 @@ export type ModuleConfigStatus = z.infer<typeof moduleConfigStatusSchema>;
 
 export const moduleConfigSchema = typedObject(
   moduleConfigSpecSchema,
-  moduleConfigStatusSchema.optional().catch(undefined),
+  z.catch(z.optional(moduleConfigStatusSchema), undefined),
 );
 export type ModuleConfig = z.infer<typeof moduleConfigSchema>;
 
@@ -55,17 +57,14 @@ export type SyncStrategy = (typeof SYNC_STRATEGIES)[number];
 
 /** One item; everything of its resource beyond identity is applied as written. */
 export const syncItemSchema = z.object({
-  name: z.string().min(1, 'is required').register(crd, { minLength: 1, maxLength: 253 }),
+  name: requiredString().register(crd, { minLength: 1, maxLength: 253 }),
   strategy: z.enum(SYNC_STRATEGIES),
   // The API server checks only that it is an object (a bad one fails its item, not the SyncResource: index.ts).
   resource: z
     .looseObject({
-      apiVersion: z.string().min(1, 'is required'),
-      kind: z.string().min(1, 'is required'),
-      metadata: objectMetaSchema
-        .partial()
-        .extend({ name: z.string().min(1, 'is required') })
-        .loose(),
+      apiVersion: requiredString(),
+      kind: requiredString(),
+      metadata: z.catchall(z.extend(z.partial(objectMetaSchema), { name: requiredString() }), z.unknown()),
     })
     .register(crd, embeddedResource()),
 });
@@ -83,15 +82,15 @@ export const syncItemStatusSchema = z
   .object({
     name: z.string(),
     // Any string to the API server; the agent reads one it does not know as Processing.
-    state: resourceStateSchema.catch('Processing').register(crd, { served: { type: 'string' } }),
+    state: z.catch(resourceStateSchema, 'Processing').register(crd, { served: { type: 'string' } }),
     message: optional(z.string()),
-    applied: optional(appliedSchema).catch(undefined),
+    applied: z.catch(optional(appliedSchema), undefined),
   })
   .register(crd, { 'x-kubernetes-preserve-unknown-fields': true });
 export type SyncItemStatus = z.infer<typeof syncItemStatusSchema>;
 
 export const syncResourceSpecSchema = z.object({
-  kyma: z.string().min(1, 'is required').register(crd, REQUIRED),
+  kyma: requiredString().register(crd, REQUIRED),
   items: z
     .array(syncItemSchema)
     .register(crd, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['name'] }),
@@ -116,22 +115,16 @@ export type SyncResource = z.infer<typeof syncResourceSchema>;
  * not on the whole SyncResource. Status items that cannot be read are skipped.
  */
 export const rawSyncResourceSchema = typedObject(
-  z.object({ kyma: z.string().min(1, 'is required'), items: z.array(z.unknown()) }),
-  z
-    .object({
-      state: optional(resourceStateSchema).catch(undefined),
-      observedGeneration: optional(z.number()).catch(undefined),
-      items: optional(
-        z.array(z.unknown()).transform((items) =>
-          items.flatMap((item) => {
-            const parsed = syncItemStatusSchema.safeParse(item);
-            return parsed.success ? [parsed.data] : [];
-          }),
-        ),
-      ),
+  z.object({ kyma: requiredString(), items: z.array(z.unknown()) }),
+  z.catch(
+    z.object({
+      state: z.catch(optional(resourceStateSchema), undefined),
+      observedGeneration: z.catch(optional(z.number()), undefined),
+      items: optional(readableEntries(syncItemStatusSchema)),
       synced: optional(syncedListSchema),
-    })
-    .catch({}),
+    }),
+    {},
+  ),
 );
 export type RawSyncResource = z.infer<typeof rawSyncResourceSchema>;
 

@@ -1,6 +1,6 @@
 // Turning untyped JSON from an API server into typed values: a CRD schema can be loosened, an SKR user can
 // write anything, and a bad object must fail one module or item with a message that names the field.
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import {
   moduleReleaseMetaSchema,
   moduleTemplateSchema,
@@ -30,7 +30,7 @@ function fieldPath(path: readonly PropertyKey[]): string {
 }
 
 /** Parses `value` with `schema`; a mismatch throws a ShapeError naming `what` and the first bad field. */
-export function parseShape<T extends z.ZodType>(schema: T, value: unknown, what: string): z.output<T> {
+export function parseShape<T extends z.ZodMiniType>(schema: T, value: unknown, what: string): z.output<T> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const issue = result.error.issues[0];

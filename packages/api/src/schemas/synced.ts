@@ -1,28 +1,22 @@
 // The inventory of a set of objects the agent keeps in an SKR (a Manifest's or a SyncResource's
 // `status.synced`), in upstream lifecycle-manager's shape: namespace "" for cluster-scoped objects, and the
 // version is part of an object's identity (an object whose kind moved to another version is a different one).
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import { readableEntries, requiredString } from './common.js';
 import { crd } from './crd.js';
 
 export const syncedObjectSchema = z.object({
   group: z.string(),
-  version: z.string().min(1, 'is required'),
-  kind: z.string().min(1, 'is required'),
-  name: z.string().min(1, 'is required'),
+  version: requiredString(),
+  kind: requiredString(),
+  name: requiredString(),
   namespace: z.string(),
 });
 export type SyncedObject = z.infer<typeof syncedObjectSchema>;
 
 /** `status.synced` as read back: entries that cannot be read are skipped (they name nothing to prune). */
 export const syncedListSchema = z
-  .array(z.unknown())
-  .transform((entries) =>
-    entries.flatMap((entry) => {
-      const parsed = syncedObjectSchema.safeParse(entry);
-      return parsed.success ? [parsed.data] : [];
-    }),
-  )
-  .catch([])
+  .catch(readableEntries(syncedObjectSchema), [])
   // The API server checks each entry's fields, as upstream's CRD does; the agent skips an entry it cannot read.
   .register(crd, {
     served: {

@@ -1,7 +1,7 @@
 // Watcher (operator.kyma-project.io/v1beta2): what the SKR webhook watches and which KCP component its
 // events wake. Upstream has no `spec.manager` (its manager is the `managed-by` label); this project's older
 // Watchers carry one, so both are read. manifests/crds/watchers.yaml is generated from this file (`npm run generate`).
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { KINDS } from '../constants.js';
 import {
   conditionsSchema,
@@ -23,17 +23,24 @@ export const watcherSpecSchema = z.object({
     }),
   ),
   labelsToWatch: optional(stringMap),
-  resourceToWatch: z.object({ group: z.string(), version: z.string().min(1), resource: z.string().min(1) }),
+  resourceToWatch: z.object({
+    group: z.string(),
+    version: z.string().check(z.minLength(1)),
+    resource: z.string().check(z.minLength(1)),
+  }),
   field: z.enum(['spec', 'status']),
   serviceInfo: optional(z.object({ name: z.string(), port: int64(), namespace: z.string() })),
   // The agent never reads it: one it cannot parse (an operator the API server let through) reads as absent.
-  gateway: optional(
-    z.object({ selector: optional(labelSelectorSchema) }).register(crd, {
-      // Upstream requires the selector.
-      required: ['selector'],
-      description: 'Selects the Istio Gateway upstream routes the callbacks through; kept, not used.',
-    }),
-  ).catch(undefined),
+  gateway: z.catch(
+    optional(
+      z.object({ selector: optional(labelSelectorSchema) }).register(crd, {
+        // Upstream requires the selector.
+        required: ['selector'],
+        description: 'Selects the Istio Gateway upstream routes the callbacks through; kept, not used.',
+      }),
+    ),
+    undefined,
+  ),
 });
 export type WatcherSpec = z.infer<typeof watcherSpecSchema>;
 
