@@ -117,6 +117,11 @@ describe('maintenance windows', () => {
         /rules\.0\.match\.plan/,
       ],
       [JSON.stringify({ default: SATURDAY_EVENING, extra: 1 }), /invalid/],
+      // zod's own English message, not the bare "Invalid input" its functional API gives without a locale.
+      [
+        JSON.stringify({ default: { ...SATURDAY_EVENING, begin: 5 } }),
+        /default\.begin: Invalid input: expected string, received number/,
+      ],
     ];
     for (const [text, message] of cases) expect(() => parsePolicy(text), text).to.throw(PolicyError, message);
   });
