@@ -61,6 +61,52 @@ function sameVersionOnce() {
   };
 }
 
+/**
+ * undici's index.js requires all of undici (mock agents, cache stores, WebSocket, EventSource, cookies, CacheStorage,
+ * a dozen dispatchers): nearly a megabyte of source, of which the agent needs about half, for fetch and three of its
+ * dispatchers. Every import of the bare name `undici` is resolved to agent/bundle/undici.js, which exports just what
+ * the bundle imports, taken from the files that define it. It is an ES module, so esbuild fails the build on an import
+ * of a name it lacks (and this plugin on a namespace import's use of one, which esbuild only warns of); a require()
+ * or import() of `undici` is refused, as the names read from it could not be checked.
+ *
+ * The experimental Milo parser (lib/milo, 150 KB of WebAssembly as base64) is loaded by undici's HTTP/1 client only
+ * when UNDICI_USE_MILO is set or a Client asks for it: it is left out, and that case fails with an error saying so.
+ */
+function undiciAsUsed() {
+  const used = join(agentDir, 'bundle/undici.js');
+  return {
+    name: 'undici-as-used',
+    setup(bundle) {
+      bundle.onResolve({ filter: /^undici$/ }, (args) => {
+        if (args.kind === 'import-statement') return { path: used };
+        return {
+          errors: [{ text: `${args.kind} of undici: its names could not be checked against ${used}` }],
+        };
+      });
+      bundle.onEnd((result) => {
+        const named = `"${relative(bundle.initialOptions.absWorkingDir ?? process.cwd(), used)}"`;
+        const missing = result.warnings.filter(
+          (w) => w.id === 'import-is-undefined' && w.text.includes(named),
+        );
+        return { errors: missing.map(({ text, location }) => ({ text, location })) };
+      });
+      // Both builds of it (simd.js, no-simd.js) become one module whose setup() throws, each time it is called:
+      // a module that threw while loading would be an empty object at the next require() of it.
+      bundle.onResolve({ filter: /^\.\.\/milo\/(no-)?simd\.js$/ }, (args) =>
+        args.importer.includes(`${sep}undici${sep}lib${sep}`)
+          ? { path: 'milo', namespace: 'undici-left-out' }
+          : undefined,
+      );
+      bundle.onLoad({ filter: /.*/, namespace: 'undici-left-out' }, () => ({
+        contents: `module.exports.setup = () => {
+          throw new Error("undici's Milo parser (UNDICI_USE_MILO, useMilo) is not in the agent's bundle");
+        };`,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
 /** What both bundles share: every dependency inside, minified but for names (stack traces name functions). */
 const common = {
   bundle: true,
@@ -82,6 +128,8 @@ const common = {
 const agent = await build({
   ...common,
   entryPoints: { main: join(agentDir, 'dist/main.js') },
+  // The manifest parse thread imports nothing from undici.
+  plugins: [undiciAsUsed(), ...common.plugins],
   format: 'cjs',
   outExtension: { '.js': '.cjs' },
   define: { 'import.meta.url': 'bundleUrl' },

@@ -1,8 +1,9 @@
 // What the agent's bundle holds (agent/bundle.js, decision 017): its source text stays in every replica's memory
-// whether it runs or not, so client-node's API groups the agent never calls, second copies of one package version and
-// an HTTP framework must not be in it. Read from the bundle and from its source map, which names every file bundled.
+// whether it runs or not, so client-node's API groups the agent never calls, second copies of one package version, an
+// HTTP framework and the parts of undici its index loads for others must not be in it. Read from the bundle and from
+// its source map, which names every file bundled.
 import { readFile } from 'node:fs/promises';
-import { join, sep } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 
@@ -47,6 +48,30 @@ describe('the agent bundle holds what the agent runs, once', () => {
     }
     const repeated = [...roots].filter(([, places]) => places.size > 1).map(([key]) => key);
     expect(repeated).to.deep.equal([]);
+  });
+
+  it("holds of undici what the agent uses, not its index's mocks, caches, web APIs or Milo parser", async () => {
+    const undici: string[] = [];
+    for (const file of await bundledFiles()) {
+      const found = packageRoot(file);
+      if (found?.name === 'undici') undici.push(relative(found.root, file).split(sep).join('/'));
+    }
+    for (const used of ['lib/dispatcher/agent.js', 'lib/dispatcher/proxy-agent.js', 'lib/web/fetch/index.js'])
+      expect(undici, `${used} in the bundle`).to.include(used);
+    // index.js requires all of undici; agent/bundle.js resolves `undici` to agent/bundle/undici.js instead.
+    const leftOut = [
+      'index.js',
+      'lib/mock/',
+      'lib/cache/',
+      'lib/interceptor/',
+      'lib/web/websocket/',
+      'lib/milo/',
+    ];
+    for (const left of leftOut)
+      expect(
+        undici.filter((file) => file.startsWith(left)),
+        `undici's ${left} in the bundle`,
+      ).to.deep.equal([]);
   });
 
   it('holds no HTTP framework: the health, event-stream and console servers route on node:http', async () => {
