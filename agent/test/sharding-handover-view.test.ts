@@ -8,7 +8,12 @@ import { mergePatchCustomObject } from '@skr-watcher/kube';
 import { sharedEnvironment } from '@skr-watcher/testenv';
 import { waitUntil } from '../../test/support/eventually.js';
 import { seedKyma } from '../../test/support/kcp-seed.js';
-import { createAssignment, createMembership, type Assignment, type Membership } from '../src/sharding/index.js';
+import {
+  createAssignment,
+  createMembership,
+  type Assignment,
+  type Membership,
+} from '../src/sharding/index.js';
 
 const A = 'hand-a';
 const B = 'hand-b';
@@ -67,7 +72,12 @@ describe('a replica waits briefly for its view to show a Kyma handed to it', fun
     assignment.setMembers(b.members());
     await assignment.start();
     await waitUntil('B sees both members', () => b.members().length === 2, 30_000, 50);
-    await waitUntil('B sees every Kyma', () => keys.every((key) => assignment.ownerOf(key) === A), 30_000, 50);
+    await waitUntil(
+      'B sees every Kyma',
+      () => keys.every((key) => assignment.ownerOf(key) === A),
+      30_000,
+      50,
+    );
   });
   after(async () => {
     await assignment?.stop();
