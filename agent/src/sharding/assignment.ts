@@ -345,8 +345,7 @@ export function createAssignment(options: AssignmentOptions): Assignment {
       if (!kyma || stopped || placement.targetOf(kyma) !== me) return false;
       // Registered before looking, so that the view's update between the look and the wait is not missed.
       const waiter = claimWaiters.add(kymaKey);
-      if (!owns(kymaKey)) await waiter.until(HANDOVER_VIEW_WAIT_MS);
-      else await waiter.until(0);
+      await waiter.until(owns(kymaKey) ? 0 : HANDOVER_VIEW_WAIT_MS);
       return owns(kymaKey);
     },
     neededBuckets() {
