@@ -320,9 +320,7 @@ describe('automatic webhook registration (real KCP and SKR)', function () {
       expect((await pass()).restored, 'nothing put back on a first pass').to.deep.equal([]);
       // Secret, ServiceAccount, ClusterRole and binding, Deployment, Service, NetworkPolicy, webhook configuration.
       expect(await requests('apply')).to.equal(8);
-      console.log(counted.connectionsOpened(), counted.connectionsResumed());
       expect((await pass()).restored).to.deep.equal([]);
-      console.log(counted.connectionsOpened(), counted.connectionsResumed());
       expect(await requests('apply'), 'applies after a pass with nothing changed').to.equal(8);
 
       const skrCore = env.plane('skr').kubeConfig().makeApiClient(CoreV1Api);

@@ -22,6 +22,17 @@ export const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../../manifests/crds/',
 // A kube-apiserver is ready in 5-10 s on a quiet machine; on two cores under a load average of 25 (a CI run next to
 // other work) one took over 60 s. The bound only catches a start that hangs, so it is generous.
 const READY_TIMEOUT_MS = 180_000;
+/** Starts of a kube-apiserver that exits before it is ready, before the plane's start fails. */
+const START_ATTEMPTS = 3;
+
+class ExitedBeforeReady extends Error {}
+
+/** The fatal line kube-apiserver wrote last (klog's `F` severity), or the log's last line. */
+async function fatalLine(logFile: string): Promise<string> {
+  const lines = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').filter((line) => line.trim());
+  const fatal = lines.findLast((line) => /^F\d{4} /.test(line)) ?? lines.at(-1) ?? 'no log';
+  return fatal.length > 300 ? `${fatal.slice(0, 300)}…` : fatal;
+}
 
 export interface EnvironmentOptions {
   /** Names of the planes, e.g. ['kcp', 'skr1', 'skr2']. */
@@ -301,18 +312,31 @@ async function startPlane(
   ];
   let apiserver: ManagedProcess | undefined;
 
+  // kube-apiserver ends itself (klog.Fatal) when a start-up hook fails, e.g. the first service IP repair pass failing
+  // within its 60 s window on a loaded machine, and leaves the restart to its supervisor (the kubelet, systemd). This is
+  // the supervisor: a server that exits before it is ready is started again, twice at most, saying why.
   const start = async () => {
-    apiserver = startProcess(binaries.kubeApiserver, args, files.log);
-    const current = apiserver;
-    await waitFor(
-      `kube-apiserver ${name}`,
-      async () => {
-        if (!current.isRunning()) throw new Error(`kube-apiserver ${name} exited; see ${files.log}`);
-        return (await getStatus(`${url}/readyz`, certs.ca.certPem)) === 200;
-      },
-      READY_TIMEOUT_MS,
-      files.log,
-    );
+    for (let attempt = 1; ; attempt++) {
+      apiserver = startProcess(binaries.kubeApiserver, args, files.log);
+      const current = apiserver;
+      try {
+        await waitFor(
+          `kube-apiserver ${name}`,
+          async () => {
+            if (!current.isRunning()) throw new ExitedBeforeReady(await fatalLine(files.log));
+            return (await getStatus(`${url}/readyz`, certs.ca.certPem)) === 200;
+          },
+          READY_TIMEOUT_MS,
+          files.log,
+        );
+        break;
+      } catch (error) {
+        if (!(error instanceof ExitedBeforeReady)) throw error;
+        const why = `kube-apiserver ${name} exited before it was ready (${error.message}); see ${files.log}`;
+        if (attempt === START_ATTEMPTS) throw new Error(why);
+        log(`[testenv] ${why}; starting it again`);
+      }
+    }
     log(`[testenv] ${name} ready at ${url}`);
   };
   const stop = async () => {
