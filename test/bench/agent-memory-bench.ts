@@ -7,6 +7,8 @@
 // The SKR's requests and writes per pass from the SKR API server's apiserver_request_total. Nothing passes or fails.
 //
 //   npm run bench:agent-memory -- [--callbacks 10] [--steady 30] [--agent-script agent/dist/bundle/main.cjs]
+//     [--manifest-kb 20]  the module's raw manifest padded with ConfigMaps to that size, a real module's (default: one
+//                         ConfigMap)
 //     [--heap-snapshot]   also writes a heap snapshot at the end and prints its largest constructors
 //     [--env NAME=VALUE]  an environment variable added to the shipped ones (repeatable), to try an allocator or V8 setting
 //     [--keep-logs]       keeps the system's directory (the agent's log among it) and prints where
@@ -23,6 +25,8 @@ import {
   settleCallbacks,
 } from '../support/system/callbacks.js';
 import { startLocalSystem, type LocalSystem } from '../support/system/index.js';
+import { sampleModules } from '../support/system/modules.js';
+import { documentMarkers } from '@skr-watcher/oci';
 import { shippedAgentEnv, shippedAgentScript } from '../support/shipped-agent.js';
 
 function flag(name: string, fallback: string): string {
@@ -32,6 +36,7 @@ function flag(name: string, fallback: string): string {
 
 const CALLBACKS = Number(flag('callbacks', '10'));
 const STEADY_SECONDS = Number(flag('steady', '30'));
+const MANIFEST_BYTES = Number(flag('manifest-kb', '0')) * 1000;
 const HEAP_SNAPSHOT = process.argv.includes('--heap-snapshot');
 const KEEP_LOGS = process.argv.includes('--keep-logs');
 const EXTRA_ENV = process.argv.flatMap((arg, at) =>
@@ -168,6 +173,10 @@ async function main(): Promise<void> {
   }
   console.log(`start: ${uptime()}`);
   console.log(`agent: ${script} with ${JSON.stringify(env)}`);
+  const manifest = sampleModules({ manifestBytes: MANIFEST_BYTES })[0]!.rawManifest;
+  console.log(
+    `module: sample 1.0.0, raw manifest of ${manifest.length} bytes in ${documentMarkers(manifest) + 1} documents`,
+  );
   let system: LocalSystem | undefined;
   let failed = true;
   try {
@@ -175,6 +184,7 @@ async function main(): Promise<void> {
       dir: join(parent, 'system'),
       skrs: ['skr1'],
       modules: true,
+      sampleManifestBytes: MANIFEST_BYTES,
       shippedAgent: { script, env },
     });
     const rss = sampleRss(system.agent.pid);

@@ -27,7 +27,7 @@ export {
   documentMarkers,
   documentOverTokens,
 } from './manifest-objects.js';
-export { createManifestParser, DEFAULT_PARSE_LIMITS } from './bounded-parse.js';
+export { createManifestParser, DEFAULT_PARSE_LIMITS, parsesInline } from './bounded-parse.js';
 export type { ManifestParser, ParseLimits } from './bounded-parse.js';
 export type { ManifestObject, ObjectBounds } from './manifest-objects.js';
 export { tarFiles, firstRegularFile, uncompressed } from './archive.js';

@@ -3,7 +3,8 @@
 // the lexer, which holds one token at a time, before the parser builds anything: a document too big to parse within
 // the parse thread's heap is refused in a fraction of a second and without the memory), in aliases so a "billion laughs" document
 // cannot expand into gigabytes when the objects are later serialized to be applied, and in the size of each object
-// as JSON. This file is pure and synchronous: the agent runs it in a thread of its own (bounded-parse.ts).
+// as JSON. This file is pure and synchronous: the agent runs it on the event loop a document at a time, or in a thread of
+// its own for a manifest with a large document (bounded-parse.ts).
 import { Composer, Lexer, LineCounter, Parser, type YAMLError } from 'yaml';
 import { ModuleSourceError } from './errors.js';
 

@@ -1,12 +1,14 @@
-// Raw manifests a careless or hostile module team may publish, parsed as the agent parses them (in a thread with its
-// own heap and time bounds): each ends in a ModuleSourceError that names the bound it crossed, and the process that
-// asked goes on parsing other modules.
+// Raw manifests a careless or hostile module team may publish, parsed as the agent parses them (small ones on the event
+// loop a document at a time, the others in a thread with its own heap and time bounds): each ends in a ModuleSourceError
+// that names the bound it crossed, and the process that asked goes on parsing other modules.
 import { expect } from 'chai';
 import {
   createManifestParser,
   DEFAULT_OBJECT_BOUNDS,
+  DEFAULT_PARSE_LIMITS,
   documentMarkers,
   documentOverTokens,
+  parsesInline,
 } from '../src/index.js';
 import { failure } from './hand-assembled.js';
 
@@ -108,5 +110,73 @@ describe('bounded raw-manifest parse', function () {
     expect(error.message).to.match(
       /^raw manifest broken: document 1 is not valid YAML: .* at line \d+, column \d+$/s,
     );
+  });
+
+  describe('on the event loop', () => {
+    const threadOnly = createManifestParser({ inlineDocumentTokens: 0 });
+
+    it('takes a small manifest of small documents, and sends a large document or a large manifest to the thread', () => {
+      expect(parsesInline(configMaps(20, 10))).to.equal(true);
+      // One document of 40,000 keys: more tokens than the inline bound, though the text is small enough.
+      expect(parsesInline(configMaps(1, 2_000))).to.equal(false);
+      expect(parsesInline(flowMapping(2_000))).to.equal(false);
+      // Small documents, but more text than the inline bound.
+      const many = configMaps(400, 5);
+      expect(many.length).to.be.greaterThan(DEFAULT_PARSE_LIMITS.inlineChars);
+      expect(parsesInline(many)).to.equal(false);
+      expect(parsesInline(configMaps(20, 10), { ...DEFAULT_PARSE_LIMITS, inlineDocumentTokens: 0 })).to.equal(
+        false,
+      );
+    });
+
+    it('gives the objects and the errors the thread gives, for the same inputs', async () => {
+      const inputs = [
+        configMaps(30, 20),
+        'a: [1, 2\n',
+        '---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n',
+        'apiVersion: v1\nkind: ConfigMap\n',
+        '- just\n- a list\n',
+        'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: 3}\n',
+        `x: &a [1, 1]\ny: &b [*a, *a, *a, *a]\nz: &c [*b, *b, *b, *b]\nw: [*c, *c, *c, *c, *c, *c, *c, *c]\n`,
+        `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: ${'['.repeat(2_000)}${']'.repeat(2_000)}\n`,
+      ];
+      for (const text of inputs) {
+        expect(parsesInline(text), text.slice(0, 40)).to.equal(true);
+        const settle = (parse: typeof threadOnly) =>
+          parse(text, 'raw manifest').then(
+            (objects) => ({ objects }),
+            (error: { reason?: string; message?: string }) => ({
+              reason: error.reason,
+              message: error.message,
+            }),
+          );
+        // As JSON: chai's deep comparison would overflow the stack on the deeply nested one.
+        expect(JSON.stringify(await settle(parse)), text.slice(0, 40)).to.equal(
+          JSON.stringify(await settle(threadOnly)),
+        );
+      }
+    });
+
+    it('gives other work a turn after each document', async () => {
+      let turns = 0;
+      const ticker = setInterval(() => turns++, 0);
+      try {
+        const objects = await parse(configMaps(100, 5), 'raw manifest turns');
+        expect(objects).to.have.length(100);
+      } finally {
+        clearInterval(ticker);
+      }
+      // A timer runs once per turn of the event loop at most: one turn per document or so, not one for all of them.
+      expect(turns).to.be.greaterThan(20);
+    });
+
+    it('ends a parse at the time bound, between documents', async () => {
+      const slow = createManifestParser({ timeoutMs: 1 });
+      const text = configMaps(100, 10);
+      expect(parsesInline(text)).to.equal(true);
+      const error = await failure(slow(text, 'raw manifest slow'), 'TooLarge');
+      expect(error.message).to.equal('raw manifest slow: parsing took longer than the bound of 0.001 s');
+      await stillParses();
+    });
   });
 });

@@ -95,6 +95,8 @@ export interface LocalSystemOptions {
    * agent at the registry so it installs modules through Manifests.
    */
   modules?: boolean;
+  /** With `modules`: the sample module's raw manifest padded to this many bytes (modules.ts, sampleModules). */
+  sampleManifestBytes?: number;
   /**
    * Each webhook watches its own ValidatingWebhookConfiguration with a token of the ServiceAccount the agent
    * installs in its SKR, as the in-cluster webhook does with its mounted token.
@@ -446,7 +448,10 @@ export async function startLocalSystem(options: LocalSystemOptions): Promise<Loc
       progress(
         `publishing modules greeter 1.0.0 and sample 1.0.0/1.1.0 to ${registry.registryHost} (skr-modules publishModule, modulectl's layout)`,
       );
-      const [greeter] = await publishModules(registry.registryHost, [greeterModule(), ...sampleModules()]);
+      const [greeter] = await publishModules(registry.registryHost, [
+        greeterModule(),
+        ...sampleModules({ manifestBytes: options.sampleManifestBytes ?? 0 }),
+      ]);
       if (greeter) await createCatalog(kcp, namespace, greeter);
       const agentInstalls = agentInstallsModules();
       if (!agentInstalls) {

@@ -159,26 +159,47 @@ export function greeterModule(options: { operatorImage?: string; version?: strin
 /**
  * The sample module of manifests/samples (the Module CR the demo edits) as registry content. With the agent
  * pointed at a registry every module goes through a Manifest, so its versions must be there too; its CRD is
- * one of the agent's own (installed in every SKR), so its raw manifest holds only a ConfigMap.
+ * one of the agent's own (installed in every SKR), so its raw manifest holds only a ConfigMap, or, given
+ * `manifestBytes`, that many bytes of ConfigMaps of 40 keys each (about 850 bytes of YAML apiece, as many tokens per
+ * byte as a CRD's schema), for a module of a real one's size.
  */
-export function sampleModules(): ModuleVersion[] {
+export function sampleModules(options: { manifestBytes?: number } = {}): ModuleVersion[] {
   return (
     [
       ['1.0.0', 'regular'],
       ['1.1.0', 'fast'],
     ] as const
-  ).map(([version, channel]) => ({
-    moduleName: 'sample',
-    version,
-    channels: [channel],
-    ocmComponentName: 'kyma-project.io/module/sample',
-    rawManifest: stringify({
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: 'sample-module', namespace: DEFAULTS.skrNamespace },
-      data: { version },
-    }),
-  }));
+  ).map(([version, channel]) => {
+    const documents = [
+      stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'sample-module', namespace: DEFAULTS.skrNamespace },
+        data: { version },
+      }),
+    ];
+    for (let part = 0; documents.join('---\n').length < (options.manifestBytes ?? 0); part++) {
+      documents.push(
+        stringify({
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: {
+            name: `sample-part-${part}`,
+            namespace: DEFAULTS.skrNamespace,
+            labels: { part: `${part}` },
+          },
+          data: Object.fromEntries(Array.from({ length: 40 }, (_, key) => [`key${key}`, `value-${key}`])),
+        }),
+      );
+    }
+    return {
+      moduleName: 'sample',
+      version,
+      channels: [channel],
+      ocmComponentName: 'kyma-project.io/module/sample',
+      rawManifest: documents.join('---\n'),
+    };
+  });
 }
 
 /** Whether the skr-agent that is run has the module installation flags (`run --help` lists --oci-registry-host). */
